@@ -1,0 +1,197 @@
+"""The metric table: every raw series trainsignals reads, and which component exports it.
+
+This is the contract between the generator (rules and dashboards read these names), the GPU
+exporter, the training-loop instrumentation and the simulator (they write them). `docs/metrics.md`
+is generated from this table; a test fails when a rule or panel reads a metric that is neither in
+this table nor recorded by a rule of the same file.
+
+Label conventions (see docs/metrics.md):
+- Every series of a training job carries the spec's `selector` labels (default
+  `training_job="<name>"`), set as target labels in the scrape config or by the exporter's
+  `--label` flag, and a `node` label (the host name).
+- Training-process series also carry `rank` (global rank) and `local_rank`.
+- Per-GPU series carry `gpu` (index on the node), `uuid` and `model`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Component(StrEnum):
+    TRAINING = "training instrumentation (trainsignals.exporters.training)"
+    GPU_EXPORTER = "GPU exporter (trainsignals-gpu-exporter)"
+    DCGM_EXPORTER = "dcgm-exporter (NVIDIA, when the spec sets gpu_metrics: dcgm)"
+    NODE_EXPORTER = "node_exporter (Prometheus project)"
+    PROMETHEUS = "Prometheus itself"
+    ALERTMANAGER = "Alertmanager (/metrics)"
+
+
+class Kind(StrEnum):
+    COUNTER = "counter"
+    GAUGE = "gauge"
+    HISTOGRAM = "histogram"
+    INFO = "info"
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    kind: Kind
+    component: Component
+    labels: tuple[str, ...]
+    help: str
+
+    @property
+    def series_names(self) -> tuple[str, ...]:
+        """Names that appear in PromQL for this metric (histograms expand to three)."""
+        if self.kind is Kind.HISTOGRAM:
+            return (f"{self.name}_bucket", f"{self.name}_sum", f"{self.name}_count")
+        return (self.name,)
+
+
+JOB = ("node", "rank", "local_rank")
+GPU = ("node", "gpu", "uuid", "model")
+
+# Phases the instrumentation reports; alert rules treat everything but "train" as a
+# legitimate pause that is bounded by the spec's `max_pause`.
+PHASES = ("startup", "warmup", "train", "eval", "checkpoint")
+
+# Clock-event ("throttle") reasons reported one series each, NVML's names in snake case.
+THROTTLE_REASONS = (
+    "gpu_idle",
+    "applications_clocks_setting",
+    "sw_power_cap",
+    "hw_slowdown",
+    "sync_boost",
+    "sw_thermal_slowdown",
+    "hw_thermal_slowdown",
+    "hw_power_brake_slowdown",
+    "display_clock_setting",
+)
+THERMAL_THROTTLE_REASONS = ("sw_thermal_slowdown", "hw_thermal_slowdown")
+POWER_THROTTLE_REASONS = ("sw_power_cap", "hw_power_brake_slowdown")
+
+T, G = Component.TRAINING, Component.GPU_EXPORTER
+
+METRICS: tuple[Metric, ...] = (
+    # --- training process (one target per rank) ---
+    Metric("trainsignals_training_info", Kind.GAUGE, T, (*JOB, "world_size", "version"),
+           "Always 1; identifies the rank. Present while the process serves metrics."),
+    Metric("trainsignals_step_duration_seconds", Kind.HISTOGRAM, T, JOB,
+           "Wall time of one optimizer step, data wait included."),
+    Metric("trainsignals_steps_total", Kind.COUNTER, T, JOB, "Optimizer steps completed."),
+    Metric("trainsignals_failed_steps_total", Kind.COUNTER, T, JOB,
+           "Steps that raised and were skipped or retried."),
+    Metric("trainsignals_tokens_total", Kind.COUNTER, T, JOB, "Tokens processed by this rank."),
+    Metric("trainsignals_samples_total", Kind.COUNTER, T, JOB, "Samples processed by this rank."),
+    Metric("trainsignals_loss", Kind.GAUGE, T, JOB, "Last finite training loss."),
+    Metric("trainsignals_nonfinite_losses_total", Kind.COUNTER, T, JOB,
+           "Losses that were NaN or infinite."),
+    Metric("trainsignals_data_wait_seconds_total", Kind.COUNTER, T, JOB,
+           "Seconds spent waiting for the data loader."),
+    Metric("trainsignals_batches_dropped_total", Kind.COUNTER, T, JOB,
+           "Batches dropped (corrupt, skipped, timed out)."),
+    Metric("trainsignals_last_step_timestamp_seconds", Kind.GAUGE, T, JOB,
+           "Unix time of the last completed step (process start until the first step)."),
+    Metric("trainsignals_last_checkpoint_timestamp_seconds", Kind.GAUGE, T, JOB,
+           "Unix time of the last successful checkpoint (process start until the first one)."),
+    Metric("trainsignals_phase", Kind.GAUGE, T, (*JOB, "phase"),
+           "1 for the current phase (startup, warmup, train, eval, checkpoint), 0 for the others."),
+    Metric("trainsignals_checkpoint_disk_free_bytes", Kind.GAUGE, T, (*JOB, "path"),
+           "Free bytes on the file system holding the checkpoint directory."),
+    Metric("trainsignals_checkpoint_disk_size_bytes", Kind.GAUGE, T, (*JOB, "path"),
+           "Size in bytes of the file system holding the checkpoint directory."),
+    # --- GPU exporter (one target per node) ---
+    Metric("trainsignals_gpu_info", Kind.GAUGE, G, (*GPU, "pci_bus_id"), "Always 1 per GPU."),
+    Metric("trainsignals_gpu_up", Kind.GAUGE, G, GPU,
+           "1 when every NVML query of this GPU answered in the last scrape, 0 when it is lost."),
+    Metric("trainsignals_gpu_utilization_ratio", Kind.GAUGE, G, GPU,
+           "Share of time a kernel was running (NVML utilization.gpu / 100)."),
+    Metric("trainsignals_gpu_memory_utilization_ratio", Kind.GAUGE, G, GPU,
+           "Share of time device memory was read or written."),
+    Metric("trainsignals_gpu_memory_used_bytes", Kind.GAUGE, G, GPU, "Device memory used."),
+    Metric("trainsignals_gpu_memory_total_bytes", Kind.GAUGE, G, GPU, "Device memory in all."),
+    Metric("trainsignals_gpu_memory_reserved_bytes", Kind.GAUGE, G, GPU,
+           "Device memory reserved by the driver."),
+    Metric("trainsignals_gpu_power_watts", Kind.GAUGE, G, GPU, "Power draw."),
+    Metric("trainsignals_gpu_power_limit_watts", Kind.GAUGE, G, GPU, "Enforced power limit."),
+    Metric("trainsignals_gpu_energy_joules_total", Kind.COUNTER, G, GPU,
+           "Energy consumed since the driver loaded."),
+    Metric("trainsignals_gpu_temperature_celsius", Kind.GAUGE, G, GPU, "GPU core temperature."),
+    Metric("trainsignals_gpu_sm_clock_hertz", Kind.GAUGE, G, GPU, "SM clock."),
+    Metric("trainsignals_gpu_sm_clock_max_hertz", Kind.GAUGE, G, GPU, "Maximum SM clock."),
+    Metric("trainsignals_gpu_memory_clock_hertz", Kind.GAUGE, G, GPU, "Memory clock."),
+    Metric("trainsignals_gpu_memory_clock_max_hertz", Kind.GAUGE, G, GPU, "Maximum memory clock."),
+    Metric("trainsignals_gpu_throttle_active", Kind.GAUGE, G, (*GPU, "reason"),
+           "1 while the clocks-event (throttle) reason is active, one series per reason."),
+    Metric("trainsignals_gpu_ecc_errors_total", Kind.COUNTER, G, (*GPU, "error_type"),
+           "Volatile ECC errors, error_type corrected or uncorrected."),
+    Metric("trainsignals_gpu_remapped_rows_pending", Kind.GAUGE, G, GPU,
+           "1 when a row remapping is pending (the GPU needs a reset)."),
+    Metric("trainsignals_gpu_remapped_rows_failed", Kind.GAUGE, G, GPU,
+           "1 when a row remapping failed (the GPU needs service)."),
+    Metric("trainsignals_gpu_xid_errors_total", Kind.COUNTER, G, (*GPU, "xid"),
+           "XID errors seen through NVML events, by XID code."),
+    Metric("trainsignals_gpu_pcie_transmit_bytes_per_second", Kind.GAUGE, G, GPU,
+           "PCIe transmit throughput (NVML sample over 20 ms)."),
+    Metric("trainsignals_gpu_pcie_receive_bytes_per_second", Kind.GAUGE, G, GPU,
+           "PCIe receive throughput (NVML sample over 20 ms)."),
+    Metric("trainsignals_gpu_nvlink_up", Kind.GAUGE, G, (*GPU, "link"), "1 when the link is up."),
+    Metric("trainsignals_gpu_nvlink_errors_total", Kind.COUNTER, G, (*GPU, "link", "error_type"),
+           "NVLink error counters (replay, recovery, crc_flit, crc_data)."),
+    Metric("trainsignals_gpu_fan_speed_ratio", Kind.GAUGE, G, (*GPU, "fan"),
+           "Fan speed as a share of its maximum, where the board has fans."),
+    Metric("trainsignals_gpu_process_memory_used_bytes", Kind.GAUGE, G,
+           (*GPU, "pid", "process_name"), "Device memory used by one process."),
+    Metric("trainsignals_gpu_exporter_nvml_errors_total", Kind.COUNTER, G,
+           ("node", "gpu", "function", "error"), "NVML calls that failed, by GPU and function."),
+    Metric("trainsignals_gpu_exporter_scrape_duration_seconds", Kind.GAUGE, G, ("node",),
+           "Time the last collection took."),
+    Metric("trainsignals_gpu_exporter_build_info", Kind.GAUGE, G,
+           ("node", "version", "driver_version", "nvml_version"), "Always 1."),
+    # --- node_exporter, for the network panels only ---
+    Metric("node_network_receive_bytes_total", Kind.COUNTER, Component.NODE_EXPORTER,
+           ("node", "device"), "Bytes received per network device."),
+    Metric("node_network_transmit_bytes_total", Kind.COUNTER, Component.NODE_EXPORTER,
+           ("node", "device"), "Bytes transmitted per network device."),
+    # --- Prometheus ---
+    Metric("up", Kind.GAUGE, Component.PROMETHEUS, ("job", "instance", "node"),
+           "1 when the last scrape of a target succeeded."),
+    Metric("ALERTS", Kind.GAUGE, Component.PROMETHEUS, ("alertname", "alertstate", "severity"),
+           "Pending and firing alerts."),
+)
+
+# dcgm-exporter's names for the same signals, for specs with `gpu_metrics: dcgm`.
+# Names and units from NVIDIA/dcgm-exporter's default-counters.csv; labels gpu, UUID,
+# modelName, Hostname.
+DCGM_METRICS: tuple[Metric, ...] = tuple(
+    Metric(name, Kind.COUNTER if name.endswith("_TOTAL") or "ENERGY" in name else Kind.GAUGE,
+           Component.DCGM_EXPORTER, ("Hostname", "gpu", "UUID", "modelName"), help_)
+    for name, help_ in (
+        ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization in percent."),
+        ("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization in percent."),
+        ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used, MiB."),
+        ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free, MiB."),
+        ("DCGM_FI_DEV_POWER_USAGE", "Power draw, W."),
+        ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "Energy since boot, mJ."),
+        ("DCGM_FI_DEV_GPU_TEMP", "GPU temperature, C."),
+        ("DCGM_FI_DEV_SM_CLOCK", "SM clock, MHz."),
+        ("DCGM_FI_DEV_MEM_CLOCK", "Memory clock, MHz."),
+        ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "Throttle reasons bitmask."),
+        ("DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error seen."),
+        ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "Volatile double-bit (uncorrectable) ECC errors."),
+        ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "Volatile single-bit (corrected) ECC errors."),
+        ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "Whether remapping of rows has failed."),
+        ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "PCIe replays."),
+        ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "NVLink bandwidth counter total."),
+    )
+)
+
+BY_NAME: dict[str, Metric] = {m.name: m for m in (*METRICS, *DCGM_METRICS)}
+
+
+def known_series_names() -> frozenset[str]:
+    """Every series name a rule or panel may read without recording it itself."""
+    return frozenset(s for m in (*METRICS, *DCGM_METRICS) for s in m.series_names)
