@@ -1,0 +1,252 @@
+"""The Prometheus collector: asks the backend about every GPU at scrape time.
+
+One scrape calls each backend method at most once per GPU. A GPU that answers gpu_is_lost is
+skipped for the rest of the scrape (`up` 0); a method a model lacks is remembered and never
+asked again; any other failure drops that metric for that GPU and counts an error.
+Concurrent scrapes are serialised by a lock, so NVML sees one collection at a time.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from prometheus_client.core import Metric
+from prometheus_client.registry import Collector
+from trainsignals.exporters.gpu.backend import (
+    GPU_IS_LOST,
+    NVML_FUNCTIONS,
+    UNKNOWN,
+    UNSUPPORTED_CODES,
+    BackendError,
+    GpuBackend,
+    Identity,
+)
+from trainsignals.exporters.gpu.errors import ErrorTracker
+from trainsignals.exporters.gpu.families import Families
+from trainsignals.exporters.gpu.xid import XidWatcher
+
+from trainsignals.metric_catalog import THROTTLE_REASONS
+
+log = logging.getLogger("trainsignals.exporters.gpu")
+
+# A failure of one of these makes `up` 0; others only drop their own metric.
+CORE_METHODS = frozenset({"identity", "utilization", "memory", "power", "temperature"})
+
+# XIDs exported at 0 from the start so the first occurrence is an increase() that alerts
+# can see (a counter series born at 1 shows no increase). Others appear when first seen.
+SEEDED_XIDS = (13, 31, 43, 45, 48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120)
+
+NO_IDENTITY = Identity(uuid="", model="", pci_bus_id="")
+
+P = "trainsignals_gpu_"
+
+
+@dataclass(frozen=True)
+class CollectOptions:
+    processes: bool = True
+    nvlink: bool = True
+    pcie: bool = True
+    init_retry_s: float = 60.0  # how often to retry nvmlInit after it failed
+    xid_poll_s: float = 0.5
+
+
+class _Lost(Exception):
+    """The GPU answered gpu_is_lost: stop asking it anything this scrape."""
+
+
+def _package_version() -> str:
+    try:
+        return version("trainsignals")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+class GpuCollector(Collector):
+    def __init__(
+        self,
+        backend: GpuBackend,
+        node: str,
+        const_labels: dict[str, str] | None = None,
+        gpu_indices: list[int] | None = None,
+        options: CollectOptions | None = None,
+    ) -> None:
+        self.backend = backend
+        self.node = node
+        self.const_labels = dict(const_labels or {})
+        self.options = options or CollectOptions()
+        self.errors = ErrorTracker()
+        self.init_error: BackendError | None = None
+        self._requested = list(gpu_indices) if gpu_indices is not None else None
+        self._indices: list[int] = []
+        self._identities: dict[int, Identity] = {}
+        self._versions = ("", "")
+        self._ready = False
+        self._last_init = 0.0
+        self._lock = threading.Lock()
+        self._xid: XidWatcher | None = None
+        self._core_failed = False
+        self._init()
+
+    # --- lifecycle -----------------------------------------------------------------------
+    def _init(self) -> None:
+        """nvmlInit once; after a failure, retried at most every init_retry_s at scrape."""
+        self._last_init = time.monotonic()
+        try:
+            self.backend.init()
+            count = self.backend.device_count()
+        except BackendError as e:
+            self.init_error = e
+            self.errors.record("", "init", e)
+            return
+        wanted = self._requested if self._requested is not None else list(range(count))
+        missing = [i for i in wanted if not 0 <= i < count]
+        if missing:
+            log.error("GPUs %s requested but NVML sees %d GPUs; ignoring them", missing, count)
+        self._indices = [i for i in wanted if 0 <= i < count]
+        self._versions = (self._version(self.backend.driver_version),
+                          self._version(self.backend.nvml_version))
+        self.init_error = None
+        self._ready = True
+        self._xid = XidWatcher(self.backend, lambda e: self.errors.record("", "wait_xid", e),
+                               self.options.xid_poll_s)
+        self._xid.start()
+        log.info("NVML ready: driver %s, exporting GPUs %s", self._versions[0], self._indices)
+
+    @staticmethod
+    def _version(read: Callable[[], str]) -> str:
+        try:
+            return read()
+        except Exception:  # build info is best effort
+            return ""
+
+    @property
+    def gpu_indices(self) -> list[int]:
+        return list(self._indices)
+
+    def close(self) -> None:
+        if self._xid:
+            self._xid.stop()
+        if self._ready:
+            try:
+                self.backend.shutdown()
+            except Exception:
+                log.debug("NVML shutdown failed", exc_info=True)
+
+    # --- scrape --------------------------------------------------------------------------
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            start = time.perf_counter()
+            if not self._ready and time.monotonic() - self._last_init >= self.options.init_retry_s:
+                self._init()
+            fams = Families(self.const_labels)
+            if self._ready:
+                for index in self._indices:
+                    self._collect_gpu(index, fams)
+                self._collect_xids(fams)
+            else:  # no NVML: say so per requested GPU (or once, gpu="")
+                for gpu in [str(i) for i in self._requested or []] or [""]:
+                    fams.add(P + "up", (self.node, gpu, "", ""), 0)
+            for (gpu, function, code), n in self.errors.counts():
+                fams.add(P + "exporter_nvml_errors_total", (self.node, gpu, function, code), n)
+            fams.add(P + "exporter_build_info", (self.node, _package_version(), *self._versions), 1)
+            fams.add(P + "exporter_scrape_duration_seconds", (self.node,),
+                     time.perf_counter() - start)
+        yield from fams
+
+    def _call(self, index: int, method: str, *, skip: bool = False) -> Any:
+        """One backend query; None when it failed or is not supported (metric absent)."""
+        gpu = str(index)
+        if skip or self.errors.is_unsupported(gpu, method):
+            return None
+        try:
+            value = getattr(self.backend, method)(index)
+        except BackendError as e:
+            err = e
+        except Exception as e:  # never let a backend bug fail the scrape
+            err = BackendError(NVML_FUNCTIONS.get(method, method), UNKNOWN, repr(e))
+        else:
+            self.errors.ok(gpu, method)
+            return value
+        self.errors.record(gpu, method, err)
+        if err.code == GPU_IS_LOST:
+            raise _Lost
+        if method in CORE_METHODS and err.code not in UNSUPPORTED_CODES:
+            self._core_failed = True
+        return None
+
+    def _collect_gpu(self, index: int, fams: Families) -> None:
+        self._core_failed = False
+        ident = self._identities.get(index)
+        labels: tuple[str, ...] = (self.node, str(index), "", "")
+        try:
+            if ident is None:
+                ident = self._call(index, "identity")
+                if ident is not None:
+                    self._identities[index] = ident
+            ident = ident or NO_IDENTITY
+            labels = (self.node, str(index), ident.uuid, ident.model)
+            fams.add(P + "info", (*labels, ident.pci_bus_id), 1)
+            self._collect_values(index, labels, fams)
+        except _Lost:
+            self._core_failed = True
+        fams.add(P + "up", labels, 0 if self._core_failed else 1)
+
+    def _collect_values(self, index: int, labels: tuple[str, ...], fams: Families) -> None:
+        call, opts = self._call, self.options
+
+        def gauge(name: str, value: float | None, *extra: str) -> None:
+            if value is not None:
+                fams.add(P + name, (*labels, *extra), value)
+
+        if (util := call(index, "utilization")) is not None:
+            gauge("utilization_ratio", util[0])
+            gauge("memory_utilization_ratio", util[1])
+        if (mem := call(index, "memory")) is not None:
+            gauge("memory_used_bytes", mem.used_bytes)
+            gauge("memory_total_bytes", mem.total_bytes)
+            gauge("memory_reserved_bytes", mem.reserved_bytes)
+        gauge("power_watts", call(index, "power"))
+        gauge("power_limit_watts", call(index, "power_limit"))
+        gauge("energy_joules_total", call(index, "energy"))
+        gauge("temperature_celsius", call(index, "temperature"))
+        if (clk := call(index, "clocks")) is not None:
+            gauge("sm_clock_hertz", clk.sm_hertz)
+            gauge("memory_clock_hertz", clk.memory_hertz)
+        if (mx := call(index, "max_clocks")) is not None:
+            gauge("sm_clock_max_hertz", mx.sm_hertz)
+            gauge("memory_clock_max_hertz", mx.memory_hertz)
+        if (active := call(index, "throttle_reasons")) is not None:
+            for reason in THROTTLE_REASONS:
+                gauge("throttle_active", 1 if reason in active else 0, reason)
+        if (ecc := call(index, "ecc_errors")) is not None:
+            gauge("ecc_errors_total", ecc[0], "corrected")
+            gauge("ecc_errors_total", ecc[1], "uncorrected")
+        if (rows := call(index, "remapped_rows")) is not None:
+            gauge("remapped_rows_pending", int(rows[0]))
+            gauge("remapped_rows_failed", int(rows[1]))
+        if (pcie := call(index, "pcie_throughput", skip=not opts.pcie)) is not None:
+            gauge("pcie_transmit_bytes_per_second", pcie[0])
+            gauge("pcie_receive_bytes_per_second", pcie[1])
+        for link in call(index, "nvlink", skip=not opts.nvlink) or ():
+            gauge("nvlink_up", int(link.up), str(link.link))
+            for error_type, n in link.errors.items():
+                gauge("nvlink_errors_total", n, str(link.link), error_type)
+        for fan, ratio in enumerate(call(index, "fan_speeds") or ()):
+            gauge("fan_speed_ratio", ratio, str(fan))
+        for proc in call(index, "processes", skip=not opts.processes) or ():
+            gauge("process_memory_used_bytes", proc.used_bytes, str(proc.pid), proc.name)
+
+    def _collect_xids(self, fams: Families) -> None:
+        counts = self._xid.counts() if self._xid else {}
+        for index in self._indices:
+            ident = self._identities.get(index, NO_IDENTITY)
+            labels = (self.node, str(index), ident.uuid, ident.model)
+            seen = {xid: n for (i, xid), n in counts.items() if i == index}
+            for xid in sorted(set(SEEDED_XIDS) | set(seen)):
+                fams.add(P + "xid_errors_total", (*labels, str(xid)), seen.get(xid, 0))
