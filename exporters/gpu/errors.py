@@ -36,7 +36,9 @@ class ErrorTracker:
             self._counts[key] = self._counts.get(key, 0) + 1
             if self._failing.get((gpu, method)) != err.code:
                 self._failing[gpu, method] = err.code
-                log.warning("%s: %s failed: %s", where, err.function, err)
+                # nvmlInit failures get one explanatory line from the CLI instead
+                level = logging.DEBUG if method == "init" else logging.WARNING
+                log.log(level, "%s: %s failed: %s", where, err.function, err)
 
     def ok(self, gpu: str, method: str) -> None:
         if (gpu, method) in self._failing:  # unlocked read: the common case is a miss
