@@ -5,7 +5,7 @@ mutable: change its fields between (or during) scrapes. Set `lost=True` to make 
 of that GPU raise gpu_is_lost, or `failing={"fan_speeds": "not_supported"}` to make one
 backend method raise a given error code (keys are GpuBackend method names, see
 backend.NVML_FUNCTIONS). `calls` counts every query as (method, index) so tests can prove
-one query per GPU per scrape. Hold `lock` to make several field changes atomic with respect
+one query per GPU per scrape. Set `event_error` to make the XID event wait fail. Hold `lock` to make several field changes atomic with respect
 to a scrape (optional: single assignments are safe without it).
 """
 
@@ -97,6 +97,7 @@ class FakeBackend(GpuBackend):
         self.calls: collections.Counter[tuple[str, int]] = collections.Counter()
         self.lock = threading.RLock()
         self.init_error = init_error
+        self.event_error: str | None = None  # set to make wait_xid raise this code
         self.initialized = False
         self._driver_version = driver_version
         self._nvml_version = nvml_version
@@ -227,6 +228,8 @@ class FakeBackend(GpuBackend):
 
     # --- events ------------------------------------------------------------------------
     def wait_xid(self, timeout_s: float) -> list[XidEvent]:
+        if self.event_error:
+            raise BackendError(NVML_FUNCTIONS["wait_xid"], self.event_error)
         try:
             first = self._xids.get(timeout=timeout_s)
         except queue.Empty:
