@@ -1,0 +1,437 @@
+"""Alerting rules: one definition per alert, thresholds straight from the spec's objectives."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .alert_catalog import BY_NAME
+from .durations import format_duration
+from .gpu_sources import gpu_source
+from .panels import PANEL_IDS, dashboard_uid
+from .promql import RuleContext
+
+
+@dataclass(frozen=True)
+class AlertRule:
+    name: str
+    expr: str
+    for_seconds: int  # nominal (unscaled)
+    summary: str
+    description: str
+    panel: str
+    threshold: str  # for `explain` and the runbook: the value that fires it, in words
+    window: str  # the evaluation window(s), in words
+
+
+def _training(ctx: RuleContext) -> str:
+    return f"on (training_job) job:trainsignals_phase_train:min{ctx.recorded()} == 1"
+
+
+def _job_alerts(ctx: RuleContext) -> list[AlertRule]:
+    spec, o, r = ctx.spec, ctx.spec.objectives, ctx.recorded()
+    expected_ranks = spec.shape.gpus
+    rules = [
+        AlertRule(
+            "TrainingTargetsDown",
+            f"job:trainsignals_ranks_up:sum{r} < {expected_ranks}",
+            120,
+            "{{ $labels.training_job }}: only {{ $value }} of %d training ranks are up"
+            % expected_ranks,
+            "Prometheus scrapes {{ $value }} healthy training targets where the spec expects "
+            f"{expected_ranks} ({spec.shape.nodes} nodes x {spec.shape.gpus_per_node} GPUs). "
+            "A rank crashed, was evicted, or its target vanished from service discovery.",
+            "targets_up",
+            f"< {expected_ranks} ranks up",
+            "instant",
+        ),
+        AlertRule(
+            "TrainingStalled",
+            f"(job:trainsignals_last_step:age_seconds{r} > {ctx.seconds(o.stall_after):g} "
+            f"and {_training(ctx)}) "
+            f"or job:trainsignals_last_step:age_seconds{r} > {ctx.seconds(o.max_pause):g}",
+            60,
+            "{{ $labels.training_job }}: no training step for {{ $value | humanizeDuration }}",
+            "The slowest rank last completed a step {{ $value | humanizeDuration }} ago while "
+            f"the processes are up (limit {format_duration(o.stall_after)} while training, "
+            f"{format_duration(o.max_pause)} in eval/checkpoint/warm-up pauses). GPUs may still "
+            "look busy: a hung collective (NCCL) spins at 100% utilization.",
+            "step_progress",
+            f"no step for > {format_duration(o.stall_after)} (train) / "
+            f"{format_duration(o.max_pause)} (any phase)",
+            "instant",
+        ),
+        AlertRule(
+            "NonFiniteLoss",
+            f"job:trainsignals_nonfinite_losses:increase5m{r} > {o.nonfinite_losses_max}",
+            60,
+            "{{ $labels.training_job }}: {{ $value | humanize }} NaN/Inf losses in 5m",
+            "The loss was NaN or infinite {{ $value | humanize }} times in the last 5 minutes "
+            f"(tolerated: {o.nonfinite_losses_max}). Updates after a non-finite loss corrupt "
+            "the weights unless the step is skipped.",
+            "loss",
+            f"> {o.nonfinite_losses_max} in 5m",
+            "5m",
+        ),
+        AlertRule(
+            "LossDiverging",
+            f"job:trainsignals_loss:avg{r} > {o.loss_spike_factor:g} * "
+            f"avg_over_time(job:trainsignals_loss:avg{r}[{ctx.range(3600)}])",
+            300,
+            "{{ $labels.training_job }}: loss {{ $value | humanize }} is over "
+            f"{o.loss_spike_factor:g}x its 1h average",
+            "The average loss over ranks is {{ $value | humanize }}, more than "
+            f"{o.loss_spike_factor:g} times its average over the last hour, for 5 minutes: "
+            "the run is diverging.",
+            "loss",
+            f"> {o.loss_spike_factor:g} x 1h average",
+            "1h baseline",
+        ),
+    ]
+    floor = spec.tokens_per_second_floor
+    if floor is not None:
+        rules.append(
+            AlertRule(
+                "ThroughputBelowFloor",
+                f"job:trainsignals_tokens:rate5m{r} < {floor:.6g} and {_training(ctx)}",
+                900,
+                "{{ $labels.training_job }}: {{ $value | humanize }} tokens/s, floor "
+                f"{floor:.4g}",
+                "The job processes {{ $value | humanize }} tokens/s while training, below the floor "
+                f"of {floor:.4g} tokens/s, for 15 minutes.",
+                "throughput",
+                f"< {floor:.4g} tokens/s",
+                "5m rate",
+            )
+        )
+    else:
+        steps_floor = (
+            0.5 * o.mfu_min_ratio * spec.shape.peak_flops / (spec.shape.model_flops_per_step or 1)
+        )
+        rules.append(
+            AlertRule(
+                "ThroughputBelowFloor",
+                f"job:trainsignals_steps:rate5m{r} < {steps_floor:.6g} and {_training(ctx)}",
+                900,
+                "{{ $labels.training_job }}: {{ $value | humanize }} steps/s, floor "
+                f"{steps_floor:.4g}",
+                "The job makes {{ $value | humanize }} steps/s while training, below the floor "
+                f"of {steps_floor:.4g} steps/s, for 15 minutes.",
+                "throughput",
+                f"< {steps_floor:.4g} steps/s",
+                "5m rate",
+            )
+        )
+    if o.step_time_max_seconds is not None:
+        rules.append(
+            AlertRule(
+                "StepTimeAboveBound",
+                f"job:trainsignals_step_duration_seconds:p95_5m{r} > {o.step_time_max_seconds:g} "
+                f"and {_training(ctx)}",
+                900,
+                "{{ $labels.training_job }}: p95 step time {{ $value | humanizeDuration }}",
+                "The 95th percentile step time over 5 minutes is {{ $value | humanizeDuration }}, "
+                f"above the bound of {o.step_time_max_seconds:g}s, for 15 minutes.",
+                "step_time",
+                f"p95 > {o.step_time_max_seconds:g}s",
+                "5m",
+            )
+        )
+    mfu_window = ctx.range(o.mfu_window)
+    dropped = ctx.range(o.dropped_batches_window)
+    raw = ctx.raw()
+    plateau_avg = ctx.range(min(3600, o.loss_plateau_window / 6))
+    rules += [
+        AlertRule(
+            "DataLoaderStarved",
+            f"job:trainsignals_data_wait:ratio_rate5m{r} > {o.data_wait_max_ratio:g} "
+            f"and {_training(ctx)}",
+            900,
+            "{{ $labels.training_job }}: ranks wait for data {{ $value | humanizePercentage }} "
+            "of the time",
+            "Ranks spend {{ $value | humanizePercentage }} of wall time waiting for the data "
+            f"loader (tolerated: {o.data_wait_max_ratio:.0%}). The GPUs are busy-but-starved: "
+            "utilization looks fine between waits while throughput suffers.",
+            "data_wait",
+            f"> {o.data_wait_max_ratio:.0%} of wall time",
+            "5m rate",
+        ),
+        AlertRule(
+            "MfuBelowFloor",
+            f"avg_over_time(job:trainsignals_mfu:ratio_rate5m{r}[{mfu_window}]) "
+            f"< {o.mfu_min_ratio:g} and {_training(ctx)}",
+            3600,
+            "{{ $labels.training_job }}: MFU {{ $value | humanizePercentage }} over "
+            f"{format_duration(o.mfu_window)}",
+            "Model FLOPs utilization averaged {{ $value | humanizePercentage }} over the last "
+            f"{format_duration(o.mfu_window)}, below the floor of {o.mfu_min_ratio:.0%}. "
+            "Slow leaks (a straggler, a throttling node, a growing data wait) show here first.",
+            "mfu",
+            f"< {o.mfu_min_ratio:.0%}",
+            format_duration(o.mfu_window),
+        ),
+        AlertRule(
+            "DroppedBatchesAboveTolerance",
+            f"sum(increase(trainsignals_batches_dropped_total{raw}[{dropped}])) / "
+            f"(sum(increase(trainsignals_batches_dropped_total{raw}[{dropped}])) + "
+            f"sum(increase(trainsignals_steps_total{raw}[{dropped}]))) "
+            f"> {o.dropped_batches_max_ratio:g}",
+            1800,
+            "{{ $labels.training_job }}: {{ $value | humanizePercentage }} of batches dropped",
+            "{{ $value | humanizePercentage }} of batches were dropped over the last "
+            f"{format_duration(o.dropped_batches_window)} (tolerated: "
+            f"{o.dropped_batches_max_ratio:.1%}). The model silently sees less data.",
+            "dropped_batches",
+            f"> {o.dropped_batches_max_ratio:.1%}",
+            format_duration(o.dropped_batches_window),
+        ),
+        AlertRule(
+            "LossPlateau",
+            f"(avg_over_time(job:trainsignals_loss:avg{r}[{plateau_avg}] "
+            f"offset {ctx.duration(o.loss_plateau_window)}) - "
+            f"avg_over_time(job:trainsignals_loss:avg{r}[{plateau_avg}])) / "
+            f"avg_over_time(job:trainsignals_loss:avg{r}[{plateau_avg}] "
+            f"offset {ctx.duration(o.loss_plateau_window)}) "
+            f"< {o.loss_plateau_min_improvement_ratio:g}",
+            3600,
+            "{{ $labels.training_job }}: loss improved {{ $value | humanizePercentage }} in "
+            f"{format_duration(o.loss_plateau_window)}",
+            "The loss improved by {{ $value | humanizePercentage }} over the last "
+            f"{format_duration(o.loss_plateau_window)} (expected at least "
+            f"{o.loss_plateau_min_improvement_ratio:.0%}). Compute may be wasted.",
+            "loss",
+            f"< {o.loss_plateau_min_improvement_ratio:.0%} improvement",
+            format_duration(o.loss_plateau_window),
+        ),
+        AlertRule(
+            "CheckpointTooOld",
+            f"job:trainsignals_last_checkpoint:age_seconds{r} > "
+            f"{ctx.seconds(o.checkpoint_max_age):g}",
+            600,
+            "{{ $labels.training_job }}: last checkpoint {{ $value | humanizeDuration }} ago",
+            "The newest successful checkpoint is {{ $value | humanizeDuration }} old (limit "
+            f"{format_duration(o.checkpoint_max_age)}). A crash now loses all work since then.",
+            "checkpoint_age",
+            f"> {format_duration(o.checkpoint_max_age)}",
+            "instant",
+        ),
+        AlertRule(
+            "CheckpointDiskAlmostFull",
+            f"node:trainsignals_checkpoint_disk_free:ratio{r} < {o.disk_free_min_ratio:g}",
+            300,
+            "{{ $labels.training_job }}: checkpoint disk on {{ $labels.node }} "
+            "{{ $value | humanizePercentage }} free",
+            "{{ $labels.path }} on {{ $labels.node }} has {{ $value | humanizePercentage }} "
+            f"free (floor {o.disk_free_min_ratio:.0%}). The next checkpoint may fail to write.",
+            "disk",
+            f"< {o.disk_free_min_ratio:.0%} free",
+            "instant",
+        ),
+        AlertRule(
+            "CheckpointDiskFillingUp",
+            f"predict_linear(node:trainsignals_checkpoint_disk_free:bytes{r}[{ctx.range(6 * 3600)}], "
+            f"{ctx.seconds(o.disk_full_horizon):g}) < 0",
+            3600,
+            "{{ $labels.training_job }}: checkpoint disk on {{ $labels.node }} fills within "
+            f"{format_duration(o.disk_full_horizon)}",
+            "At the rate of the last 6 hours, {{ $labels.path }} on {{ $labels.node }} runs out "
+            f"of space within {format_duration(o.disk_full_horizon)}.",
+            "disk",
+            f"full within {format_duration(o.disk_full_horizon)}",
+            "6h trend",
+        ),
+    ]
+    return rules
+
+
+def _node_alerts(ctx: RuleContext) -> list[AlertRule]:
+    spec, o, r = ctx.spec, ctx.spec.objectives, ctx.recorded()
+    source = gpu_source(ctx)
+    gpus = spec.shape.gpus_per_node
+    rules = [
+        AlertRule(
+            "NodeDown",
+            f"node:trainsignals_targets_up:max{r} == 0",
+            120,
+            "{{ $labels.training_job }}: node {{ $labels.node }} is down",
+            "Neither the GPU exporter nor any training rank on {{ $labels.node }} answers "
+            "scrapes. The node crashed, lost its network, or was preempted.",
+            "targets_up",
+            "every target of a node down",
+            "instant",
+        ),
+        AlertRule(
+            "GpuLost",
+            f"gpu:trainsignals_gpu_up:value{r} == 0 or on (training_job, node) "
+            f"node:trainsignals_gpus:count{r} < {gpus}",
+            60,
+            "{{ $labels.training_job }}: GPU lost on {{ $labels.node }} {{ $labels.gpu }}",
+            "A GPU on {{ $labels.node }} stopped answering NVML (fell off the bus, XID 79) or "
+            f"the node reports fewer than {gpus} GPUs (value: {{{{ $value }}}}).",
+            "gpu_count",
+            f"GPU unreachable or < {gpus} per node",
+            "instant",
+        ),
+        AlertRule(
+            "GpuUncorrectableEccErrors",
+            f"gpu:trainsignals_gpu_ecc_uncorrected:increase10m{r} > 0",
+            60,
+            "{{ $labels.training_job }}: uncorrectable ECC errors on {{ $labels.node }} "
+            "GPU {{ $labels.gpu }}",
+            "GPU {{ $labels.gpu }} on {{ $labels.node }} reported {{ $value | humanize }} "
+            "uncorrectable ECC errors in 10 minutes. Results computed there may be corrupt.",
+            "gpu_errors",
+            "> 0 in 10m",
+            "10m",
+        ),
+        AlertRule(
+            "GpuXidCritical",
+            f"gpu:trainsignals_gpu_xid_critical:seen10m{r} > 0",
+            60,
+            "{{ $labels.training_job }}: critical XID on {{ $labels.node }} GPU {{ $labels.gpu }}",
+            "GPU {{ $labels.gpu }} on {{ $labels.node }} reported XID {{ $labels.xid }} "
+            f"(page codes: {', '.join(map(str, o.xid_page_codes))}).",
+            "gpu_errors",
+            f"XID in {list(o.xid_page_codes)}",
+            "10m",
+        ),
+        AlertRule(
+            "GpuXidError",
+            f"gpu:trainsignals_gpu_xid_other:seen10m{r} > 0",
+            60,
+            "{{ $labels.training_job }}: XID {{ $labels.xid }} on {{ $labels.node }} GPU "
+            "{{ $labels.gpu }}",
+            "GPU {{ $labels.gpu }} on {{ $labels.node }} reported an XID error outside the "
+            "page list, usually an application fault (13, 31, 43, 45).",
+            "gpu_errors",
+            "other XID",
+            "10m",
+        ),
+        AlertRule(
+            "GpuRemappedRowsPending",
+            f"gpu:trainsignals_gpu_remapped_rows:pending{r} > 0",
+            600,
+            "{{ $labels.training_job }}: row remapping pending on {{ $labels.node }} GPU "
+            "{{ $labels.gpu }}",
+            "GPU {{ $labels.gpu }} on {{ $labels.node }} has a pending or failed memory row "
+            "remapping; it needs a reset at the next restart.",
+            "gpu_errors",
+            "pending",
+            "instant",
+        ),
+        AlertRule(
+            "GpuThermalThrottling",
+            f"avg_over_time(gpu:trainsignals_gpu_thermal_throttle:active{r}"
+            f"[{ctx.range(900)}]) > {o.throttle_max_ratio:g}",
+            900,
+            "{{ $labels.training_job }}: {{ $labels.node }} GPU {{ $labels.gpu }} thermally "
+            "throttled {{ $value | humanizePercentage }} of the time",
+            "Thermal slowdown held GPU {{ $labels.gpu }} on {{ $labels.node }} down for "
+            "{{ $value | humanizePercentage }} of the last 15 minutes (tolerated "
+            f"{o.throttle_max_ratio:.0%}). The whole job runs at the slowest GPU's pace.",
+            "gpu_throttle",
+            f"> {o.throttle_max_ratio:.0%} of time",
+            "15m",
+        ),
+        AlertRule(
+            "GpuPowerThrottling",
+            f"avg_over_time(gpu:trainsignals_gpu_power_throttle:active{r}"
+            f"[{ctx.range(900)}]) > {o.throttle_max_ratio:g}",
+            900,
+            "{{ $labels.training_job }}: {{ $labels.node }} GPU {{ $labels.gpu }} power "
+            "throttled {{ $value | humanizePercentage }} of the time",
+            "Power capping or power brake held GPU {{ $labels.gpu }} on {{ $labels.node }} "
+            "down for {{ $value | humanizePercentage }} of the last 15 minutes (tolerated "
+            f"{o.throttle_max_ratio:.0%}).",
+            "gpu_throttle",
+            f"> {o.throttle_max_ratio:.0%} of time",
+            "15m",
+        ),
+        AlertRule(
+            "GpuTemperatureHigh",
+            f"gpu:trainsignals_gpu_temperature:celsius{r} > {o.gpu_temperature_max_celsius:g}",
+            600,
+            "{{ $labels.training_job }}: {{ $labels.node }} GPU {{ $labels.gpu }} at "
+            "{{ $value }} C",
+            "GPU {{ $labels.gpu }} on {{ $labels.node }} runs at {{ $value }} C, above "
+            f"{o.gpu_temperature_max_celsius:g} C, for 10 minutes.",
+            "gpu_temperature",
+            f"> {o.gpu_temperature_max_celsius:g} C",
+            "instant",
+        ),
+        AlertRule(
+            "GpuMemoryNearFull",
+            f"gpu:trainsignals_gpu_memory_used:ratio{r} > {o.gpu_memory_max_ratio:g}",
+            1800,
+            "{{ $labels.training_job }}: {{ $labels.node }} GPU {{ $labels.gpu }} memory "
+            "{{ $value | humanizePercentage }} used",
+            "GPU {{ $labels.gpu }} on {{ $labels.node }} uses {{ $value | humanizePercentage }} "
+            f"of its memory (limit {o.gpu_memory_max_ratio:.0%}) for 30 minutes.",
+            "gpu_memory",
+            f"> {o.gpu_memory_max_ratio:.0%}",
+            "instant",
+        ),
+        AlertRule(
+            "GpuExporterDown",
+            f"up{ctx.gpu_targets()} == 0 and on (node) "
+            f"max by (node) (up{ctx.training_targets()}) > 0",
+            600,
+            "{{ $labels.training_job }}: GPU exporter on {{ $labels.node }} is down",
+            "The GPU exporter on {{ $labels.node }} does not answer scrapes while the node's "
+            "training ranks do: GPU faults on that node go unseen.",
+            "gpu_count",
+            "exporter down, node up",
+            "instant",
+        ),
+    ]
+    if source.reports_nvml_errors:
+        rules.append(
+            AlertRule(
+                "GpuExporterNvmlErrors",
+                f"gpu:trainsignals_gpu_nvml_errors:rate15m{r} > 0",
+                900,
+                "{{ $labels.training_job }}: NVML errors on {{ $labels.node }} GPU "
+                "{{ $labels.gpu }}",
+                "The GPU exporter gets {{ $value | humanize }} NVML errors per second for GPU "
+                "{{ $labels.gpu }} on {{ $labels.node }}; some of its metrics are missing.",
+                "gpu_errors",
+                "> 0/s",
+                "15m",
+            )
+        )
+    return rules
+
+
+def alert_rules(ctx: RuleContext) -> list[AlertRule]:
+    """Every alert the spec enables, in catalogue order."""
+    by_name = {a.name: a for a in (*_job_alerts(ctx), *_node_alerts(ctx))}
+    return [
+        by_name[a.name]
+        for a in BY_NAME.values()
+        if a.name in by_name and severity(ctx, a.name) != "off"
+    ]
+
+
+def severity(ctx: RuleContext, name: str) -> str:
+    return ctx.spec.alerts.get(name, BY_NAME[name].default_severity)
+
+
+def render_alert(ctx: RuleContext, alert: AlertRule) -> dict:
+    spec = ctx.spec
+    uid = dashboard_uid(spec.name)
+    rule: dict = {"alert": alert.name, "expr": alert.expr}
+    if alert.for_seconds:
+        rule["for"] = ctx.duration(alert.for_seconds)
+    rule["labels"] = {
+        "job": spec.name,
+        "severity": severity(ctx, alert.name),
+        "team": spec.team,
+        "training_job": spec.name,
+    }
+    rule["annotations"] = {
+        "dashboard_url": f"{spec.links.grafana_base_url}/d/{uid}/{spec.name}"
+        f"?viewPanel={PANEL_IDS[alert.panel]}",
+        "description": alert.description,
+        "runbook_url": f"{spec.links.runbook_base_url}/{alert.name}.md",
+        "summary": alert.summary,
+    }
+    return rule

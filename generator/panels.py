@@ -1,0 +1,38 @@
+"""Stable dashboard panel ids, shared by the dashboard builder and the alerts' dashboard_url."""
+
+from __future__ import annotations
+
+PANEL_IDS: dict[str, int] = {
+    # Top row: the four golden signals plus MFU.
+    "step_time": 1,
+    "throughput": 2,
+    "errors": 3,
+    "gpu_saturation": 4,
+    "mfu": 5,
+    # Training process.
+    "loss": 10,
+    "data_wait": 11,
+    "checkpoint_age": 12,
+    "step_progress": 13,
+    "targets_up": 14,
+    "dropped_batches": 15,
+    "step_time_series": 16,
+    "throughput_series": 17,
+    "mfu_series": 18,
+    # Per node and per GPU.
+    "gpu_utilization": 20,
+    "gpu_memory": 21,
+    "gpu_power": 22,
+    "gpu_temperature": 23,
+    "gpu_throttle": 24,
+    "gpu_errors": 25,
+    "gpu_count": 26,
+    "disk": 30,
+    "network": 31,
+    "firing_alerts": 40,
+}
+
+
+def dashboard_uid(job: str) -> str:
+    """Stable uid from the job name (Grafana allows 40 characters)."""
+    return f"ts-{job}"[:40]

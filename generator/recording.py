@@ -1,0 +1,98 @@
+"""Recording rules: every quantity the alerts and the dashboards share, computed once.
+
+Names follow `level:metric:operations`. Every recorded series carries `training_job=<name>`,
+whatever the spec's selector is, so one Prometheus can hold many jobs' rules.
+"""
+
+from __future__ import annotations
+
+from .gpu_sources import gpu_source
+from .promql import RuleContext, not_regex
+
+# Histogram quantiles shown on the dashboards and used by the step-time alert.
+STEP_TIME_QUANTILES = {"p50": 0.5, "p95": 0.95}
+
+
+def job_recordings(ctx: RuleContext) -> dict[str, str]:
+    spec, raw = ctx.spec, ctx.raw()
+    w5 = ctx.range(300)
+    flops = (
+        f"job:trainsignals_tokens:rate5m{ctx.recorded()} * {spec.shape.model_flops_per_token:g}"
+        if spec.shape.model_flops_per_token is not None
+        else f"job:trainsignals_steps:rate5m{ctx.recorded()} * {spec.shape.model_flops_per_step:g}"
+    )
+    rules = {
+        "job:trainsignals_tokens:rate5m": f"sum(rate(trainsignals_tokens_total{raw}[{w5}]))",
+        "job:trainsignals_samples:rate5m": f"sum(rate(trainsignals_samples_total{raw}[{w5}]))",
+        # Every rank counts every global step, so the job's step rate is the ranks' average.
+        "job:trainsignals_steps:rate5m": f"avg(rate(trainsignals_steps_total{raw}[{w5}]))",
+        "job:trainsignals_failed_steps:rate5m": (
+            f"sum(rate(trainsignals_failed_steps_total{raw}[{w5}]))"
+        ),
+        "job:trainsignals_model_flops:rate5m": flops,
+        # MFU: achieved model FLOP/s over the peak dense FLOP/s of all the job's GPUs.
+        "job:trainsignals_mfu:ratio_rate5m": (
+            f"job:trainsignals_model_flops:rate5m{ctx.recorded()} / {spec.shape.peak_flops:g}"
+        ),
+    }
+    for name, q in STEP_TIME_QUANTILES.items():
+        rules[f"job:trainsignals_step_duration_seconds:{name}_5m"] = (
+            f"histogram_quantile({q}, sum by (le) "
+            f"(rate(trainsignals_step_duration_seconds_bucket{raw}[{w5}])))"
+        )
+    rules |= {
+        # Seconds of data wait per second of wall time = the share of time starved.
+        "job:trainsignals_data_wait:ratio_rate5m": (
+            f"avg(rate(trainsignals_data_wait_seconds_total{raw}[{w5}]))"
+        ),
+        "job:trainsignals_nonfinite_losses:increase5m": (
+            f"sum(increase(trainsignals_nonfinite_losses_total{raw}[{w5}]))"
+        ),
+        "job:trainsignals_batches_dropped:ratio_rate5m": (
+            f"sum(rate(trainsignals_batches_dropped_total{raw}[{w5}])) / "
+            f"(sum(rate(trainsignals_batches_dropped_total{raw}[{w5}])) + "
+            f"sum(rate(trainsignals_steps_total{raw}[{w5}])))"
+        ),
+        "job:trainsignals_loss:avg": f"avg(trainsignals_loss{raw})",
+        # The slowest rank decides: a hung collective stops every rank, a straggler only one.
+        "job:trainsignals_last_step:age_seconds": (
+            f"time() - min(trainsignals_last_step_timestamp_seconds{raw})"
+        ),
+        "job:trainsignals_last_checkpoint:age_seconds": (
+            f"time() - max(trainsignals_last_checkpoint_timestamp_seconds{raw})"
+        ),
+        # 1 only while every rank reports phase "train": pauses silence the training alerts.
+        "job:trainsignals_phase_train:min": f"min(trainsignals_phase{ctx.raw(phase='train')})",
+        "job:trainsignals_ranks_up:sum": f"sum(up{ctx.training_targets()}) or vector(0)",
+        "node:trainsignals_targets_up:max": (
+            f"max by (node) (up{ctx.training_targets()} or up{ctx.gpu_targets()})"
+        ),
+        "node:trainsignals_checkpoint_disk_free:ratio": (
+            f"min by (node, path) (trainsignals_checkpoint_disk_free_bytes{raw} / "
+            f"trainsignals_checkpoint_disk_size_bytes{raw})"
+        ),
+        "node:trainsignals_checkpoint_disk_free:bytes": (
+            f"min by (node, path) (trainsignals_checkpoint_disk_free_bytes{raw})"
+        ),
+        "node:trainsignals_network_receive_bytes:rate5m": (
+            f"sum by (node) (rate(node_network_receive_bytes_total{ctx.raw(device=not_regex('lo'))}"
+            f"[{w5}]))"
+        ),
+        "node:trainsignals_network_transmit_bytes:rate5m": (
+            f"sum by (node) (rate(node_network_transmit_bytes_total{ctx.raw(device=not_regex('lo'))}"
+            f"[{w5}]))"
+        ),
+    }
+    return rules
+
+
+def recording_rules(ctx: RuleContext) -> list[dict]:
+    """Job-level rules, then the GPU rules of the spec's GPU metric source."""
+    gpu = gpu_source(ctx).recordings()
+    gpu["node:trainsignals_gpus:count"] = (
+        f"count by (node) (gpu:trainsignals_gpu_up:value{ctx.recorded()})"
+    )
+    return [
+        {"record": name, "expr": expr, "labels": ctx.job_label}
+        for name, expr in (*job_recordings(ctx).items(), *gpu.items())
+    ]
