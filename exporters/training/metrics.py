@@ -1,0 +1,324 @@
+"""TrainingMetrics: the handful of calls a training loop makes, exported for Prometheus.
+
+Every object owns a private CollectorRegistry, so several ranks (or tests, or the simulator)
+can live in one process. Series carry `node`, `rank`, `local_rank` and the constant `labels`
+(which must equal the spec's selector labels: the scrape config attaches the same ones with
+`honor_labels: true`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import time
+from types import TracebackType
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import generate_latest
+
+from trainsignals import __version__
+from trainsignals.metric_catalog import PHASES
+
+from .disk import CheckpointDiskCollector, DiskUsageFn, WithoutCreated, real_disk_usage
+from .server import MetricsServer
+
+# Port scheme: one endpoint per rank, base + local_rank, so ranks of a node never collide.
+DEFAULT_BASE_PORT = 9850
+
+# Steps from 50 ms (small models) to a minute (huge pipelines), ~2x apart.
+STEP_BUCKETS = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0)
+
+RESERVED_LABELS = frozenset(
+    {
+        "node",
+        "rank",
+        "local_rank",
+        "phase",
+        "path",
+        "world_size",
+        "version",
+        "le",
+        "job",
+        "instance",
+    }
+)
+
+
+class _StepTimer:
+    """`with metrics.step(...)`: a plain class, cheaper than a generator context manager."""
+
+    __slots__ = ("_metrics", "_samples", "_start", "_tokens")
+
+    def __init__(self, metrics: TrainingMetrics, tokens: float, samples: float) -> None:
+        self._metrics = metrics
+        self._tokens = tokens
+        self._samples = samples
+        self._start = 0.0
+
+    def __enter__(self) -> _StepTimer:
+        self._start = time.perf_counter()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is not None:
+            # The exception still propagates; the loop decides whether to retry or die.
+            self._metrics.step_failed()
+            return
+        self._metrics.observe_step(time.perf_counter() - self._start, self._tokens, self._samples)
+
+
+class _WaitTimer:
+    __slots__ = ("_counter", "_start")
+
+    def __init__(self, counter: Any) -> None:
+        self._counter = counter
+        self._start = 0.0
+
+    def __enter__(self) -> _WaitTimer:
+        self._start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        # Counted even when the loader raised: the time was spent waiting either way.
+        self._counter.inc(time.perf_counter() - self._start)
+
+
+class _PhaseScope:
+    """Returned by phase(): ignore it, or use it in `with` to restore the previous phase."""
+
+    __slots__ = ("_metrics", "_previous")
+
+    def __init__(self, metrics: TrainingMetrics, previous: str) -> None:
+        self._metrics = metrics
+        self._previous = previous
+
+    def __enter__(self) -> _PhaseScope:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._metrics.phase(self._previous)
+
+
+class TrainingMetrics:
+    """Per-rank training metrics. Create one per process, early (its start time matters)."""
+
+    def __init__(
+        self,
+        rank: int = 0,
+        local_rank: int = 0,
+        world_size: int = 1,
+        node: str | None = None,
+        labels: dict[str, str] | None = None,
+        checkpoint_dir: str | os.PathLike[str] | None = None,
+        *,
+        start_time: float | None = None,
+        disk_usage: DiskUsageFn = real_disk_usage,
+    ) -> None:
+        labels = dict(sorted((labels or {}).items()))
+        clash = RESERVED_LABELS.intersection(labels)
+        if clash:
+            raise ValueError(f"labels {sorted(clash)} are set by TrainingMetrics itself")
+        if world_size < 1 or not 0 <= rank < world_size or local_rank < 0:
+            raise ValueError(f"need 0 <= rank < world_size, got rank={rank} of {world_size}")
+        self.rank, self.local_rank, self.world_size = rank, local_rank, world_size
+        self.node = node or socket.gethostname()
+        # Metrics live in an inner registry; the exposed one filters out the `_created`
+        # series prometheus_client adds (not in the metric table, and noise to every scrape).
+        inner = CollectorRegistry(auto_describe=True)
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.registry.register(WithoutCreated(inner))
+        self._server: MetricsServer | None = None
+
+        names = ["node", "rank", "local_rank", *labels]
+        values = [self.node, str(rank), str(local_rank), *labels.values()]
+        reg = inner
+
+        def child(cls: Any, name: str, doc: str, **kw: Any) -> Any:
+            return cls(name, doc, names, registry=reg, **kw).labels(*values)
+
+        # prometheus_client appends _total to counters itself: pass the base name.
+        self._steps = child(Counter, "trainsignals_steps", "Optimizer steps completed.")
+        self._failed = child(
+            Counter, "trainsignals_failed_steps", "Steps that raised and were skipped or retried."
+        )
+        self._tokens = child(Counter, "trainsignals_tokens", "Tokens processed by this rank.")
+        self._samples = child(Counter, "trainsignals_samples", "Samples processed by this rank.")
+        # No loss series until the first finite loss: a 0 placeholder would drag the
+        # loss averages (LossDiverging compares against avg_over_time) towards zero.
+        self._loss_family = Gauge(
+            "trainsignals_loss", "Last finite training loss.", names, registry=reg
+        )
+        self._loss_labels = values
+        self._loss: Any = None
+        self._nonfinite = child(
+            Counter, "trainsignals_nonfinite_losses", "Losses that were NaN or infinite."
+        )
+        self._data_wait = child(
+            Counter,
+            "trainsignals_data_wait_seconds",
+            "Seconds spent waiting for the data loader.",
+        )
+        self._dropped = child(
+            Counter,
+            "trainsignals_batches_dropped",
+            "Batches dropped (corrupt, skipped, timed out).",
+        )
+        self._duration = child(
+            Histogram,
+            "trainsignals_step_duration_seconds",
+            "Wall time of one optimizer step, data wait included.",
+            buckets=STEP_BUCKETS,
+        )
+        self._last_step = child(
+            Gauge,
+            "trainsignals_last_step_timestamp_seconds",
+            "Unix time of the last completed step (process start until the first step).",
+        )
+        self._last_checkpoint = child(
+            Gauge,
+            "trainsignals_last_checkpoint_timestamp_seconds",
+            "Unix time of the last successful checkpoint (process start until the first one).",
+        )
+        # Process start, so "time since last step/checkpoint" means something from scrape one.
+        started = time.time() if start_time is None else start_time
+        self._last_step.set(started)
+        self._last_checkpoint.set(started)
+
+        info = Gauge(
+            "trainsignals_training_info",
+            "Always 1; identifies the rank. Present while the process serves metrics.",
+            [*names, "world_size", "version"],
+            registry=reg,
+        )
+        info.labels(*values, str(world_size), __version__).set(1)
+
+        phase = Gauge(
+            "trainsignals_phase",
+            "1 for the current phase (startup, warmup, train, eval, checkpoint), 0 for the others.",
+            [*names, "phase"],
+            registry=reg,
+        )
+        self._phases = {p: phase.labels(*values, p) for p in PHASES}
+        self._phase = "startup"
+        self._phases["startup"].set(1)
+
+        self.checkpoint_dir = None if checkpoint_dir is None else os.fspath(checkpoint_dir)
+        if self.checkpoint_dir is not None:
+            disk = CheckpointDiskCollector(self.checkpoint_dir, names, values, disk_usage)
+            self.registry.register(disk)
+
+    # --- construction from the launcher's environment ---------------------------------
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None, **kwargs: Any) -> TrainingMetrics:
+        """Read RANK, LOCAL_RANK and WORLD_SIZE as torchrun (and most launchers) set them.
+
+        Missing variables mean a single-process run (rank 0 of 1). Other arguments pass
+        through to the constructor.
+        """
+        env = os.environ if environ is None else environ
+        return cls(
+            rank=int(env.get("RANK", "0")),
+            local_rank=int(env.get("LOCAL_RANK", "0")),
+            world_size=int(env.get("WORLD_SIZE", "1")),
+            **kwargs,
+        )
+
+    # --- the hot path ------------------------------------------------------------------
+    def step(self, tokens: float = 0, samples: float = 0) -> _StepTimer:
+        """`with metrics.step(tokens=n, samples=b):` around one optimizer step.
+
+        On normal exit: one step, its duration, tokens and samples, and the last-step time.
+        When the block raises: one failed step (the exception propagates).
+        """
+        return _StepTimer(self, tokens, samples)
+
+    def observe_step(
+        self, seconds: float, tokens: float = 0, samples: float = 0, timestamp: float | None = None
+    ) -> None:
+        """Record a step timed elsewhere (or simulated): the non-context-manager form."""
+        self._duration.observe(seconds)
+        self._steps.inc()
+        if tokens:
+            self._tokens.inc(tokens)
+        if samples:
+            self._samples.inc(samples)
+        self._last_step.set(time.time() if timestamp is None else timestamp)
+
+    def loss(self, value: float) -> None:
+        """Finite values set the gauge; NaN/inf count as non-finite and keep the last value."""
+        value = float(value)
+        if math.isfinite(value):
+            if self._loss is None:
+                self._loss = self._loss_family.labels(*self._loss_labels)
+            self._loss.set(value)
+        else:
+            self._nonfinite.inc()
+
+    def data_wait(self) -> _WaitTimer:
+        """`with metrics.data_wait(): batch = next(it)`: time spent waiting for data."""
+        return _WaitTimer(self._data_wait)
+
+    def add_data_wait(self, seconds: float) -> None:
+        self._data_wait.inc(seconds)
+
+    # --- rarer events ------------------------------------------------------------------
+    def batch_dropped(self, n: int = 1) -> None:
+        self._dropped.inc(n)
+
+    def step_failed(self) -> None:
+        self._failed.inc()
+
+    def checkpoint_saved(self, timestamp: float | None = None) -> None:
+        """Call after a checkpoint is durably written (not when it starts)."""
+        self._last_checkpoint.set(time.time() if timestamp is None else timestamp)
+
+    def phase(self, name: str) -> _PhaseScope:
+        """Switch phase now; `with metrics.phase("eval"):` switches back on exit."""
+        if name not in self._phases:
+            raise ValueError(f"unknown phase {name!r}; use one of {', '.join(PHASES)}")
+        previous = self._phase
+        if name != previous:
+            # Raise the new phase before lowering the old one: never a scrape with no phase.
+            self._phases[name].set(1)
+            self._phases[previous].set(0)
+            self._phase = name
+        return _PhaseScope(self, previous)
+
+    @property
+    def current_phase(self) -> str:
+        return self._phase
+
+    # --- exposition --------------------------------------------------------------------
+    def start_http_server(
+        self, port: int | None = None, addr: str = "0.0.0.0", base_port: int = DEFAULT_BASE_PORT
+    ) -> int:
+        """Serve /metrics on `port` (default base_port + local_rank; 0 = any free port).
+
+        Returns the bound port. A second call is an error; stop_http_server() first.
+        """
+        if self._server is not None:
+            raise RuntimeError(f"already serving on port {self._server.port}")
+        if port is None:
+            port = base_port + self.local_rank
+        self._server = MetricsServer(self.registry, addr, port)
+        return self._server.port
+
+    def stop_http_server(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+
+    @property
+    def http_port(self) -> int | None:
+        return None if self._server is None else self._server.port
+
+    def exposition(self) -> bytes:
+        """The text /metrics would answer now (tests, debugging)."""
+        return generate_latest(self.registry)

@@ -1,0 +1,20 @@
+"""The overhead benchmark runs (few iterations; figures are printed by the script, not asserted)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent.parent / "bench" / "bench_instrumentation.py"
+
+
+def test_benchmark_runs_and_reports_three_figures(capsys) -> None:
+    spec = importlib.util.spec_from_file_location("bench_instrumentation", BENCH)
+    assert spec and spec.loader
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    result = bench.measure(iterations=200, repeats=1)
+    assert set(result) == {"empty_us", "instrumented_us", "overhead_us"}
+    assert result["instrumented_us"] > 0
+    bench.main(["bench", "100"])
+    assert "instrumentation cost" in capsys.readouterr().out
