@@ -38,9 +38,11 @@ log = logging.getLogger("trainsignals.exporters.gpu")
 # A failure of one of these makes `up` 0; others only drop their own metric.
 CORE_METHODS = frozenset({"identity", "utilization", "memory", "power", "temperature"})
 
-# XIDs exported at 0 from the start so the first occurrence is an increase() that alerts
-# can see (a counter series born at 1 shows no increase). Others appear when first seen.
-SEEDED_XIDS = (13, 31, 43, 45, 48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120)
+# Hardware XIDs exported at 0 from the start so their first occurrence is an increase()
+# alerts can see (a counter series born at 1 shows none): double-bit ECC (48), row
+# remapping (63, 64), NVLink (74), fallen off the bus (79), contained / uncontained ECC
+# (94, 95), GSP (119). Others appear when first seen; each seeded code costs a series per GPU.
+SEEDED_XIDS = (48, 63, 64, 74, 79, 94, 95, 119)
 
 NO_IDENTITY = Identity(uuid="", model="", pci_bus_id="")
 

@@ -5,8 +5,9 @@ mutable: change its fields between (or during) scrapes. Set `lost=True` to make 
 of that GPU raise gpu_is_lost, or `failing={"fan_speeds": "not_supported"}` to make one
 backend method raise a given error code (keys are GpuBackend method names, see
 backend.NVML_FUNCTIONS). `calls` counts every query as (method, index) so tests can prove
-one query per GPU per scrape. Set `event_error` to make the XID event wait fail. Hold `lock` to make several field changes atomic with respect
-to a scrape (optional: single assignments are safe without it).
+one query per GPU per scrape. Set `event_error` to make the XID event wait fail. Hold
+`lock` to make several field changes atomic with respect to a scrape (optional: single
+assignments are safe without it).
 """
 
 from __future__ import annotations
