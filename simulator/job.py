@@ -1,0 +1,396 @@
+"""Simulation: a synthetic training job with fake GPUs, a fault, and a deterministic clock.
+
+Time compression: the timeline (phases, fault onset, loss curve, leaks, disk filling) runs in
+simulated seconds, `time_scale` times faster than real time; every per-second quantity
+(counters, step durations, gauges) is nominal per REAL second, and timestamps are real Unix
+times. Real time of simulated second t is `start_time + t / time_scale`.
+
+The clock moves in fixed ticks (min(10 s, 0.25 s x time_scale) simulated), so the series
+depend only on the seed and the simulated time reached, never on how advance_to was called.
+Tests step it with advance_to(); start() serves HTTP and drives it from the wall clock.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from prometheus_client.exposition import generate_latest
+from trainsignals.exporters.gpu.fake_backend import FakeBackend, FakeGpu
+from trainsignals.exporters.gpu.server import Exporter, MetricsServer, build_exporter, serve
+from trainsignals.exporters.training import TrainingMetrics
+from trainsignals.exporters.training.disk import DiskUsage
+from trainsignals.generator.spec import JobSpec
+
+from .gpus import GpuLoad, make_gpus, update_gpu
+from .profile import JobProfile
+from .scenarios import SCENARIOS, Conditions, Scenario
+from .targets import Target, write_file_sd
+
+HEALTHY = Conditions()
+MAX_NODES, MAX_GPUS_PER_NODE = 4, 8  # default caps: at most 32 rank endpoints
+
+
+@dataclass
+class _Rank:
+    rank: int
+    node: int
+    local_rank: int
+    metrics: TrainingMetrics
+    target: Target
+    up: bool = True
+
+
+@dataclass
+class _Node:
+    index: int
+    name: str
+    gpus: list[FakeGpu]
+    backend: FakeBackend
+    exporter: Exporter
+    target: Target
+    disk_free: int
+    up: bool = True
+    server: MetricsServer | None = None
+    ranks: list[_Rank] = field(default_factory=list)
+
+
+def effective_spec(spec: JobSpec, nodes: int | None, gpus_per_node: int | None) -> JobSpec:
+    """The spec with the simulated shape (defaults: the spec's, capped at 4 x 8)."""
+    n = nodes if nodes is not None else min(spec.shape.nodes, MAX_NODES)
+    g = (
+        gpus_per_node
+        if gpus_per_node is not None
+        else min(spec.shape.gpus_per_node, MAX_GPUS_PER_NODE)
+    )
+    if n < 1 or g < 1:
+        raise ValueError("nodes and gpus_per_node must be at least 1")
+    shape = spec.shape.model_copy(update={"nodes": n, "gpus_per_node": g})
+    return spec.model_copy(update={"shape": shape})
+
+
+class Simulation:
+    """A running (or stepped) simulated job. Rules for it must come from `self.spec`.
+
+    `spec` is the effective spec: the input spec with the simulated shape, so MFU, the
+    throughput floor and the expected target count match what is served.
+    """
+
+    def __init__(
+        self,
+        spec: JobSpec,
+        scenario: str | Scenario = "healthy",
+        *,
+        time_scale: float = 1.0,
+        seed: int = 0,
+        nodes: int | None = None,
+        gpus_per_node: int | None = None,
+        fault_at: float | None = None,
+        host: str = "127.0.0.1",
+        base_port: int = 0,
+        targets_dir: Path | None = None,
+        start_time: float | None = None,
+    ) -> None:
+        if isinstance(scenario, str):
+            if scenario not in SCENARIOS:
+                raise ValueError(f"unknown scenario {scenario!r}; one of {', '.join(SCENARIOS)}")
+            scenario = SCENARIOS[scenario]
+        if time_scale <= 0:
+            raise ValueError("time_scale must be positive")
+        self.spec = effective_spec(spec, nodes, gpus_per_node)
+        self.scenario = scenario
+        self.profile = JobProfile.from_spec(self.spec)
+        self.time_scale = float(time_scale)
+        self.fault_at = float(scenario.fault_at if fault_at is None else fault_at)
+        stall_real = self.spec.objectives.stall_after / self.time_scale
+        if self.profile.step_seconds * 3 > stall_real:
+            raise ValueError(
+                f"time_scale {time_scale:g} is too large: the healthy step "
+                f"({self.profile.step_seconds:g} s, real) would look like a stall "
+                f"(stall_after {self.spec.objectives.stall_after} s / {time_scale:g} = "
+                f"{stall_real:.2f} s real); use at most "
+                f"{self.spec.objectives.stall_after / (3 * self.profile.step_seconds):g}"
+            )
+        self.host, self.base_port, self.targets_dir = host, base_port, targets_dir
+        self.start_time = time.time() if start_time is None else start_time
+        self.tick = min(10.0, 0.25 * self.time_scale)  # simulated seconds per tick
+        self.sim_time = 0.0
+        self._ticks = 0
+        self._rng = random.Random(seed)
+        self._lock = threading.RLock()
+        self._phase = "startup"
+        self._step_progress = 0.0  # real seconds into the current step
+        self._next_step: float | None = None
+        self._dropped_debt = 0.0
+        self._onset_done = False
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.finished = threading.Event()
+        self._build()
+
+    # --- construction ------------------------------------------------------------------
+    def _build(self) -> None:
+        shape, labels = self.spec.shape, self.spec.selector_labels
+        self.nodes: list[_Node] = []
+        self.ranks: list[_Rank] = []
+        for n in range(shape.nodes):
+            name = f"{self.spec.name}-node{n}"
+            gpus = make_gpus(self.profile, n, shape.gpus_per_node)
+            backend = FakeBackend(gpus)
+            exporter = build_exporter(backend, name, labels)
+            free = int(self.profile.disk_size_bytes * self.profile.disk_free_ratio)
+            node = _Node(
+                n,
+                name,
+                gpus,
+                backend,
+                exporter,
+                Target("gpu", name, None, exporter.registry, self.host),
+                free,
+            )
+            for local in range(shape.gpus_per_node):
+                rank = n * shape.gpus_per_node + local
+                metrics = TrainingMetrics(
+                    rank=rank,
+                    local_rank=local,
+                    world_size=shape.gpus,
+                    node=name,
+                    labels=labels,
+                    checkpoint_dir=self.spec.checkpoint_path or f"/checkpoints/{self.spec.name}",
+                    start_time=self.start_time,
+                    disk_usage=lambda _path, node=node: DiskUsage(
+                        self.profile.disk_size_bytes, node.disk_free
+                    ),
+                )
+                r = _Rank(
+                    rank,
+                    n,
+                    local,
+                    metrics,
+                    Target("training", name, rank, metrics.registry, self.host),
+                )
+                node.ranks.append(r)
+                self.ranks.append(r)
+            self.nodes.append(node)
+
+    # --- clock -------------------------------------------------------------------------
+    def real_time_at(self, sim_seconds: float) -> float:
+        return self.start_time + sim_seconds / self.time_scale
+
+    def advance_to(self, sim_seconds: float) -> None:
+        """Run every whole tick up to sim_seconds (simulated); never goes backwards."""
+        with self._lock:
+            while (self._ticks + 1) * self.tick <= sim_seconds + 1e-9:
+                self._ticks += 1
+                self.sim_time = self._ticks * self.tick
+                self._step(self.sim_time, self.tick / self.time_scale)
+
+    def advance(self, sim_seconds: float) -> None:
+        self.advance_to(self.sim_time + sim_seconds)
+
+    @property
+    def fault_active(self) -> bool:
+        return self.scenario.name != "healthy" and self.sim_time >= self.fault_at
+
+    def conditions(self) -> Conditions:
+        return self.scenario.fault if self.fault_active else HEALTHY
+
+    # --- one tick ----------------------------------------------------------------------
+    def _resolve_gpu(self, node: int, gpu: int) -> FakeGpu:
+        return self.nodes[node].gpus[gpu]
+
+    def _onset(self, c: Conditions) -> None:
+        """One-time effects of the fault (processes dying, errors counted once)."""
+        self._onset_done = True
+        for r in c.crashed_ranks:
+            self._take_down(self.ranks[r])
+        for n in c.down_nodes:
+            node = self.nodes[n]
+            node.up = False
+            if node.server:
+                node.server.close()
+                node.server = None
+            for r in node.ranks:
+                self._take_down(r)
+        for n, g in c.lost_gpus:
+            self._resolve_gpu(n, g).lost = True
+        for n, g in c.ecc_gpus:
+            gpu = self._resolve_gpu(n, g)
+            with self.nodes[n].backend.lock:
+                gpu.ecc_uncorrected_total += 2
+                gpu.ecc_corrected_total += 16
+                gpu.remapped_rows_pending = True
+        for n, g, xid in c.xids:
+            node = self.nodes[n]
+            node.backend.inject_xid(node.gpus[g].index, xid)
+
+    def _take_down(self, rank: _Rank) -> None:
+        rank.up = False
+        rank.metrics.stop_http_server()
+
+    def _step(self, t: float, dt_real: float) -> None:
+        c = self.conditions()
+        if self.fault_active and not self._onset_done:
+            self._onset(c)
+        elapsed_h = max(0.0, t - self.fault_at) / 3600 if self.fault_active else 0.0
+        now = self.real_time_at(t)
+        live = [r for r in self.ranks if r.up]
+
+        phase = "train" if c.stalled else self.profile.phase_at(t)
+        if phase != self._phase:
+            if self._phase == "checkpoint" and self._checkpoint_succeeds(c):
+                for r in live:
+                    r.metrics.checkpoint_saved(timestamp=now)
+            for r in live:
+                r.metrics.phase(phase)
+            self._phase = phase
+
+        speed = self.profile.speed_at(t) * c.speed
+        speed *= max(0.05, 1.0 - c.speed_loss_per_hour * elapsed_h)
+        wait = self.profile.data_wait_ratio if c.data_wait_ratio is None else c.data_wait_ratio
+        compute = self.profile.step_seconds * (1.0 - self.profile.data_wait_ratio) / speed
+        step_seconds = compute / (1.0 - wait)
+
+        if phase in ("train", "warmup") and not c.stalled:
+            self._step_progress += dt_real
+            while True:
+                if self._next_step is None:
+                    self._next_step = step_seconds * math.exp(self._rng.gauss(0.0, 0.03))
+                if self._step_progress < self._next_step:
+                    break
+                self._step_progress -= self._next_step
+                self._complete_step(live, t, now, self._next_step, wait, c)
+                self._next_step = None
+        else:
+            self._step_progress, self._next_step = 0.0, None
+
+        for node in self.nodes:
+            if not node.up:
+                continue
+            fill = c.disk_fill_per_hour * elapsed_h
+            ratio = max(0.0, self.profile.disk_free_ratio - fill)
+            node.disk_free = int(self.profile.disk_size_bytes * ratio)
+            hot = {g for n, g in c.hot_gpus if self.nodes[n] is node}
+            with node.backend.lock:
+                for rank, gpu in zip(node.ranks, node.gpus, strict=True):
+                    load = GpuLoad(
+                        alive=rank.up,
+                        phase=phase,
+                        stalled=c.stalled,
+                        data_wait_ratio=wait,
+                        hot=gpu.index in {node.gpus[g].index for g in hot},
+                    )
+                    update_gpu(gpu, load, 10_000 + rank.rank, dt_real, self._rng)
+
+    def _checkpoint_succeeds(self, c: Conditions) -> bool:
+        if c.checkpoints_fail:
+            return False
+        # A full disk fails the write (1% of the disk is about one checkpoint).
+        return all(n.disk_free > 0.01 * self.profile.disk_size_bytes for n in self.nodes if n.up)
+
+    def _complete_step(
+        self, live: list[_Rank], t: float, now: float, seconds: float, wait: float, c: Conditions
+    ) -> None:
+        p = self.profile
+        self._dropped_debt += c.dropped_ratio
+        dropped = int(self._dropped_debt)
+        self._dropped_debt -= dropped
+        for r in live:
+            m = r.metrics
+            m.add_data_wait(wait * seconds * (1.0 + self._rng.uniform(-0.1, 0.1)))
+            m.observe_step(seconds, p.tokens_per_step, p.samples_per_step, timestamp=now)
+            m.loss(self._loss(t, c))
+            if dropped:
+                m.batch_dropped(dropped)
+
+    def _loss(self, t: float, c: Conditions) -> float:
+        noise = 1.0 + self._rng.gauss(0.0, 0.01)
+        train_t = t - self.profile.startup_seconds
+        if c.loss == "nan":
+            return math.nan
+        if c.loss == "plateau":
+            return self.profile.loss_at(self.fault_at - self.profile.startup_seconds) * noise
+        value = self.profile.loss_at(train_t) * noise
+        if c.loss == "diverge":
+            value *= min(math.exp((t - self.fault_at) / 600.0), 1e6)
+        return value
+
+    # --- endpoints ---------------------------------------------------------------------
+    def targets(self) -> list[Target]:
+        """Every endpoint, training ranks first; `port` is set once start() served them."""
+        return [r.target for r in self.ranks] + [n.target for n in self.nodes]
+
+    def is_up(self, target: Target) -> bool:
+        if target.kind == "gpu":
+            return next(n for n in self.nodes if n.target is target).up
+        return self.ranks[target.rank or 0].up
+
+    def scrape(self, target: Target) -> str | None:
+        """What the endpoint answers now (without HTTP); None when it is down."""
+        if not self.is_up(target):
+            return None
+        return generate_latest(target.registry).decode()
+
+    # --- serving -----------------------------------------------------------------------
+    def _port(self, offset: int) -> int:
+        return 0 if self.base_port == 0 else self.base_port + offset
+
+    def serve(self) -> None:
+        """Open the HTTP endpoints and write the file_sd files (no clock thread)."""
+        world = self.spec.shape.gpus
+        for r in self.ranks:
+            if r.up:
+                r.target.port = r.metrics.start_http_server(self._port(r.rank), addr=self.host)
+        for node in self.nodes:
+            if node.up:
+                node.server = serve(
+                    node.exporter.registry, self.host, self._port(world + node.index)
+                )
+                node.target.port = node.server.port
+        if self.targets_dir is not None:
+            write_file_sd(self.targets_dir, self.targets(), self.spec.selector_labels)
+
+    def start(self, duration: float | None = None) -> None:
+        """Serve, then advance with the wall clock in a daemon thread until stop().
+
+        With `duration` (simulated seconds) the clock stops there and `finished` is set.
+        """
+        self.serve()
+        self._thread = threading.Thread(
+            target=self._run, args=(duration,), name="trainsignals-sim", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, duration: float | None) -> None:
+        real_tick = self.tick / self.time_scale
+        while not self._stop.is_set():
+            target = (time.time() - self.start_time) * self.time_scale
+            if duration is not None and target >= duration:
+                self.advance_to(duration)
+                self.finished.set()
+                return
+            self.advance_to(target)
+            self._stop.wait(real_tick)
+
+    def stop(self) -> None:
+        """Stop the clock, close every endpoint and the GPU exporters' XID threads."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        for r in self.ranks:
+            r.metrics.stop_http_server()
+        for node in self.nodes:
+            if node.server:
+                node.server.close()
+                node.server = None
+            node.exporter.close()
+
+    def __enter__(self) -> Simulation:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

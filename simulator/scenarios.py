@@ -1,0 +1,227 @@
+"""THE scenario table: what each fault does, when, and which alerts it must raise.
+
+End-to-end tests read `SCENARIOS`: run `duration` simulated seconds with the fault at
+`fault_at`, then expect exactly `alerts_for(spec)` to have fired (alert name -> severity).
+`later_alerts` are consequences that only fire in longer runs (or that Alertmanager may
+inhibit); they are listed so a longer run is not a surprise.
+
+Thresholds assumed (defaults of generator/spec.py, windows in simulated time): see
+simulator/README.md. Healthy values sit at 1.5x the MFU floor, 5% data wait, 65 C, 75% memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from trainsignals.generator.spec import JobSpec
+
+MINUTE, HOUR = 60, 3600
+
+# A GPU or rank named by position; -1 means "the last one" (resolved against the shape).
+GpuRef = tuple[int, int]  # (node, gpu index on the node)
+
+
+@dataclass(frozen=True)
+class Conditions:
+    """What differs from healthy while the fault is active. Defaults are healthy."""
+
+    speed_loss_per_hour: float = 0.0  # compute speed lost per simulated hour since onset
+    speed: float = 1.0  # compute speed factor (thermal throttling slows the whole job)
+    data_wait_ratio: float | None = None  # share of step time waiting for data
+    stalled: bool = False  # surviving ranks make no progress (hung collective)
+    loss: str = "normal"  # normal | nan | diverge | plateau
+    dropped_ratio: float = 0.0  # dropped batches per step
+    disk_fill_per_hour: float = 0.0  # share of the checkpoint disk filled per simulated hour
+    checkpoints_fail: bool = False
+    crashed_ranks: tuple[int, ...] = ()  # processes gone: endpoints stop answering
+    down_nodes: tuple[int, ...] = ()  # every endpoint of the node stops answering
+    lost_gpus: tuple[GpuRef, ...] = ()  # FakeGpu.lost
+    hot_gpus: tuple[GpuRef, ...] = ()  # 91 C, thermal slowdown reasons, clocks down
+    ecc_gpus: tuple[GpuRef, ...] = ()  # uncorrectable ECC errors and a pending row remap
+    xids: tuple[tuple[int, int, int], ...] = ()  # (node, gpu, xid) injected once at onset
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    timeline: str
+    fault: Conditions
+    expected_alerts: dict[str, str]
+    duration: int  # simulated seconds: enough for expected_alerts, short of later_alerts
+    fault_at: int = 30 * MINUTE  # after startup and warm-up, inside a training stretch
+    later_alerts: dict[str, str] = field(default_factory=dict)
+    step_slowdown: float = 1.0  # worst step-time factor over `duration` (StepTimeAboveBound)
+
+    def alerts_for(self, spec: JobSpec) -> dict[str, str]:
+        """expected_alerts with the spec's severity overrides, its `off`s and optional rules.
+
+        StepTimeAboveBound exists only when the spec sets step_time_max_seconds; it is
+        expected when the slowed step (healthy step time x step_slowdown) exceeds the bound.
+        """
+        from .profile import JobProfile  # the healthy step time comes from the profile
+
+        alerts = dict(self.expected_alerts)
+        bound = spec.objectives.step_time_max_seconds
+        if bound and JobProfile.from_spec(spec).step_seconds * self.step_slowdown > bound:
+            alerts["StepTimeAboveBound"] = "ticket"
+        for name, severity in spec.alerts.items():
+            if name in alerts:
+                alerts[name] = severity
+        return {name: sev for name, sev in sorted(alerts.items()) if sev != "off"}
+
+
+_SCENARIOS = (
+    Scenario(
+        "healthy",
+        "Startup 2m, warm-up 10m at 40%->100% throughput, then training with a checkpoint "
+        "pause (1m) every max(checkpoint_max_age/4, 10m) and an eval pause (3m) every hour; "
+        "loss decays as a power law with 1% noise. Nothing fires over a simulated day.",
+        Conditions(),
+        {},
+        duration=24 * HOUR,
+        fault_at=0,
+    ),
+    Scenario(
+        "data_loader_starvation",
+        "From fault_at: 80% of each step waits for data, steps take 4.75x longer, GPU "
+        "utilization drops to ~19%, tokens/s falls to ~0.2x nominal (MFU ~0.09, below the "
+        "throughput floor). DataLoaderStarved and ThroughputBelowFloor fire ~20m later.",
+        Conditions(data_wait_ratio=0.80),
+        {"DataLoaderStarved": "ticket", "ThroughputBelowFloor": "page"},
+        duration=30 * MINUTE + 45 * MINUTE,
+        later_alerts={"MfuBelowFloor": "ticket"},
+        step_slowdown=4.75,
+    ),
+    Scenario(
+        "nan_loss",
+        "From fault_at every rank reports a NaN loss each step (the loss gauge keeps the last "
+        "finite value, the non-finite counter rises). NonFiniteLoss fires ~1m later.",
+        Conditions(loss="nan"),
+        {"NonFiniteLoss": "page"},
+        duration=30 * MINUTE + 20 * MINUTE,
+        later_alerts={"LossPlateau": "ticket"},
+    ),
+    Scenario(
+        "loss_divergence",
+        "From fault_at the loss grows as exp(t/10m) (capped at 1e6x): above 2x its 1h "
+        "average after ~15m; LossDiverging fires ~20m after onset.",
+        Conditions(loss="diverge"),
+        {"LossDiverging": "page"},
+        duration=30 * MINUTE + 40 * MINUTE,
+    ),
+    Scenario(
+        "loss_plateau",
+        "From fault_at the loss stops improving (flat at its onset value, 1% noise). The 1h "
+        "average 6h apart differs by <1% after ~6h; LossPlateau fires ~7h after onset.",
+        Conditions(loss="plateau"),
+        {"LossPlateau": "ticket"},
+        duration=30 * MINUTE + 7 * HOUR + 45 * MINUTE,
+    ),
+    Scenario(
+        "hang",
+        "From fault_at no rank completes a step (NCCL-style hang): phase stays train, GPUs "
+        "at 100% utilization, counters flat. TrainingStalled fires ~11m after onset, "
+        "ThroughputBelowFloor ~20m.",
+        Conditions(stalled=True),
+        {"TrainingStalled": "page", "ThroughputBelowFloor": "page"},
+        duration=30 * MINUTE + 35 * MINUTE,
+        later_alerts={"CheckpointTooOld": "page", "MfuBelowFloor": "ticket"},
+    ),
+    Scenario(
+        "crash",
+        "At fault_at the last rank's process exits (its endpoint stops answering, its GPU "
+        "goes idle); the other ranks hang in the next collective (their TrainingStalled and "
+        "ThroughputBelowFloor are inhibited by TrainingTargetsDown). Fires ~2m after onset.",
+        Conditions(crashed_ranks=(-1,), stalled=True),
+        {"TrainingTargetsDown": "page"},
+        duration=30 * MINUTE + 15 * MINUTE,
+        later_alerts={"CheckpointTooOld": "page"},
+    ),
+    Scenario(
+        "gpu_lost",
+        "At fault_at GPU 0 of node 0 falls off the bus (every NVML query: gpu_is_lost, "
+        "trainsignals_gpu_up 0) and its rank (rank 0) dies; the others hang. GpuLost ~1m and "
+        "TrainingTargetsDown ~2m after onset.",
+        Conditions(lost_gpus=((0, 0),), crashed_ranks=(0,), stalled=True),
+        {"GpuLost": "page", "TrainingTargetsDown": "page"},
+        duration=30 * MINUTE + 10 * MINUTE,
+        later_alerts={"GpuExporterNvmlErrors": "ticket", "CheckpointTooOld": "page"},
+    ),
+    Scenario(
+        "thermal_throttling",
+        "From fault_at GPU 0 of node 0 runs at 91 C with sw/hw thermal slowdown active and SM "
+        "clocks at 60%; the synchronous job slows 10% (MFU ~0.41, still above its floor). "
+        "GpuTemperatureHigh fires ~10m, GpuThermalThrottling ~20m after onset.",
+        Conditions(hot_gpus=((0, 0),), speed=0.9),
+        {"GpuThermalThrottling": "ticket", "GpuTemperatureHigh": "ticket"},
+        duration=30 * MINUTE + 45 * MINUTE,
+        step_slowdown=1.12,
+    ),
+    Scenario(
+        "mfu_leak",
+        "From fault_at compute speed drops 6% per simulated hour (fragmentation-style leak). "
+        "The 6h MFU average crosses the 0.30 floor ~7.5-8.5h after onset; MfuBelowFloor "
+        "fires an hour later. Tokens/s reach the page floor only after ~11h.",
+        Conditions(speed_loss_per_hour=0.06),
+        {"MfuBelowFloor": "ticket"},
+        duration=30 * MINUTE + 10 * HOUR + 30 * MINUTE,
+        later_alerts={"ThroughputBelowFloor": "page"},
+        step_slowdown=2.7,
+    ),
+    Scenario(
+        "dropped_batches",
+        "From fault_at 3% of batches are dropped (one every ~33 steps). The 6h dropped share "
+        "passes 1% ~15m after onset; DroppedBatchesAboveTolerance fires ~45m after onset.",
+        Conditions(dropped_ratio=0.03),
+        {"DroppedBatchesAboveTolerance": "ticket"},
+        duration=30 * MINUTE + 90 * MINUTE,
+    ),
+    Scenario(
+        "disk_filling",
+        "From fault_at the checkpoint disk fills at 20% of its size per simulated hour from "
+        "55% free: CheckpointDiskFillingUp fires within ~1.5h, CheckpointDiskAlmostFull when "
+        "free < 10% (~2h20m after onset). At 0 free (~2h45m) checkpoints start failing.",
+        Conditions(disk_fill_per_hour=0.20),
+        {"CheckpointDiskFillingUp": "ticket", "CheckpointDiskAlmostFull": "page"},
+        duration=30 * MINUTE + 2 * HOUR + 45 * MINUTE,
+        later_alerts={"CheckpointTooOld": "page"},
+    ),
+    Scenario(
+        "stale_checkpoint",
+        "From fault_at checkpoints still pause training but never succeed (the timestamp "
+        "stops moving). CheckpointTooOld fires checkpoint_max_age + 10m after the last "
+        "success (<= 2h10m after onset with the default 2h).",
+        Conditions(checkpoints_fail=True),
+        {"CheckpointTooOld": "page"},
+        duration=30 * MINUTE + 2 * HOUR + 30 * MINUTE,
+    ),
+    Scenario(
+        "ecc_uncorrectable",
+        "At fault_at the last GPU of node 0 reports 2 uncorrectable (and 16 corrected) ECC errors "
+        "and a pending row remap; training continues. Both alerts fire within ~1m.",
+        Conditions(ecc_gpus=((0, -1),)),
+        {"GpuUncorrectableEccErrors": "page", "GpuRemappedRowsPending": "ticket"},
+        duration=30 * MINUTE + 15 * MINUTE,
+    ),
+    Scenario(
+        "xid_error",
+        "At fault_at node 0 reports XID 74 (NVLink error, in xid_page_codes) on GPU 0 and "
+        "XID 13 (graphics engine exception, an application fault) on its last GPU, once "
+        "each; training continues. Both alerts fire within ~1m.",
+        Conditions(xids=((0, 0, 74), (0, -1, 13))),
+        {"GpuXidCritical": "page", "GpuXidError": "ticket"},
+        duration=30 * MINUTE + 15 * MINUTE,
+    ),
+    Scenario(
+        "node_down",
+        "At fault_at every endpoint of the last node (its ranks and its GPU exporter) stops "
+        "answering; ranks elsewhere hang. NodeDown fires ~2m after onset and Alertmanager "
+        "inhibits the rest (TrainingTargetsDown, TrainingStalled, ThroughputBelowFloor...).",
+        Conditions(down_nodes=(-1,), stalled=True),
+        {"NodeDown": "page"},
+        duration=30 * MINUTE + 15 * MINUTE,
+        later_alerts={"CheckpointTooOld": "page"},
+    ),
+)
+
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in _SCENARIOS}
