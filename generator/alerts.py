@@ -157,8 +157,10 @@ def _job_alerts(ctx: RuleContext) -> list[AlertRule]:
         ),
         AlertRule(
             "MfuBelowFloor",
-            f"avg_over_time(job:trainsignals_mfu:ratio_rate5m{r}[{mfu_window}]) "
-            f"< {o.mfu_min_ratio:g} and {_training(ctx)}",
+            # MFU while training, averaged over the window: pauses are goodput's business, and a
+            # phase gate outside the average would reset the 1h `for` at every checkpoint.
+            f"avg_over_time((job:trainsignals_mfu:ratio_rate5m{r} and {_training(ctx)})"
+            f"[{mfu_window}:{ctx.range(300)}]) < {o.mfu_min_ratio:g}",
             3600,
             "{{ $labels.training_job }}: MFU {{ $value | humanizePercentage }} over "
             f"{format_duration(o.mfu_window)}",

@@ -127,7 +127,11 @@ class _Builder:
     @staticmethod
     def target(expr: str, legend: str, ref: str = "A", **kwargs: object) -> g.Target:
         return g.Target(
-            expr=expr, legendFormat=legend, refId=ref, datasource=DATASOURCE, intervalFactor=1,
+            expr=expr,
+            legendFormat=legend,
+            refId=ref,
+            datasource=DATASOURCE,
+            intervalFactor=1,
             **kwargs,
         )
 
@@ -141,8 +145,13 @@ class _Builder:
         base = self.spec.links.runbook_base_url.rstrip("/")
         return [
             g.DashboardLink(
-                type="link", title=f"Runbook: {name}", uri=f"{base}/{name}.md", icon="doc",
-                tooltip=f"What to do when {name} fires", targetBlank=True, keepTime=False,
+                type="link",
+                title=f"Runbook: {name}",
+                uri=f"{base}/{name}.md",
+                icon="doc",
+                tooltip=f"What to do when {name} fires",
+                targetBlank=True,
+                keepTime=False,
             )
             for name in self.alerts_by_panel.get(key, [])
         ]
@@ -153,32 +162,64 @@ class _Builder:
     # Panel kinds.
 
     def stat(
-        self, key: str, title: str, description: str, targets: list[g.Target], unit: str,
-        steps: list[tuple[str, float | None]], overrides: list[dict] | None = None,
+        self,
+        key: str,
+        title: str,
+        description: str,
+        targets: list[g.Target],
+        unit: str,
+        steps: list[tuple[str, float | None]],
+        overrides: list[dict] | None = None,
         w: int = 5,
     ) -> g.Stat:
         return g.Stat(
-            id=self.panel_id(key), title=title, description=description, targets=targets,
-            dataSource=DATASOURCE, gridPos=self.layout.place(w, 5), format=unit,
-            thresholds=_g_thresholds(steps), color={"mode": "thresholds"},
-            reduceCalc="lastNotNull", graphMode="area", noValue="no data",
+            id=self.panel_id(key),
+            title=title,
+            description=description,
+            targets=targets,
+            dataSource=DATASOURCE,
+            gridPos=self.layout.place(w, 5),
+            format=unit,
+            thresholds=_g_thresholds(steps),
+            color={"mode": "thresholds"},
+            reduceCalc="lastNotNull",
+            graphMode="area",
+            noValue="no data",
             textMode="value_and_name" if len(targets) > 1 else "value",
-            overrides=overrides or [], links=self.runbook_links(key), maxDataPoints=None,
+            overrides=overrides or [],
+            links=self.runbook_links(key),
+            maxDataPoints=None,
         )
 
     def series(
-        self, key: str | None, title: str, description: str, targets: list[g.Target],
-        unit: str, steps: list[tuple[str, float | None]] | None = None,
-        overrides: list[dict] | None = None, w: int = 8, **kwargs: object,
+        self,
+        key: str | None,
+        title: str,
+        description: str,
+        targets: list[g.Target],
+        unit: str,
+        steps: list[tuple[str, float | None]] | None = None,
+        overrides: list[dict] | None = None,
+        w: int = 8,
+        **kwargs: object,
     ) -> g.TimeSeries:
         return g.TimeSeries(
-            id=self.panel_id(key), title=title, description=description, targets=targets,
-            dataSource=DATASOURCE, gridPos=self.layout.place(w, 8), unit=unit,
+            id=self.panel_id(key),
+            title=title,
+            description=description,
+            targets=targets,
+            dataSource=DATASOURCE,
+            gridPos=self.layout.place(w, 8),
+            unit=unit,
             thresholds=_g_thresholds(steps or _neutral()),
             thresholdsStyleMode="dashed" if steps and len(steps) > 1 else "off",
-            legendDisplayMode="list", tooltipMode="multi", tooltipSort="desc",
-            overrides=overrides or [], links=self.runbook_links(key) if key else [],
-            maxDataPoints=None, **kwargs,
+            legendDisplayMode="list",
+            tooltipMode="multi",
+            tooltipSort="desc",
+            overrides=overrides or [],
+            links=self.runbook_links(key) if key else [],
+            maxDataPoints=None,
+            **kwargs,
         )
 
     # Sections.
@@ -191,20 +232,29 @@ class _Builder:
         memory = "max GPU memory used"
         return [
             self.stat(
-                "step_time", "Step time p95",
+                "step_time",
+                "Step time p95",
                 "95th percentile optimizer step time over 5m"
-                + (f"; red above the bound of {o.step_time_max_seconds:g}s (StepTimeAboveBound)."
-                   if o.step_time_max_seconds is not None else "; no bound set in the spec."),
+                + (
+                    f"; red above the bound of {o.step_time_max_seconds:g}s (StepTimeAboveBound)."
+                    if o.step_time_max_seconds is not None
+                    else "; no bound set in the spec."
+                ),
                 [self.target(f"job:trainsignals_step_duration_seconds:p95_5m{r}", "p95")],
-                "s", _red_above(o.step_time_max_seconds),
+                "s",
+                _red_above(o.step_time_max_seconds),
             ),
             self.stat(
-                "throughput", f"Throughput ({what})",
+                "throughput",
+                f"Throughput ({what})",
                 f"{what} over 5m; red below the floor of {floor:.4g} (ThroughputBelowFloor).",
-                [self.target(f"{series}{r}", what)], "short", _red_below(floor),
+                [self.target(f"{series}{r}", what)],
+                "short",
+                _red_below(floor),
             ),
             self.stat(
-                "errors", "Errors",
+                "errors",
+                "Errors",
                 f"Non-finite losses in 5m (red above {o.nonfinite_losses_max}), failed steps/s, "
                 f"dropped batch ratio (red above {o.dropped_batches_max_ratio:g}).",
                 self.targets(
@@ -212,34 +262,57 @@ class _Builder:
                     (f"job:trainsignals_failed_steps:rate5m{r}", "failed steps/s"),
                     (f"job:trainsignals_batches_dropped:ratio_rate5m{r}", dropped),
                 ),
-                "short", [(GREEN, None)],
+                "short",
+                [(GREEN, None)],
                 overrides=[
-                    _by_name(nonfinite, {"id": "thresholds", "value": _json_thresholds(
-                        _red_above_count(o.nonfinite_losses_max))}),
-                    _by_name(dropped, {"id": "thresholds", "value": _json_thresholds(
-                        _red_above(o.dropped_batches_max_ratio))}),
+                    _by_name(
+                        nonfinite,
+                        {
+                            "id": "thresholds",
+                            "value": _json_thresholds(_red_above_count(o.nonfinite_losses_max)),
+                        },
+                    ),
+                    _by_name(
+                        dropped,
+                        {
+                            "id": "thresholds",
+                            "value": _json_thresholds(_red_above(o.dropped_batches_max_ratio)),
+                        },
+                    ),
                 ],
                 w=6,
             ),
             self.stat(
-                "gpu_saturation", "GPU saturation",
+                "gpu_saturation",
+                "GPU saturation",
                 "Average GPU utilization of the job, and the fullest GPU's memory "
                 f"(red above {o.gpu_memory_max_ratio:.0%}, GpuMemoryNearFull).",
                 self.targets(
                     (f"avg(gpu:trainsignals_gpu_utilization:ratio{r})", "avg utilization"),
                     (f"max(gpu:trainsignals_gpu_memory_used:ratio{r})", memory),
                 ),
-                "percentunit", _neutral(),
-                overrides=[_by_name(memory, {"id": "thresholds", "value": _json_thresholds(
-                    _red_above(o.gpu_memory_max_ratio))})],
+                "percentunit",
+                _neutral(),
+                overrides=[
+                    _by_name(
+                        memory,
+                        {
+                            "id": "thresholds",
+                            "value": _json_thresholds(_red_above(o.gpu_memory_max_ratio)),
+                        },
+                    )
+                ],
             ),
             self.stat(
-                "mfu", "MFU",
+                "mfu",
+                "MFU",
                 f"Model FLOPs utilization over 5m; red below the floor of {o.mfu_min_ratio:.0%} "
                 "(MfuBelowFloor averages it over "
                 f"{self.ctx.range(o.mfu_window)}).",
                 [self.target(f"job:trainsignals_mfu:ratio_rate5m{r}", "MFU")],
-                "percentunit", _red_below(o.mfu_min_ratio), w=3,
+                "percentunit",
+                _red_below(o.mfu_min_ratio),
+                w=3,
             ),
         ]
 
@@ -253,79 +326,104 @@ class _Builder:
         return [
             self.layout.row("Training"),
             self.series(
-                "step_time_series", "Step time",
+                "step_time_series",
+                "Step time",
                 "Optimizer step time quantiles over 5m, data wait included.",
                 self.targets(
                     (f"job:trainsignals_step_duration_seconds:p50_5m{r}", "p50"),
                     (f"job:trainsignals_step_duration_seconds:p95_5m{r}", "p95"),
                 ),
-                "s", _red_above(o.step_time_max_seconds),
+                "s",
+                _red_above(o.step_time_max_seconds),
             ),
             self.series(
-                "throughput_series", f"Throughput ({what})",
+                "throughput_series",
+                f"Throughput ({what})",
                 f"{what} over 5m; dashed line: the alert floor.",
                 self.targets((f"{series}{r}", what)),
-                "short", _red_below(floor),
+                "short",
+                _red_below(floor),
             ),
             self.series(
-                "mfu_series", "MFU",
+                "mfu_series",
+                "MFU",
                 "Model FLOPs utilization (5m) and its average over the MfuBelowFloor window.",
                 self.targets(
                     (f"job:trainsignals_mfu:ratio_rate5m{r}", "MFU 5m"),
-                    (f"avg_over_time(job:trainsignals_mfu:ratio_rate5m{r}"
-                     f"[{ctx.range(o.mfu_window)}])", f"MFU {ctx.range(o.mfu_window)} avg"),
+                    (
+                        f"avg_over_time(job:trainsignals_mfu:ratio_rate5m{r}"
+                        f"[{ctx.range(o.mfu_window)}])",
+                        f"MFU {ctx.range(o.mfu_window)} avg",
+                    ),
                 ),
-                "percentunit", _red_below(o.mfu_min_ratio),
+                "percentunit",
+                _red_below(o.mfu_min_ratio),
             ),
             self.series(
-                "loss", "Loss",
+                "loss",
+                "Loss",
                 "Average loss over ranks. Red points: loss at times non-finite (NaN/Inf) losses "
                 "were counted in the last 5m.",
                 self.targets(
                     (f"job:trainsignals_loss:avg{r}", "loss"),
-                    (f"job:trainsignals_loss:avg{r} and on (training_job) "
-                     f"job:trainsignals_nonfinite_losses:increase5m{r} > 0", marker),
+                    (
+                        f"job:trainsignals_loss:avg{r} and on (training_job) "
+                        f"job:trainsignals_nonfinite_losses:increase5m{r} > 0",
+                        marker,
+                    ),
                 ),
                 "short",
-                overrides=[_by_name(marker, {"id": "color", "value": {
-                    "mode": "fixed", "fixedColor": RED}})],
-                showPoints="auto", pointSize=6,
+                overrides=[
+                    _by_name(marker, {"id": "color", "value": {"mode": "fixed", "fixedColor": RED}})
+                ],
+                showPoints="auto",
+                pointSize=6,
             ),
             self.series(
-                "data_wait", "Data-loader wait share",
+                "data_wait",
+                "Data-loader wait share",
                 "Share of wall time ranks spend waiting for data.",
                 self.targets((f"job:trainsignals_data_wait:ratio_rate5m{r}", "data wait")),
-                "percentunit", _red_above(o.data_wait_max_ratio),
+                "percentunit",
+                _red_above(o.data_wait_max_ratio),
             ),
             self.series(
-                "dropped_batches", "Dropped batches",
+                "dropped_batches",
+                "Dropped batches",
                 "Dropped batches as a share of batches over 5m (the alert uses "
                 f"{ctx.range(o.dropped_batches_window)}).",
                 self.targets((f"job:trainsignals_batches_dropped:ratio_rate5m{r}", "dropped")),
-                "percentunit", _red_above(o.dropped_batches_max_ratio),
+                "percentunit",
+                _red_above(o.dropped_batches_max_ratio),
             ),
             self.series(
-                "checkpoint_age", "Checkpoint age",
+                "checkpoint_age",
+                "Checkpoint age",
                 "Time since the newest successful checkpoint.",
                 self.targets((f"job:trainsignals_last_checkpoint:age_seconds{r}", "age")),
-                "s", _red_above(ctx.seconds(o.checkpoint_max_age)),
+                "s",
+                _red_above(ctx.seconds(o.checkpoint_max_age)),
             ),
             self.series(
-                "step_progress", "Time since last step",
+                "step_progress",
+                "Time since last step",
                 "Age of the slowest rank's last step: orange past the stall limit (while "
                 "training), red past the pause limit.",
                 self.targets((f"job:trainsignals_last_step:age_seconds{r}", "last step age")),
-                "s", progress,
+                "s",
+                progress,
             ),
             self.series(
-                "targets_up", "Targets up",
+                "targets_up",
+                "Targets up",
                 f"Training ranks up (the spec expects {spec.shape.gpus}) and, per node, whether "
                 "any of its targets answers.",
                 self.targets(
                     (f"job:trainsignals_ranks_up:sum{r}", "ranks up"),
                     (f"node:trainsignals_targets_up:max{self.r_node}", "{{node}} up"),
                 ),
-                "short", _red_below(spec.shape.gpus),
+                "short",
+                _red_below(spec.shape.gpus),
             ),
         ]
 
@@ -346,62 +444,91 @@ class _Builder:
         return [
             self.layout.row("GPUs (per node and GPU)"),
             self.series(
-                "gpu_utilization", "GPU utilization", "Share of time a kernel was running.",
+                "gpu_utilization",
+                "GPU utilization",
+                "Share of time a kernel was running.",
                 self.targets((f"gpu:trainsignals_gpu_utilization:ratio{r}", legend)),
-                "percentunit", valueMin=0, valueMax=1,
+                "percentunit",
+                valueMin=0,
+                valueMax=1,
             ),
             self.series(
-                "gpu_memory", "GPU memory used", "Device memory used as a share of the total.",
+                "gpu_memory",
+                "GPU memory used",
+                "Device memory used as a share of the total.",
                 self.targets((f"gpu:trainsignals_gpu_memory_used:ratio{r}", legend)),
-                "percentunit", _red_above(o.gpu_memory_max_ratio),
+                "percentunit",
+                _red_above(o.gpu_memory_max_ratio),
             ),
             self.series(
-                None, "GPU memory used (bytes)", "Device memory used.",
+                None,
+                "GPU memory used (bytes)",
+                "Device memory used.",
                 self.targets((f"gpu:trainsignals_gpu_memory_used:bytes{r}", legend)),
                 "bytes",
             ),
             self.series(
-                "gpu_power", "GPU power", "Power draw.",
+                "gpu_power",
+                "GPU power",
+                "Power draw.",
                 self.targets((f"gpu:trainsignals_gpu_power:watts{r}", legend)),
                 "watt",
             ),
             self.series(
-                "gpu_temperature", "GPU temperature", "GPU core temperature.",
+                "gpu_temperature",
+                "GPU temperature",
+                "GPU core temperature.",
                 self.targets((f"gpu:trainsignals_gpu_temperature:celsius{r}", legend)),
-                "celsius", _red_above(o.gpu_temperature_max_celsius),
+                "celsius",
+                _red_above(o.gpu_temperature_max_celsius),
             ),
             self.series(
-                "gpu_throttle", "GPU throttling",
+                "gpu_throttle",
+                "GPU throttling",
                 f"Share of the last {w15} with thermal or power throttling active.",
                 self.targets(
-                    (f"avg_over_time(gpu:trainsignals_gpu_thermal_throttle:active{r}[{w15}])",
-                     f"{legend} thermal"),
-                    (f"avg_over_time(gpu:trainsignals_gpu_power_throttle:active{r}[{w15}])",
-                     f"{legend} power"),
+                    (
+                        f"avg_over_time(gpu:trainsignals_gpu_thermal_throttle:active{r}[{w15}])",
+                        f"{legend} thermal",
+                    ),
+                    (
+                        f"avg_over_time(gpu:trainsignals_gpu_power_throttle:active{r}[{w15}])",
+                        f"{legend} power",
+                    ),
                 ),
-                "percentunit", _red_above(o.throttle_max_ratio),
+                "percentunit",
+                _red_above(o.throttle_max_ratio),
             ),
             self.series(
-                None, "SM clock", "Streaming-multiprocessor clock; drops when throttled.",
+                None,
+                "SM clock",
+                "Streaming-multiprocessor clock; drops when throttled.",
                 self.targets((f"gpu:trainsignals_gpu_sm_clock:hertz{r}", legend)),
                 "hertz",
             ),
             self.series(
-                "gpu_errors", "GPU errors",
+                "gpu_errors",
+                "GPU errors",
                 "Uncorrectable ECC errors and XID events in 10m, pending row remaps"
                 + (", NVML errors." if len(errors) > 4 else "."),
-                self.targets(*errors), "short", showPoints="always",
+                self.targets(*errors),
+                "short",
+                showPoints="always",
             ),
             self.series(
-                "gpu_count", "GPUs per node",
+                "gpu_count",
+                "GPUs per node",
                 f"GPUs reporting per node (the spec expects {spec.shape.gpus_per_node}) and "
                 "whether the node's GPU exporter answers scrapes.",
                 self.targets(
                     (f"node:trainsignals_gpus:count{self.r_node}", "{{node}} GPUs"),
-                    (f"up{self.ctx.raw(job=spec.scrape_jobs.gpu, node=regex('$node'))}",
-                     "{{node}} exporter up"),
+                    (
+                        f"up{self.ctx.raw(job=spec.scrape_jobs.gpu, node=regex('$node'))}",
+                        "{{node}} exporter up",
+                    ),
                 ),
-                "short", _red_below(spec.shape.gpus_per_node),
+                "short",
+                _red_below(spec.shape.gpus_per_node),
             ),
         ]
 
@@ -410,21 +537,28 @@ class _Builder:
         return [
             self.layout.row("Nodes: checkpoint disk and network"),
             self.series(
-                "disk", "Checkpoint disk free",
+                "disk",
+                "Checkpoint disk free",
                 "Free share of the file system holding the checkpoint directory.",
-                self.targets((f"node:trainsignals_checkpoint_disk_free:ratio{r}",
-                              "{{node}} {{path}}")),
-                "percentunit", _red_below(o.disk_free_min_ratio),
+                self.targets(
+                    (f"node:trainsignals_checkpoint_disk_free:ratio{r}", "{{node}} {{path}}")
+                ),
+                "percentunit",
+                _red_below(o.disk_free_min_ratio),
             ),
             self.series(
-                None, "Checkpoint disk free (bytes)",
+                None,
+                "Checkpoint disk free (bytes)",
                 "Free bytes; CheckpointDiskFillingUp extrapolates this trend.",
-                self.targets((f"node:trainsignals_checkpoint_disk_free:bytes{r}",
-                              "{{node}} {{path}}")),
+                self.targets(
+                    (f"node:trainsignals_checkpoint_disk_free:bytes{r}", "{{node}} {{path}}")
+                ),
                 "bytes",
             ),
             self.series(
-                "network", "Network", "Bytes per second over all devices but lo.",
+                "network",
+                "Network",
+                "Bytes per second over all devices but lo.",
                 self.targets(
                     (f"node:trainsignals_network_receive_bytes:rate5m{r}", "{{node}} receive"),
                     (f"node:trainsignals_network_transmit_bytes:rate5m{r}", "{{node}} transmit"),
@@ -437,13 +571,27 @@ class _Builder:
         return [
             self.layout.row("Alerts"),
             g.Table(
-                id=PANEL_IDS["firing_alerts"], title="Firing alerts",
+                id=PANEL_IDS["firing_alerts"],
+                title="Firing alerts",
                 description="Alerts of this job firing now, as Prometheus evaluates them.",
                 targets=[self.target(_alerts_expr(self.ctx), "", format="table", instant=True)],
-                dataSource=DATASOURCE, gridPos=self.layout.place(WIDTH, 8),
-                sortBy=[g.TableSortByField(displayName="alertname")], maxDataPoints=None,
-                transformations=[{"id": "organize", "options": {"excludeByName": {
-                    "Time": True, "Value": True, "__name__": True, "alertstate": True}}}],
+                dataSource=DATASOURCE,
+                gridPos=self.layout.place(WIDTH, 8),
+                sortBy=[g.TableSortByField(displayName="alertname")],
+                maxDataPoints=None,
+                transformations=[
+                    {
+                        "id": "organize",
+                        "options": {
+                            "excludeByName": {
+                                "Time": True,
+                                "Value": True,
+                                "__name__": True,
+                                "alertstate": True,
+                            }
+                        },
+                    }
+                ],
             ),
         ]
 
@@ -462,7 +610,9 @@ def _throughput(ctx: RuleContext) -> tuple[str, str, float]:
     if spec.tokens_per_second_floor is not None:
         return "job:trainsignals_tokens:rate5m", "tokens/s", spec.tokens_per_second_floor
     steps_floor = (
-        0.5 * spec.objectives.mfu_min_ratio * spec.shape.peak_flops
+        0.5
+        * spec.objectives.mfu_min_ratio
+        * spec.shape.peak_flops
         / (spec.shape.model_flops_per_step or 1)
     )
     return "job:trainsignals_steps:rate5m", "steps/s", steps_floor
@@ -491,8 +641,12 @@ def raw_dashboard(
             f"Training job {spec.name} (team {spec.team}). Generated from jobs/{spec.name}.yaml, "
             f"do not edit. Generator {generator_version}, spec sha256 {spec_hash}."
         ),
-        tags=["trainsignals", f"generator:{generator_version}", f"spec:{spec_hash[:12]}",
-              f"team:{spec.team}"],
+        tags=[
+            "trainsignals",
+            f"generator:{generator_version}",
+            f"spec:{spec_hash[:12]}",
+            f"team:{spec.team}",
+        ],
         editable=False,  # edits would be overwritten by the next generation
         graphTooltip=g.GRAPH_TOOLTIP_MODE_SHARED_CROSSHAIR,
         schemaVersion=SCHEMA_VERSION,
@@ -500,39 +654,82 @@ def raw_dashboard(
         refresh="30s",
         timezone="utc",
         panels=panels,
-        links=[g.DashboardLink(
-            type="link", title="Runbooks", uri=spec.links.runbook_base_url, icon="doc",
-            tooltip="Runbooks of this job's alerts", targetBlank=True, keepTime=False,
-        )],
-        templating=g.Templating(list=[
-            g.Template(name="datasource", label="Data source", type="datasource",
-                       query="prometheus"),
-            g.Template(name="job", label="Job", type="constant", query=spec.name,
-                       default=spec.name, hide=g.HIDE_VARIABLE),
-            g.Template(name="node", label="Node", dataSource=DATASOURCE,
-                       query=f"label_values({gpu_series}, node)", default="$__all",
-                       includeAll=True, multi=True, allValue=".*",
-                       refresh=g.REFRESH_ON_TIME_RANGE_CHANGE),
-            g.Template(name="gpu", label="GPU", dataSource=DATASOURCE,
-                       query=f"label_values({node_gpu_series}, gpu)", default="$__all",
-                       includeAll=True, multi=True, allValue=".*",
-                       refresh=g.REFRESH_ON_TIME_RANGE_CHANGE, sort=g.SORT_NUMERIC_ASC),
-        ]),
-        annotations=g.Annotations(list=[
-            {
-                "name": "Firing alerts", "datasource": DATASOURCE, "enable": True,
-                "hide": False, "iconColor": RED, "expr": _alerts_expr(ctx),
-                "titleFormat": "{{alertname}}", "textFormat": "{{severity}}: {{alertname}}",
-                "tagKeys": "severity", "useValueForTime": False,
-            },
-            {
-                # Vertical markers on the loss panel where NaN/Inf losses were counted.
-                "name": "Non-finite losses", "datasource": DATASOURCE, "enable": True,
-                "hide": False, "iconColor": "purple",
-                "expr": f"job:trainsignals_nonfinite_losses:increase5m{ctx.recorded()} > 0",
-                "titleFormat": "non-finite loss", "filter": {"ids": [PANEL_IDS["loss"]]},
-            },
-        ]),
+        links=[
+            g.DashboardLink(
+                type="link",
+                title="Runbooks",
+                uri=spec.links.runbook_base_url,
+                icon="doc",
+                tooltip="Runbooks of this job's alerts",
+                targetBlank=True,
+                keepTime=False,
+            )
+        ],
+        templating=g.Templating(
+            list=[
+                g.Template(
+                    name="datasource", label="Data source", type="datasource", query="prometheus"
+                ),
+                g.Template(
+                    name="job",
+                    label="Job",
+                    type="constant",
+                    query=spec.name,
+                    default=spec.name,
+                    hide=g.HIDE_VARIABLE,
+                ),
+                g.Template(
+                    name="node",
+                    label="Node",
+                    dataSource=DATASOURCE,
+                    query=f"label_values({gpu_series}, node)",
+                    default="$__all",
+                    includeAll=True,
+                    multi=True,
+                    allValue=".*",
+                    refresh=g.REFRESH_ON_TIME_RANGE_CHANGE,
+                ),
+                g.Template(
+                    name="gpu",
+                    label="GPU",
+                    dataSource=DATASOURCE,
+                    query=f"label_values({node_gpu_series}, gpu)",
+                    default="$__all",
+                    includeAll=True,
+                    multi=True,
+                    allValue=".*",
+                    refresh=g.REFRESH_ON_TIME_RANGE_CHANGE,
+                    sort=g.SORT_NUMERIC_ASC,
+                ),
+            ]
+        ),
+        annotations=g.Annotations(
+            list=[
+                {
+                    "name": "Firing alerts",
+                    "datasource": DATASOURCE,
+                    "enable": True,
+                    "hide": False,
+                    "iconColor": RED,
+                    "expr": _alerts_expr(ctx),
+                    "titleFormat": "{{alertname}}",
+                    "textFormat": "{{severity}}: {{alertname}}",
+                    "tagKeys": "severity",
+                    "useValueForTime": False,
+                },
+                {
+                    # Vertical markers on the loss panel where NaN/Inf losses were counted.
+                    "name": "Non-finite losses",
+                    "datasource": DATASOURCE,
+                    "enable": True,
+                    "hide": False,
+                    "iconColor": "purple",
+                    "expr": f"job:trainsignals_nonfinite_losses:increase5m{ctx.recorded()} > 0",
+                    "titleFormat": "non-finite loss",
+                    "filter": {"ids": [PANEL_IDS["loss"]]},
+                },
+            ]
+        ),
     )
     return json.loads(json.dumps(dashboard.to_json_data(), cls=DashboardEncoder))
 

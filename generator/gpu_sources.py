@@ -41,11 +41,20 @@ class GpuSource:
     def by_gpu(self, expr: str) -> str:
         return f"max by (node, gpu) ({expr})"
 
+    def by_gpu_sum(self, expr: str) -> str:
+        return f"sum by (node, gpu) ({expr})"
+
     def recordings(self) -> dict[str, str]:
         raise NotImplementedError
 
     def test_series(self, signal: str, node: str, gpu: int, values: list) -> list[RawSeries]:
         raise NotImplementedError
+
+    def gpu_test_series(self, node: str, gpu: int, signals: dict[str, list]) -> list[RawSeries]:
+        """Input series of one GPU for several signals at once."""
+        return [
+            s for name, values in signals.items() for s in self.test_series(name, node, gpu, values)
+        ]
 
 
 class OwnExporter(GpuSource):
@@ -53,6 +62,15 @@ class OwnExporter(GpuSource):
 
     def _m(self, metric: str, **extra: str | Op) -> str:
         return f"trainsignals_gpu_{metric}{self.ctx.raw(**extra)}"
+
+    @staticmethod
+    def _xid_seen(counter: str, window: str) -> str:
+        # An XID counter series is born with its first event, which increase() cannot see;
+        # a series that did not exist one window ago counts as an event too.
+        return (
+            f"sum by (node, gpu, xid) (increase({counter}[{window}])) > 0 or "
+            f"max by (node, gpu, xid) ({counter} unless {counter} offset {window})"
+        )
 
     def recordings(self) -> dict[str, str]:
         ctx, m = self.ctx, self._m
@@ -80,13 +98,11 @@ class OwnExporter(GpuSource):
                 f"sum by (node, gpu) (increase({m('ecc_errors_total', error_type='uncorrected')}"
                 f"[{w10}]))"
             ),
-            "gpu:trainsignals_gpu_xid_critical:seen10m": (
-                f"sum by (node, gpu, xid) (increase({m('xid_errors_total', xid=regex(critical))}"
-                f"[{w10}])) > 0"
+            "gpu:trainsignals_gpu_xid_critical:seen10m": self._xid_seen(
+                m("xid_errors_total", xid=regex(critical)), w10
             ),
-            "gpu:trainsignals_gpu_xid_other:seen10m": (
-                f"sum by (node, gpu, xid) (increase({m('xid_errors_total', xid=not_regex(critical))}"
-                f"[{w10}])) > 0"
+            "gpu:trainsignals_gpu_xid_other:seen10m": self._xid_seen(
+                m("xid_errors_total", xid=not_regex(critical)), w10
             ),
             "gpu:trainsignals_gpu_remapped_rows:pending": self.by_gpu(
                 f"{m('remapped_rows_pending')} or {m('remapped_rows_failed')}"
@@ -149,9 +165,15 @@ class DcgmExporter(GpuSource):
     reports_nvml_errors = False
     presence_signal = "utilization"
 
+    def _raw(self, field: str) -> str:
+        return f"DCGM_FI_DEV_{field}{self.ctx.raw()}"
+
+    @staticmethod
+    def _node(expr: str) -> str:
+        return f'label_replace({expr}, "node", "$1", "Hostname", "(.*)")'
+
     def _m(self, field: str) -> str:
-        raw = f"DCGM_FI_DEV_{field}{self.ctx.raw()}"
-        return f'label_replace({raw}, "node", "$1", "Hostname", "(.*)")'
+        return self._node(self._raw(field))
 
     def _bits(self, bits: tuple[int, ...]) -> str:
         # PromQL has no bitwise AND: bit b of x is floor(x / 2^b) % 2.
@@ -180,8 +202,8 @@ class DcgmExporter(GpuSource):
             # 0x80 hw power brake (NVML clocks-event reasons).
             "gpu:trainsignals_gpu_thermal_throttle:active": self.by_gpu(self._bits((5, 6))),
             "gpu:trainsignals_gpu_power_throttle:active": self.by_gpu(self._bits((2, 7))),
-            "gpu:trainsignals_gpu_ecc_uncorrected:increase10m": (
-                f"sum by (node, gpu) (increase({m('ECC_DBE_VOL_TOTAL')}[{w10}]))"
+            "gpu:trainsignals_gpu_ecc_uncorrected:increase10m": self.by_gpu_sum(
+                self._node(f"increase({self._raw('ECC_DBE_VOL_TOTAL')}[{w10}])")
             ),
             # DCGM_FI_DEV_XID_ERRORS holds the last XID code; the recorded value is that code.
             "gpu:trainsignals_gpu_xid_critical:seen10m": (
@@ -192,6 +214,21 @@ class DcgmExporter(GpuSource):
             ),
             "gpu:trainsignals_gpu_remapped_rows:pending": self.by_gpu(m("ROW_REMAP_FAILURE")),
         }
+
+    def gpu_test_series(self, node: str, gpu: int, signals: dict[str, list]) -> list[RawSeries]:
+        # Thermal and power throttling share one bitmask series: add their bits.
+        signals = dict(signals)
+        thermal = signals.pop("thermal_throttle", None)
+        power = signals.pop("power_throttle", None)
+        series = super().gpu_test_series(node, gpu, signals)
+        if thermal is not None or power is not None:
+            length = len(thermal if thermal is not None else power)
+            thermal = thermal or [0] * length
+            power = power or [0] * length
+            mask = [0x20 * (t or 0) + 0x4 * (p or 0) for t, p in zip(thermal, power, strict=True)]
+            labels = {**self.ctx.spec.selector_labels, "Hostname": node, "gpu": str(gpu)}
+            series.append(RawSeries("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", labels, mask))
+        return series
 
     def test_series(self, signal: str, node: str, gpu: int, values: list) -> list[RawSeries]:
         labels = {**self.ctx.spec.selector_labels, "Hostname": node, "gpu": str(gpu)}
@@ -209,9 +246,6 @@ class DcgmExporter(GpuSource):
                     [None if v is None else total - v * total for v in values],
                 ),
             ]
-        if signal in ("thermal_throttle", "power_throttle"):
-            bit = 0x20 if signal == "thermal_throttle" else 0x4
-            return [RawSeries("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", labels, scaled(bit))]
         if signal.startswith("xid:"):
             code = int(signal.removeprefix("xid:"))
             # The gauge shows the code once an event arrived (values are event counts here).

@@ -21,15 +21,35 @@ LEGACY_PANEL_KEYS = frozenset(
     {"editable", "error", "height", "minSpan", "span", "color", "columns", "fontSize", "styles"}
 )
 # A row panel only holds its title, collapse state, position and nested panels.
-ROW_KEYS = frozenset({"type", "collapsed", "title", "datasource", "gridPos", "id", "panels",
-                      "repeat"})
+ROW_KEYS = frozenset(
+    {"type", "collapsed", "title", "datasource", "gridPos", "id", "panels", "repeat"}
+)
 # The Prometheus query model (prometheus.jsonschema.json, Dataquery). grafanalib's Target also
 # writes Graphite-era `target`, `metric`, `query` and `step`.
-PROMETHEUS_TARGET_KEYS = frozenset({
-    "adhocFilters", "datasource", "editorMode", "exemplar", "expr", "format", "groupByKeys",
-    "hide", "instant", "intervalFactor", "intervalMs", "legendFormat", "maxDataPoints",
-    "queryType", "range", "refId", "resultAssertions", "scopes", "timeRange", "interval",
-})
+PROMETHEUS_TARGET_KEYS = frozenset(
+    {
+        "adhocFilters",
+        "datasource",
+        "editorMode",
+        "exemplar",
+        "expr",
+        "format",
+        "groupByKeys",
+        "hide",
+        "instant",
+        "intervalFactor",
+        "intervalMs",
+        "legendFormat",
+        "maxDataPoints",
+        "queryType",
+        "range",
+        "refId",
+        "resultAssertions",
+        "scopes",
+        "timeRange",
+        "interval",
+    }
+)
 # Template variable keys Grafana dropped (tag-based variables were removed in Grafana 8).
 LEGACY_VARIABLE_KEYS = frozenset({"useTags", "tagsQuery", "tagValuesQuery"})
 INTERVAL_VARIABLE_KEYS = frozenset({"auto", "auto_min", "auto_count"})

@@ -42,7 +42,14 @@ Duration = Annotated[
     Field(gt=0),
     PlainSerializer(format_duration, return_type=str),
 ]
-Severity = Literal["page", "ticket", "off"]
+
+
+def _yaml_off(value: object) -> object:
+    # YAML 1.1 reads a bare `off` as false; that is what the user meant.
+    return "off" if value is False else value
+
+
+Severity = Annotated[Literal["page", "ticket", "off"], BeforeValidator(_yaml_off)]
 PositiveFloat = Annotated[float, Field(gt=0)]
 Ratio = Annotated[float, Field(gt=0, le=1)]
 

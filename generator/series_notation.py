@@ -1,0 +1,46 @@
+"""Encode a list of samples in promtool's expanding notation ("0+60x10 _x5 600x3")."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def _number(value: float) -> str:
+    return f"{value:.10g}"
+
+
+def encode(values: Sequence[float | None]) -> str:
+    """Run-length encode samples as arithmetic runs; None is a missing sample (`_`).
+
+    promtool's `a+bxn` stands for n+1 samples a, a+b, ..., a+n*b; `_xn` for n missing ones.
+    """
+    parts: list[str] = []
+    i = 0
+    while i < len(values):
+        if values[i] is None:
+            j = i
+            while j + 1 < len(values) and values[j + 1] is None:
+                j += 1
+            parts.append("_" if j == i else f"_x{j - i + 1}")
+            i = j + 1
+            continue
+        start = values[i]
+        step = None
+        j = i
+        while j + 1 < len(values) and values[j + 1] is not None:
+            delta = values[j + 1] - values[j]
+            if step is None:
+                step = delta
+            elif abs(delta - step) > 1e-9 * max(1.0, abs(step)):
+                break
+            j += 1
+        count = j - i
+        if count == 0:
+            parts.append(_number(start))
+        elif step == 0:
+            parts.append(f"{_number(start)}x{count}")
+        else:
+            sign = "+" if step >= 0 else "-"
+            parts.append(f"{_number(start)}{sign}{_number(abs(step))}x{count}")
+        i = j + 1
+    return " ".join(parts)
