@@ -347,7 +347,8 @@ class _Builder:
             self.series(
                 "mfu_series",
                 "MFU",
-                "Model FLOPs utilization (5m) and its average over the MfuBelowFloor window.",
+                "Model FLOPs utilization (5m) and its plain average over the MfuBelowFloor "
+                "window (the alert averages training time only).",
                 self.targets(
                     (f"job:trainsignals_mfu:ratio_rate5m{r}", "MFU 5m"),
                     (
