@@ -127,6 +127,7 @@ class Simulation:
         self._next_step: float | None = None
         self._dropped_debt = 0.0
         self._onset_done = False
+        self._xids_sent: set[int] = set()  # positions in Conditions.xids already injected
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self.finished = threading.Event()
@@ -193,6 +194,11 @@ class Simulation:
         self.advance_to(self.sim_time + sim_seconds)
 
     @property
+    def phase(self) -> str:
+        """The job's current phase (what every live rank reports)."""
+        return self._phase
+
+    @property
     def fault_active(self) -> bool:
         return self.scenario.name != "healthy" and self.sim_time >= self.fault_at
 
@@ -224,9 +230,6 @@ class Simulation:
                 gpu.ecc_uncorrected_total += 2
                 gpu.ecc_corrected_total += 16
                 gpu.remapped_rows_pending = True
-        for n, g, xid in c.xids:
-            node = self.nodes[n]
-            node.backend.inject_xid(node.gpus[g].index, xid)
 
     def _take_down(self, rank: _Rank) -> None:
         rank.up = False
@@ -237,6 +240,11 @@ class Simulation:
         if self.fault_active and not self._onset_done:
             self._onset(c)
         elapsed_h = max(0.0, t - self.fault_at) / 3600 if self.fault_active else 0.0
+        for i, (n, g, xid, after) in enumerate(c.xids):
+            if i not in self._xids_sent and t >= self.fault_at + after:
+                self._xids_sent.add(i)
+                node = self.nodes[n]
+                node.backend.inject_xid(node.gpus[g].index, xid)
         now = self.real_time_at(t)
         live = [r for r in self.ranks if r.up]
 

@@ -38,7 +38,8 @@ class Conditions:
     lost_gpus: tuple[GpuRef, ...] = ()  # FakeGpu.lost
     hot_gpus: tuple[GpuRef, ...] = ()  # 91 C, thermal slowdown reasons, clocks down
     ecc_gpus: tuple[GpuRef, ...] = ()  # uncorrectable ECC errors and a pending row remap
-    xids: tuple[tuple[int, int, int], ...] = ()  # (node, gpu, xid) injected once at onset
+    # (node, gpu, xid, seconds after onset): each injected once through the NVML event path.
+    xids: tuple[tuple[int, int, int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -190,10 +191,11 @@ _SCENARIOS = (
         "stale_checkpoint",
         "From fault_at checkpoints still pause training but never succeed (the timestamp "
         "stops moving). CheckpointTooOld fires checkpoint_max_age + 10m after the last "
-        "success (<= 2h10m after onset with the default 2h).",
+        "success (42m): ~2h52m simulated, <= 2h10m after onset with the default 2h.",
         Conditions(checkpoints_fail=True),
         {"CheckpointTooOld": "page"},
-        duration=30 * MINUTE + 2 * HOUR + 30 * MINUTE,
+        duration=HOUR + 2 * HOUR + 30 * MINUTE,
+        fault_at=HOUR,  # after the first checkpoint (42m), so one success is on record
     ),
     Scenario(
         "ecc_uncorrectable",
@@ -205,10 +207,11 @@ _SCENARIOS = (
     ),
     Scenario(
         "xid_error",
-        "At fault_at node 0 reports XID 74 (NVLink error, in xid_page_codes) on GPU 0 and "
-        "XID 13 (graphics engine exception, an application fault) on its last GPU, once "
-        "each; training continues. Both alerts fire within ~1m.",
-        Conditions(xids=((0, 0, 74), (0, -1, 13))),
+        "At fault_at node 0 reports XID 74 (NVLink error, in xid_page_codes) on GPU 0, and "
+        "XID 13 (graphics engine exception, an application fault) on its last GPU at onset "
+        "and again 2m later (the exporter does not pre-seed 13, so the second one is the "
+        "increase rules see); training continues. Both alerts fire within ~3m.",
+        Conditions(xids=((0, 0, 74, 0), (0, -1, 13, 0), (0, -1, 13, 2 * MINUTE))),
         {"GpuXidCritical": "page", "GpuXidError": "ticket"},
         duration=30 * MINUTE + 15 * MINUTE,
     ),
