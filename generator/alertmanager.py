@@ -1,0 +1,302 @@
+"""Alertmanager configuration from the specs: one route per team, split by severity, plus the
+inhibition rules that make one fault page once.
+
+The YAML is written piece by piece (each piece dumped deterministically) so that the routing
+and every inhibit rule can carry a comment explaining why it exists.
+"""
+
+from __future__ import annotations
+
+from .spec import JobSpec, Receiver
+from .yaml_out import dump
+
+SEVERITIES = ("page", "ticket")
+
+# Pages notify fast and repeat while unresolved; tickets wait and batch.
+DEFAULT_TIMING: dict[str, dict[str, str]] = {
+    "default": {"group_wait": "30s", "group_interval": "5m", "repeat_interval": "4h"},
+    "page": {"group_wait": "30s", "group_interval": "5m", "repeat_interval": "4h"},
+    "ticket": {"group_wait": "5m", "group_interval": "30m", "repeat_interval": "24h"},
+}
+
+# Alertmanager templates shared by the chat and pager integrations.
+_SLACK_TITLE = (
+    "[{{ .Status | toUpper }}] {{ .CommonLabels.alertname }} on {{ .CommonLabels.training_job }}"
+)
+_SLACK_TEXT = (
+    "{{ range .Alerts }}*{{ .Annotations.summary }}*\n"
+    "{{ .Annotations.description }}\n"
+    "Runbook: {{ .Annotations.runbook_url }}\n"
+    "Dashboard: {{ .Annotations.dashboard_url }}\n"
+    "{{ end }}"
+)
+_PAGERDUTY_DESCRIPTION = "{{ .CommonAnnotations.summary }}"
+
+# Placeholder SMTP settings: Alertmanager refuses an email receiver without a smarthost and a
+# sender, so a config with email receivers gets these unless `global_config` names real ones.
+_SMTP_PLACEHOLDER = {"smtp_smarthost": "localhost:25", "smtp_from": "alertmanager@localhost"}
+
+# Per-GPU and per-node alerts a dead node explains (its exporter and ranks vanish with it).
+NODE_SCOPED = (
+    "GpuLost",
+    "GpuUncorrectableEccErrors",
+    "GpuXidCritical",
+    "GpuXidError",
+    "GpuRemappedRowsPending",
+    "GpuThermalThrottling",
+    "GpuPowerThrottling",
+    "GpuTemperatureHigh",
+    "GpuMemoryNearFull",
+    "GpuExporterDown",
+    "GpuExporterNvmlErrors",
+    "CheckpointDiskAlmostFull",
+    "CheckpointDiskFillingUp",
+)
+# Job-wide symptoms of ranks that stopped making progress.
+PROGRESS_SYMPTOMS = (
+    "TrainingStalled",
+    "ThroughputBelowFloor",
+    "StepTimeAboveBound",
+    "MfuBelowFloor",
+    "DataLoaderStarved",
+)
+
+
+def _alternation(names: tuple[str, ...] | list[str]) -> str:
+    return f'alertname=~"{"|".join(names)}"'
+
+
+# (comment, rule). Alertmanager lets an inhibited source still inhibit, so chains
+# (NodeDown -> TrainingTargetsDown -> TrainingStalled) hold even when the middle is muted.
+INHIBIT_RULES: tuple[tuple[str, dict], ...] = (
+    (
+        "A node that is down explains every per-GPU and per-node alert of that node: its "
+        "exporter and disk metrics vanish or go stale with it. Page for the node only.",
+        {
+            "source_matchers": ['alertname="NodeDown"'],
+            "target_matchers": [_alternation(NODE_SCOPED)],
+            "equal": ["training_job", "node"],
+        },
+    ),
+    (
+        "A node that is down takes its ranks with it: the job-wide crash and progress "
+        "symptoms are consequences, not separate faults.",
+        {
+            "source_matchers": ['alertname="NodeDown"'],
+            "target_matchers": [_alternation(("TrainingTargetsDown", *PROGRESS_SYMPTOMS))],
+            "equal": ["training_job"],
+        },
+    ),
+    (
+        "A lost GPU or a critical XID crashes (or hangs) the rank on that GPU, and with it "
+        "every collective of the job: the missing rank, the stall and the slowdown are the "
+        "same fault, which already paged once.",
+        {
+            "source_matchers": ['alertname=~"GpuLost|GpuXidCritical"'],
+            "target_matchers": [_alternation(("TrainingTargetsDown", *PROGRESS_SYMPTOMS))],
+            "equal": ["training_job"],
+        },
+    ),
+    (
+        "A lost GPU cannot answer NVML queries: the exporter's NVML errors for that GPU are "
+        "the symptom, not a second problem.",
+        {
+            "source_matchers": ['alertname="GpuLost"'],
+            "target_matchers": ['alertname="GpuExporterNvmlErrors"'],
+            "equal": ["training_job", "node", "gpu"],
+        },
+    ),
+    (
+        "A crashed rank (targets down) stops every step: stall, throughput, step time, MFU "
+        "and data-wait alerts follow from it.",
+        {
+            "source_matchers": ['alertname="TrainingTargetsDown"'],
+            "target_matchers": [_alternation(PROGRESS_SYMPTOMS)],
+            "equal": ["training_job"],
+        },
+    ),
+    (
+        "A stalled job (no steps while processes are up) has zero throughput and MFU and "
+        "unbounded step time; a hung data loader is one of the stall's causes and its "
+        "runbook covers it: report the stall only.",
+        {
+            "source_matchers": ['alertname="TrainingStalled"'],
+            "target_matchers": [_alternation(PROGRESS_SYMPTOMS[1:])],
+            "equal": ["training_job"],
+        },
+    ),
+    (
+        "If one alert exists both as page and as ticket for a job, the page covers the ticket.",
+        {
+            "source_matchers": ['severity="page"'],
+            "target_matchers": ['severity="ticket"'],
+            "equal": ["alertname", "training_job"],
+        },
+    ),
+)
+
+
+def team_receivers(specs: list[JobSpec]) -> dict[str, dict[str, Receiver | None]]:
+    """{team: {severity: receiver or None}}, checking that a team's specs agree.
+
+    A spec that leaves a severity unset does not conflict: routing is by the `team` label, so it
+    shares whatever receiver its team's other specs name.
+    """
+    chosen: dict[str, dict[str, tuple[Receiver, str] | None]] = {}
+    for spec in sorted(specs, key=lambda s: s.name):
+        team = chosen.setdefault(spec.team, dict.fromkeys(SEVERITIES))
+        for severity in SEVERITIES:
+            receiver = getattr(spec.routing, severity)
+            if receiver is None:
+                continue
+            seen = team[severity]
+            if seen is None:
+                team[severity] = (receiver, spec.name)
+            elif seen[0] != receiver:
+                raise ValueError(
+                    f"specs {seen[1]!r} and {spec.name!r} of team {spec.team!r} disagree on "
+                    f"routing.{severity} ({seen[0].kind} {seen[0].target!r} vs "
+                    f"{receiver.kind} {receiver.target!r}); give them the same receiver"
+                )
+    return {
+        team: {sev: (value[0] if value else None) for sev, value in by_severity.items()}
+        for team, by_severity in sorted(chosen.items())
+    }
+
+
+def _receiver_config(name: str, receiver: Receiver) -> dict:
+    if receiver.kind == "webhook":
+        return {"name": name, "webhook_configs": [{"url": receiver.target, "send_resolved": True}]}
+    if receiver.kind == "slack":
+        return {
+            "name": name,
+            "slack_configs": [
+                {
+                    "api_url": receiver.target,
+                    "send_resolved": True,
+                    "title": _SLACK_TITLE,
+                    "text": _SLACK_TEXT,
+                }
+            ],
+        }
+    if receiver.kind == "pagerduty":
+        return {
+            "name": name,
+            "pagerduty_configs": [
+                {
+                    "routing_key": receiver.target,
+                    "send_resolved": True,
+                    "description": _PAGERDUTY_DESCRIPTION,
+                    "links": [
+                        {"href": "{{ .CommonAnnotations.runbook_url }}", "text": "Runbook"},
+                        {"href": "{{ .CommonAnnotations.dashboard_url }}", "text": "Dashboard"},
+                    ],
+                }
+            ],
+        }
+    # email: the SMTP relay is global configuration (global.smtp_smarthost / smtp_from).
+    return {"name": name, "email_configs": [{"to": receiver.target, "send_resolved": True}]}
+
+
+def _timing(timing: dict[str, dict[str, str]] | None, key: str) -> dict[str, str]:
+    return {**DEFAULT_TIMING[key], **((timing or {}).get(key) or {})}
+
+
+def _comment(text: str, indent: str = "") -> str:
+    """Wrap `text` as YAML comment lines of at most ~96 characters."""
+    lines, line = [], ""
+    for word in text.split():
+        if line and len(indent) + len(line) + len(word) + 3 > 96:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}".strip()
+    lines.append(line)
+    return "".join(f"{indent}# {item}\n" for item in lines)
+
+
+def alertmanager_config(
+    specs: list[JobSpec],
+    header: str,
+    *,
+    default_webhook_base: str = "http://127.0.0.1:9095",
+    timing: dict[str, dict[str, str]] | None = None,
+    global_config: dict[str, str] | None = None,
+) -> str:
+    """The Alertmanager config (YAML text) routing every spec's alerts by team and severity.
+
+    `timing` overrides group_wait / group_interval / repeat_interval per key "default" (root),
+    "page" or "ticket", e.g. {"page": {"group_wait": "1s"}} for end-to-end tests.
+    A team whose specs name no receiver for a severity gets a webhook to
+    `<default_webhook_base>/<team>/<severity>`, a local placeholder to replace (or that the
+    end-to-end tests listen on). Raises ValueError when a team's specs disagree on a receiver.
+    """
+    teams = team_receivers(specs)
+    receivers: list[dict] = [{"name": "default"}]
+    placeholders: list[str] = []
+    uses_email = False
+    team_routes: list[dict] = []
+    for team, by_severity in teams.items():
+        children = []
+        for severity in SEVERITIES:
+            name = f"{team}-{severity}"
+            receiver = by_severity[severity]
+            if receiver is None:
+                receiver = Receiver(
+                    kind="webhook", target=f"{default_webhook_base}/{team}/{severity}"
+                )
+                placeholders.append(name)
+            uses_email = uses_email or receiver.kind == "email"
+            receivers.append(_receiver_config(name, receiver))
+            children.append(
+                {
+                    "receiver": name,
+                    "matchers": [f'severity="{severity}"'],
+                    **_timing(timing, severity),
+                }
+            )
+        team_routes.append({"matchers": [f'team="{team}"'], "routes": children})
+
+    route = {
+        "receiver": "default",
+        "group_by": ["training_job", "alertname"],
+        **_timing(timing, "default"),
+        "routes": team_routes,
+    }
+    global_section = dict(global_config or {})
+    if uses_email and "smtp_smarthost" not in global_section:
+        global_section = {**_SMTP_PLACEHOLDER, **global_section}
+
+    parts = [header]
+    if global_section:
+        if uses_email:
+            parts.append(
+                _comment(
+                    "Email receivers need an SMTP relay: set smtp_smarthost and smtp_from "
+                    "(localhost:25 is a placeholder) through `global_config`."
+                )
+            )
+        parts.append(dump({"global": global_section}))
+    parts.append(
+        _comment(
+            "Alerts are grouped per training job and alert name. Each team's alerts go to "
+            "<team>-page (fast, repeated every few hours) or <team>-ticket (waits and batches); "
+            "anything without a team or severity ends in the `default` receiver, which "
+            "notifies nobody."
+        )
+    )
+    parts.append(dump({"route": route}))
+    if placeholders:
+        parts.append(
+            _comment(
+                f"No spec names a receiver for {', '.join(placeholders)}: they post to the "
+                f"local placeholder webhook {default_webhook_base}/<team>/<severity>. Set "
+                "routing.page / routing.ticket in the team's specs to replace it."
+            )
+        )
+    parts.append(dump({"receivers": receivers}))
+    parts.append("inhibit_rules:\n")
+    for comment, rule in INHIBIT_RULES:
+        parts.append(_comment(comment))
+        parts.append(dump([rule]))
+    return "".join(parts)
