@@ -35,8 +35,8 @@ def _job_alerts(ctx: RuleContext) -> list[AlertRule]:
             "TrainingTargetsDown",
             f"job:trainsignals_ranks_up:sum{r} < {expected_ranks}",
             120,
-            "{{ $labels.training_job }}: only {{ $value }} of %d training ranks are up"
-            % expected_ranks,
+            "{{ $labels.training_job }}: only {{ $value }} of "
+            f"{expected_ranks} training ranks are up",
             "Prometheus scrapes {{ $value }} healthy training targets where the spec expects "
             f"{expected_ranks} ({spec.shape.nodes} nodes x {spec.shape.gpus_per_node} GPUs). "
             "A rank crashed, was evicted, or its target vanished from service discovery.",
@@ -96,7 +96,8 @@ def _job_alerts(ctx: RuleContext) -> list[AlertRule]:
                 900,
                 "{{ $labels.training_job }}: {{ $value | humanize }} tokens/s, floor "
                 f"{floor:.4g}",
-                "The job processes {{ $value | humanize }} tokens/s while training, below the floor "
+                "The job processes {{ $value | humanize }} tokens/s while training, "
+                "below the floor "
                 f"of {floor:.4g} tokens/s, for 15 minutes.",
                 "throughput",
                 f"< {floor:.4g} tokens/s",
@@ -104,9 +105,7 @@ def _job_alerts(ctx: RuleContext) -> list[AlertRule]:
             )
         )
     else:
-        steps_floor = (
-            0.5 * o.mfu_min_ratio * spec.shape.peak_flops / (spec.shape.model_flops_per_step or 1)
-        )
+        steps_floor = spec.steps_per_second_floor or 0.0
         rules.append(
             AlertRule(
                 "ThroughputBelowFloor",
@@ -230,7 +229,8 @@ def _job_alerts(ctx: RuleContext) -> list[AlertRule]:
         ),
         AlertRule(
             "CheckpointDiskFillingUp",
-            f"predict_linear(node:trainsignals_checkpoint_disk_free:bytes{r}[{ctx.range(6 * 3600)}], "
+            f"predict_linear(node:trainsignals_checkpoint_disk_free:bytes{r}"
+            f"[{ctx.range(6 * 3600)}], "
             f"{ctx.seconds(o.disk_full_horizon):g}) < 0",
             3600,
             "{{ $labels.training_job }}: checkpoint disk on {{ $labels.node }} fills within "

@@ -84,3 +84,12 @@ def generate(specs: list[tuple[JobSpec, str]], options: Options = Options()) -> 
     for spec, source in specs:
         files |= generate_job(spec, source, options)
     return dict(sorted(files.items()))
+
+
+def generate_all(specs: list[tuple[JobSpec, str]], options: Options = Options()) -> dict[str, str]:
+    """Per-job files plus what all jobs share: routing, runbooks and the metric table."""
+    from .metrics_doc import metrics_markdown
+
+    files = generate(specs, options)
+    files["docs/metrics.md"] = metrics_markdown()
+    return dict(sorted(files.items()))

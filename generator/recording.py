@@ -16,6 +16,7 @@ STEP_TIME_QUANTILES = {"p50": 0.5, "p95": 0.95}
 def job_recordings(ctx: RuleContext) -> dict[str, str]:
     spec, raw = ctx.spec, ctx.raw()
     w5 = ctx.range(300)
+    physical = ctx.raw(device=not_regex("lo"))
     flops = (
         f"job:trainsignals_tokens:rate5m{ctx.recorded()} * {spec.shape.model_flops_per_token:g}"
         if spec.shape.model_flops_per_token is not None
@@ -75,12 +76,10 @@ def job_recordings(ctx: RuleContext) -> dict[str, str]:
             f"min by (node, path) (trainsignals_checkpoint_disk_free_bytes{raw})"
         ),
         "node:trainsignals_network_receive_bytes:rate5m": (
-            f"sum by (node) (rate(node_network_receive_bytes_total{ctx.raw(device=not_regex('lo'))}"
-            f"[{w5}]))"
+            f"sum by (node) (rate(node_network_receive_bytes_total{physical}[{w5}]))"
         ),
         "node:trainsignals_network_transmit_bytes:rate5m": (
-            f"sum by (node) (rate(node_network_transmit_bytes_total{ctx.raw(device=not_regex('lo'))}"
-            f"[{w5}]))"
+            f"sum by (node) (rate(node_network_transmit_bytes_total{physical}[{w5}]))"
         ),
     }
     return rules

@@ -250,10 +250,10 @@ def _after(onset: int, value: float, before: float | None = None):
 
 
 def fault_cases(ctx: RuleContext) -> list[FaultCase]:
-    o, O = ctx.spec.objectives, FAULT_ONSET
+    o, onset = ctx.spec.objectives, FAULT_ONSET
     source = gpu_source(ctx)
 
-    def from_onset(apply: Callable[[JobTimeline, int], None], onset: int = O):
+    def from_onset(apply: Callable[[JobTimeline, int], None], onset: int = onset):
         def fault(t: JobTimeline, m: int) -> None:
             if m >= onset:
                 apply(t, m)
@@ -283,7 +283,7 @@ def fault_cases(ctx: RuleContext) -> list[FaultCase]:
         t.dropped_per_minute[m] = t.steps_per_second[m] * 60 * 5 * o.dropped_batches_max_ratio
 
     def fill_disk(t: JobTimeline, m: int) -> None:
-        t.disk_free_ratio[m] = max(0.01, 0.5 - 0.5 * (m - O) / 330)
+        t.disk_free_ratio[m] = max(0.01, 0.5 - 0.5 * (m - onset) / 330)
 
     gpu_node = ("node", "gpu")
     xid_labels = (*gpu_node, "xid") if source.name == "trainsignals" else gpu_node
@@ -297,7 +297,9 @@ def fault_cases(ctx: RuleContext) -> list[FaultCase]:
         FaultCase(
             "TrainingTargetsDown",
             5,
-            targets_down=lambda kind, node, m: kind == "training" and node == "node-0" and m >= O,
+            targets_down=lambda kind, node, m: (
+                kind == "training" and node == "node-0" and m >= onset
+            ),
         ),
         FaultCase("TrainingStalled", o.stall_after // 60 + 5, job_fault=from_onset(stall)),
         FaultCase(
@@ -355,13 +357,13 @@ def fault_cases(ctx: RuleContext) -> list[FaultCase]:
             "NodeDown",
             5,
             labels=("node",),
-            targets_down=lambda kind, node, m: node == "node-0" and m >= O,
+            targets_down=lambda kind, node, m: node == "node-0" and m >= onset,
         ),
         FaultCase(
             "GpuExporterDown",
             12,
             labels=("node",),
-            targets_down=lambda kind, node, m: kind == "gpu" and node == "node-0" and m >= O,
+            targets_down=lambda kind, node, m: kind == "gpu" and node == "node-0" and m >= onset,
         ),
         FaultCase(
             "GpuLost",
@@ -369,7 +371,7 @@ def fault_cases(ctx: RuleContext) -> list[FaultCase]:
             labels=lost_labels,
             gpu_overrides={
                 source.presence_signal: _after(
-                    O, 0 if source.reports_gpu_up else None, GPU_HEALTHY[source.presence_signal]
+                    onset, 0 if source.reports_gpu_up else None, GPU_HEALTHY[source.presence_signal]
                 )
             },
         ),
@@ -377,49 +379,52 @@ def fault_cases(ctx: RuleContext) -> list[FaultCase]:
             "GpuUncorrectableEccErrors",
             4,
             labels=gpu_node,
-            gpu_overrides={"ecc_uncorrected": _after(O, 2, 0)},
+            gpu_overrides={"ecc_uncorrected": _after(onset, 2, 0)},
         ),
         FaultCase(
-            "GpuXidCritical", 4, labels=xid_labels, gpu_overrides={f"xid:{critical}": _after(O, 1)}
+            "GpuXidCritical",
+            4,
+            labels=xid_labels,
+            gpu_overrides={f"xid:{critical}": _after(onset, 1)},
         ),
         FaultCase(
-            "GpuXidError", 4, labels=xid_labels, gpu_overrides={f"xid:{other}": _after(O, 1)}
+            "GpuXidError", 4, labels=xid_labels, gpu_overrides={f"xid:{other}": _after(onset, 1)}
         ),
         FaultCase(
             "GpuRemappedRowsPending",
             12,
             labels=gpu_node,
-            gpu_overrides={"remapped_rows_pending": _after(O, 1, 0)},
+            gpu_overrides={"remapped_rows_pending": _after(onset, 1, 0)},
         ),
         FaultCase(
             "GpuThermalThrottling",
             22,
             labels=gpu_node,
-            gpu_overrides={"thermal_throttle": _after(O, 1, 0)},
+            gpu_overrides={"thermal_throttle": _after(onset, 1, 0)},
         ),
         FaultCase(
             "GpuPowerThrottling",
             22,
             labels=gpu_node,
-            gpu_overrides={"power_throttle": _after(O, 1, 0)},
+            gpu_overrides={"power_throttle": _after(onset, 1, 0)},
         ),
         FaultCase(
             "GpuTemperatureHigh",
             12,
             labels=gpu_node,
-            gpu_overrides={"temperature": _after(O, o.gpu_temperature_max_celsius + 5, 65.0)},
+            gpu_overrides={"temperature": _after(onset, o.gpu_temperature_max_celsius + 5, 65.0)},
         ),
         FaultCase(
             "GpuMemoryNearFull",
             32,
             labels=gpu_node,
-            gpu_overrides={"memory_used_ratio": _after(O, memory_fault, 0.75)},
+            gpu_overrides={"memory_used_ratio": _after(onset, memory_fault, 0.75)},
         ),
         FaultCase(
             "GpuExporterNvmlErrors",
             17,
             labels=gpu_node,
-            gpu_overrides={"nvml_errors": lambda m: float(max(0, m - O))},
+            gpu_overrides={"nvml_errors": lambda m: float(max(0, m - onset))},
         ),
     ]
     return cases
@@ -487,6 +492,7 @@ def fault_test(ctx: RuleContext, case: FaultCase) -> dict:
 
 def healthy_test(ctx: RuleContext) -> dict:
     minutes = HEALTHY_HORIZON
+    firing = matchers({"training_job": ctx.job, "alertstate": "firing"})
     series = (
         target_series(ctx, minutes)
         + gpu_series(ctx, minutes)
@@ -498,8 +504,7 @@ def healthy_test(ctx: RuleContext) -> dict:
         "input_series": _input(series),
         "promql_expr_test": [
             {
-                "expr": f"count_over_time(ALERTS{matchers({'training_job': ctx.job, 'alertstate': 'firing'})}"
-                f"[{minutes}m])",
+                "expr": f"count_over_time(ALERTS{firing}[{minutes}m])",
                 "eval_time": f"{minutes}m",
                 "exp_samples": [],
             },

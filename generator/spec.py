@@ -240,3 +240,11 @@ class JobSpec(StrictModel):
             return None
         at_mfu_floor = self.objectives.mfu_min_ratio * self.shape.peak_flops
         return 0.5 * at_mfu_floor / self.shape.model_flops_per_token
+
+    @property
+    def steps_per_second_floor(self) -> float | None:
+        """The page threshold on steps/s for specs that give FLOPs per step, not per token."""
+        if self.tokens_per_second_floor is not None or self.shape.model_flops_per_step is None:
+            return None
+        at_mfu_floor = self.objectives.mfu_min_ratio * self.shape.peak_flops
+        return 0.5 * at_mfu_floor / self.shape.model_flops_per_step

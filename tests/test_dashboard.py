@@ -33,8 +33,10 @@ ROOT = Path(__file__).resolve().parents[1]
 SCHEMAS = next(
     (
         folder
-        for folder in (ROOT / "shared" / "schemas" / "grafana",
-                       ROOT.parent / "shared" / "schemas" / "grafana")
+        for folder in (
+            ROOT / "shared" / "schemas" / "grafana",
+            ROOT.parent / "shared" / "schemas" / "grafana",
+        )
         if (folder / "dashboard.jsonschema.json").exists()
     ),
     ROOT.parent / "shared" / "schemas" / "grafana",
@@ -175,11 +177,13 @@ def test_panel_options_and_targets_validate_against_panel_schemas(built: tuple) 
         schema = _schema(panel["type"])
         checks = [(_definition(schema, "Options"), panel["options"], "options")]
         if panel["type"] in field_configs:
-            checks.append((
-                _definition(schema, field_configs[panel["type"]]),
-                panel["fieldConfig"]["defaults"].get("custom", {}),
-                "custom",
-            ))
+            checks.append(
+                (
+                    _definition(schema, field_configs[panel["type"]]),
+                    panel["fieldConfig"]["defaults"].get("custom", {}),
+                    "custom",
+                )
+            )
         for sub_schema, instance, what in checks:
             problems += [
                 f"panel {panel['id']} {what}: {e.message}"
@@ -245,19 +249,29 @@ def test_stat_thresholds_are_the_spec_objectives(built: tuple, spec: JobSpec) ->
     # Red strictly above the tolerated count, as the alert's `>`.
     assert nonfinite == [("green", None), ("red", math.nextafter(o.nonfinite_losses_max, math.inf))]
     assert _override_steps(dashboard, "errors", "dropped batches (ratio)") == [
-        ("green", None), ("red", o.dropped_batches_max_ratio)
+        ("green", None),
+        ("red", o.dropped_batches_max_ratio),
     ]
     assert _override_steps(dashboard, "gpu_saturation", "max GPU memory used")[-1] == (
-        "red", o.gpu_memory_max_ratio
+        "red",
+        o.gpu_memory_max_ratio,
     )
 
 
 def test_changing_an_objective_moves_the_threshold() -> None:
     base = _per_step_spec()
-    changed = base.model_copy(update={"objectives": base.objectives.model_copy(update={
-        "mfu_min_ratio": 0.42, "step_time_max_seconds": 7.0, "nonfinite_losses_max": 5,
-        "tokens_per_second_min": 1234.0,
-    })})
+    changed = base.model_copy(
+        update={
+            "objectives": base.objectives.model_copy(
+                update={
+                    "mfu_min_ratio": 0.42,
+                    "step_time_max_seconds": 7.0,
+                    "nonfinite_losses_max": 5,
+                    "tokens_per_second_min": 1234.0,
+                }
+            )
+        }
+    )
     before, _, _ = _build(base)
     after, _, _ = _build(changed)
     assert _stat_steps(before, "mfu")[1] == ("green", 0.30)
@@ -266,8 +280,13 @@ def test_changing_an_objective_moves_the_threshold() -> None:
     assert _stat_steps(after, "throughput")[1] == ("green", 1234.0)
     assert 5 < _override_steps(after, "errors", "non-finite losses (5m)")[1][1] < 5 + 1e-9
     # The temperature line of the per-GPU panel follows the spec too.
-    hot = changed.model_copy(update={"objectives": changed.objectives.model_copy(
-        update={"gpu_temperature_max_celsius": 75.0})})
+    hot = changed.model_copy(
+        update={
+            "objectives": changed.objectives.model_copy(
+                update={"gpu_temperature_max_celsius": 75.0}
+            )
+        }
+    )
     temperature = _panels(_build(hot)[0])[PANEL_IDS["gpu_temperature"]]
     assert temperature["fieldConfig"]["defaults"]["thresholds"]["steps"][-1]["value"] == 75.0
 
@@ -284,9 +303,9 @@ def test_every_panel_id_is_present(built: tuple) -> None:
 
 def test_top_row_is_the_golden_signals(built: tuple) -> None:
     top = [p for p in built[0]["panels"] if p["gridPos"]["y"] == 0]
-    assert [p["id"] for p in top] == [PANEL_IDS[k] for k in
-                                      ("step_time", "throughput", "errors", "gpu_saturation",
-                                       "mfu")]
+    assert [p["id"] for p in top] == [
+        PANEL_IDS[k] for k in ("step_time", "throughput", "errors", "gpu_saturation", "mfu")
+    ]
     assert {p["type"] for p in top} == {"stat"}
 
 
@@ -357,8 +376,14 @@ def test_template_variables(built: tuple, spec: JobSpec) -> None:
 
 def test_per_gpu_panels_filter_by_node_and_gpu(built: tuple) -> None:
     queries = dict(panel_queries(built[0]))
-    for key in ("gpu_utilization", "gpu_memory", "gpu_power", "gpu_temperature",
-                "gpu_throttle", "gpu_errors"):
+    for key in (
+        "gpu_utilization",
+        "gpu_memory",
+        "gpu_power",
+        "gpu_temperature",
+        "gpu_throttle",
+        "gpu_errors",
+    ):
         expr = queries[PANEL_IDS[key]]
         assert 'node=~"$node"' in expr and 'gpu=~"$gpu"' in expr, key
     for key in ("disk", "network", "gpu_count"):
@@ -385,10 +410,12 @@ def test_loss_panel_marks_non_finite_losses(built: tuple) -> None:
 def test_gpu_errors_panel_by_source(spec: JobSpec) -> None:
     dashboard, _, _ = _build(spec)
     exprs = " ".join(e for pid, e in panel_queries(dashboard) if pid == PANEL_IDS["gpu_errors"])
-    for name in ("gpu:trainsignals_gpu_ecc_uncorrected:increase10m",
-                 "gpu:trainsignals_gpu_xid_critical:seen10m",
-                 "gpu:trainsignals_gpu_xid_other:seen10m",
-                 "gpu:trainsignals_gpu_remapped_rows:pending"):
+    for name in (
+        "gpu:trainsignals_gpu_ecc_uncorrected:increase10m",
+        "gpu:trainsignals_gpu_xid_critical:seen10m",
+        "gpu:trainsignals_gpu_xid_other:seen10m",
+        "gpu:trainsignals_gpu_remapped_rows:pending",
+    ):
         assert name in exprs
     # dcgm-exporter has no NVML error counter, so no such rule and no such query.
     assert ("nvml_errors" in exprs) == (spec.gpu_metrics == "trainsignals")
@@ -396,11 +423,37 @@ def test_gpu_errors_panel_by_source(spec: JobSpec) -> None:
 
 # --- queries -------------------------------------------------------------------------------------
 
-PROMQL_WORDS = frozenset({
-    "and", "or", "unless", "on", "ignoring", "group_left", "group_right", "by", "without",
-    "bool", "offset", "atan2", "sum", "avg", "min", "max", "count", "stddev", "stdvar", "topk",
-    "bottomk", "quantile", "count_values", "group", "inf", "nan", "label_values",
-})
+PROMQL_WORDS = frozenset(
+    {
+        "and",
+        "or",
+        "unless",
+        "on",
+        "ignoring",
+        "group_left",
+        "group_right",
+        "by",
+        "without",
+        "bool",
+        "offset",
+        "atan2",
+        "sum",
+        "avg",
+        "min",
+        "max",
+        "count",
+        "stddev",
+        "stdvar",
+        "topk",
+        "bottomk",
+        "quantile",
+        "count_values",
+        "group",
+        "inf",
+        "nan",
+        "label_values",
+    }
+)
 # A name followed by a selector, a range, whitespace or the end; not part of a longer token.
 METRIC_NAME = re.compile(r"(?<![\w:.$])([a-zA-Z_:][a-zA-Z0-9_:]*)(?=\s*[{\[]|\s|$)")
 STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
@@ -412,8 +465,10 @@ def metric_names(expr: str) -> set[str]:
 
 
 def test_metric_name_tokenizer() -> None:
-    expr = ('avg_over_time(job:a:b{x="y z"}[5m]) and on (training_job) sum by (node) '
-            '(rate(c_total{d=~"$node"}[1m])) > 0 or up')
+    expr = (
+        'avg_over_time(job:a:b{x="y z"}[5m]) and on (training_job) sum by (node) '
+        '(rate(c_total{d=~"$node"}[1m])) > 0 or up'
+    )
     assert metric_names(expr) == {"job:a:b", "c_total", "up"}
 
 
@@ -438,13 +493,23 @@ def test_queries_are_plain_promql(built: tuple) -> None:
 
 
 def test_panel_queries_cover_nested_rows() -> None:
-    dashboard = {"panels": [
-        {"type": "stat", "id": 1, "targets": [{"expr": "up", "refId": "A"}]},
-        {"type": "row", "id": 100, "collapsed": True, "panels": [
-            {"type": "timeseries", "id": 2, "targets": [
-                {"expr": "a", "refId": "A"}, {"expr": "b", "refId": "B"}]},
-        ]},
-    ]}
+    dashboard = {
+        "panels": [
+            {"type": "stat", "id": 1, "targets": [{"expr": "up", "refId": "A"}]},
+            {
+                "type": "row",
+                "id": 100,
+                "collapsed": True,
+                "panels": [
+                    {
+                        "type": "timeseries",
+                        "id": 2,
+                        "targets": [{"expr": "a", "refId": "A"}, {"expr": "b", "refId": "B"}],
+                    },
+                ],
+            },
+        ]
+    }
     assert panel_queries(dashboard) == [(1, "up"), (2, "a"), (2, "b")]
 
 

@@ -1,0 +1,155 @@
+"""`trainsignals`: generate, validate, check and explain monitoring from job specs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from trainsignals import __version__
+from trainsignals.generator.alert_catalog import BY_NAME
+from trainsignals.generator.alerts import alert_rules, severity
+from trainsignals.generator.durations import format_duration
+from trainsignals.generator.loader import SpecError, load_specs, spec_files
+from trainsignals.generator.pipeline import Options, generate_all
+from trainsignals.generator.promql import RuleContext
+from trainsignals.generator.writer import drift, write_tree
+
+jobs_option = click.option(
+    "--jobs",
+    "jobs_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default="jobs",
+    show_default=True,
+    help="Folder of job specs (*.yaml).",
+)
+out_option = click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=".",
+    show_default=True,
+    help="Root the generated alerts/, dashboards/, runbooks/ go under.",
+)
+
+
+def _load(jobs_dir: Path) -> list:
+    paths = spec_files(jobs_dir)
+    if not paths:
+        raise click.ClickException(f"{jobs_dir}: no *.yaml specs found; add one (see jobs/)")
+    try:
+        specs = load_specs(paths)
+    except SpecError as exc:
+        for problem in exc.problems:
+            click.echo(problem, err=True)
+        raise SystemExit(1) from None
+    by_name = {p.stem: p for p in paths}
+    return [(s, _source(by_name.get(s.name), paths, s.name)) for s in specs]
+
+
+def _source(path: Path | None, paths: list[Path], name: str) -> str:
+    if path is None:  # file name differs from the job name
+        path = next(p for p in paths if name in p.read_text(encoding="utf-8"))
+    return path.as_posix()
+
+
+@click.group()
+@click.version_option(__version__, prog_name="trainsignals")
+def main() -> None:
+    """Monitoring-as-code for ML training jobs: one spec per job, reviewed artifacts."""
+
+
+@main.command()
+@jobs_option
+@out_option
+@click.option(
+    "--time-scale",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="Divide every window and `for` by this (end-to-end tests only).",
+)
+@click.option(
+    "--min-range",
+    type=int,
+    default=60,
+    show_default=True,
+    help="Smallest range window in seconds (4 x scrape interval).",
+)
+def generate(jobs_dir: Path, out_dir: Path, time_scale: float, min_range: int) -> None:
+    """Write dashboards, rules, rule tests, routing and runbooks for every spec."""
+    specs = _load(jobs_dir)
+    files = generate_all(specs, Options(time_scale=time_scale, min_range_seconds=min_range))
+    changed = write_tree(out_dir, files)
+    for path in changed:
+        click.echo(f"wrote {path}")
+    click.echo(f"{len(specs)} job(s), {len(files)} file(s), {len(changed)} changed")
+
+
+@main.command()
+@jobs_option
+def validate(jobs_dir: Path) -> None:
+    """Check the specs only; one line per problem, naming file, field and the fix."""
+    specs = _load(jobs_dir)
+    click.echo(f"{len(specs)} spec(s) valid: {', '.join(s.name for s, _ in specs)}")
+
+
+@main.command()
+@jobs_option
+@out_option
+def check(jobs_dir: Path, out_dir: Path) -> None:
+    """Fail when committed generated files differ from what the specs generate."""
+    files = generate_all(_load(jobs_dir))
+    result = drift(out_dir, files)
+    if result:
+        for line in result.lines():
+            click.echo(line, err=True)
+        click.echo(
+            "generated files drifted from the specs: run `make dashboards` and commit", err=True
+        )
+        sys.exit(1)
+    click.echo(f"{len(files)} generated file(s) match the specs")
+
+
+@main.command()
+@click.argument("job")
+@jobs_option
+def explain(job: str, jobs_dir: Path) -> None:
+    """A reviewer's table of JOB's alerts: severity, threshold, window, for, runbook."""
+    specs = {s.name: s for s, _ in _load(jobs_dir)}
+    if job not in specs:
+        raise click.ClickException(f"no job {job!r}; known: {', '.join(sorted(specs))}")
+    ctx = RuleContext(specs[job])
+    rows = [("alert", "severity", "threshold", "window", "for", "runbook")]
+    for alert in alert_rules(ctx):
+        rows.append(
+            (
+                alert.name,
+                severity(ctx, alert.name),
+                alert.threshold,
+                alert.window,
+                format_duration(alert.for_seconds) if alert.for_seconds else "-",
+                f"{ctx.spec.links.runbook_base_url}/{alert.name}.md",
+            )
+        )
+    disabled = sorted(set(BY_NAME) - {a.name for a in alert_rules(ctx)})
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for i, row in enumerate(rows):
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+        if i == 0:
+            click.echo("  ".join("-" * w for w in widths))
+    if disabled:
+        click.echo(
+            f"\nnot generated: {', '.join(disabled)} "
+            "(severity off, or the objective it needs is unset)"
+        )
+
+
+def _register_optional_commands() -> None:
+    from trainsignals.simulator.cli import simulate
+
+    main.add_command(simulate)
+
+
+_register_optional_commands()
