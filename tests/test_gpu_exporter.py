@@ -17,8 +17,11 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 def scrape(exporter: Exporter) -> Samples:
     text = generate_latest(exporter.registry).decode()
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for fam in text_string_to_metric_families(text) for s in fam.samples}
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+    }
 
 
 def value(samples: Samples, name: str, **labels: str) -> float | None:
@@ -30,22 +33,33 @@ def value(samples: Samples, name: str, **labels: str) -> float | None:
 
 def busy_gpu(index: int) -> FakeGpu:
     return FakeGpu(
-        index=index, utilization_ratio=0.9, memory_utilization_ratio=0.4,
-        memory_used_bytes=60 * 2**30, memory_reserved_bytes=2**29, power_watts=650.5,
-        power_limit_watts=700.0, energy_joules=1234.5, temperature_celsius=71.0,
-        sm_clock_hertz=1.6e9, memory_clock_hertz=2.6e9,
+        index=index,
+        utilization_ratio=0.9,
+        memory_utilization_ratio=0.4,
+        memory_used_bytes=60 * 2**30,
+        memory_reserved_bytes=2**29,
+        power_watts=650.5,
+        power_limit_watts=700.0,
+        energy_joules=1234.5,
+        temperature_celsius=71.0,
+        sm_clock_hertz=1.6e9,
+        memory_clock_hertz=2.6e9,
         throttle_reasons={"sw_power_cap", "hw_thermal_slowdown"},
-        ecc_corrected_total=3, ecc_uncorrected_total=1, remapped_rows_pending=True,
-        pcie_tx_bytes_per_second=1e9, pcie_rx_bytes_per_second=2e9,
-        nvlink_up=[True, False], nvlink_errors={(1, "replay"): 7, (1, "crc_flit"): 2},
-        fan_speed_ratios=[0.3, 0.35], processes=[(4242, "python3", 50 * 2**30)],
+        ecc_corrected_total=3,
+        ecc_uncorrected_total=1,
+        remapped_rows_pending=True,
+        pcie_tx_bytes_per_second=1e9,
+        pcie_rx_bytes_per_second=2e9,
+        nvlink_up=[True, False],
+        nvlink_errors={(1, "replay"): 7, (1, "crc_flit"): 2},
+        fan_speed_ratios=[0.3, 0.35],
+        processes=[(4242, "python3", 50 * 2**30)],
     )
 
 
 @pytest.fixture
 def exporter() -> Iterator[Exporter]:
-    ex = build_exporter(FakeBackend([busy_gpu(0), FakeGpu(1)]), "node-a",
-                        {"training_job": "llama"})
+    ex = build_exporter(FakeBackend([busy_gpu(0), FakeGpu(1)]), "node-a", {"training_job": "llama"})
     yield ex
     ex.close()
 
@@ -64,8 +78,13 @@ def test_every_gpu_metric_of_the_catalog_is_served_with_its_labels(exporter: Exp
 
 def test_values_are_in_base_units(exporter: Exporter) -> None:
     s = scrape(exporter)
-    g0 = {"gpu": "0", "node": "node-a", "uuid": "GPU-fake-0000",
-          "model": "NVIDIA H100 80GB HBM3", "training_job": "llama"}
+    g0 = {
+        "gpu": "0",
+        "node": "node-a",
+        "uuid": "GPU-fake-0000",
+        "model": "NVIDIA H100 80GB HBM3",
+        "training_job": "llama",
+    }
     assert value(s, "trainsignals_gpu_up", **g0) == 1
     assert value(s, "trainsignals_gpu_utilization_ratio", **g0) == 0.9
     assert value(s, "trainsignals_gpu_memory_utilization_ratio", **g0) == 0.4
@@ -91,21 +110,33 @@ def test_values_are_in_base_units(exporter: Exporter) -> None:
 
 def test_throttle_reasons_are_one_series_each(exporter: Exporter) -> None:
     s = scrape(exporter)
-    active = {r: value(s, "trainsignals_gpu_throttle_active", gpu="0", reason=r)
-              for r in THROTTLE_REASONS}
-    assert active == {r: (1.0 if r in {"sw_power_cap", "hw_thermal_slowdown"} else 0.0)
-                      for r in THROTTLE_REASONS}
+    active = {
+        r: value(s, "trainsignals_gpu_throttle_active", gpu="0", reason=r) for r in THROTTLE_REASONS
+    }
+    assert active == {
+        r: (1.0 if r in {"sw_power_cap", "hw_thermal_slowdown"} else 0.0) for r in THROTTLE_REASONS
+    }
 
 
 def test_nvlink_fans_and_processes_where_present(exporter: Exporter) -> None:
     s = scrape(exporter)
     assert value(s, "trainsignals_gpu_nvlink_up", gpu="0", link="0") == 1
     assert value(s, "trainsignals_gpu_nvlink_up", gpu="0", link="1") == 0
-    assert value(s, "trainsignals_gpu_nvlink_errors_total", gpu="0", link="1",
-                 error_type="replay") == 7
+    assert (
+        value(s, "trainsignals_gpu_nvlink_errors_total", gpu="0", link="1", error_type="replay")
+        == 7
+    )
     assert value(s, "trainsignals_gpu_fan_speed_ratio", gpu="0", fan="1") == 0.35
-    assert value(s, "trainsignals_gpu_process_memory_used_bytes", gpu="0", pid="4242",
-                 process_name="python3") == 50 * 2**30
+    assert (
+        value(
+            s,
+            "trainsignals_gpu_process_memory_used_bytes",
+            gpu="0",
+            pid="4242",
+            process_name="python3",
+        )
+        == 50 * 2**30
+    )
     # GPU 1 is an SXM board without NVLink wiring, fans or processes: absent, still up.
     for name in ("nvlink_up", "fan_speed_ratio", "process_memory_used_bytes"):
         assert not [k for k in s if k[0] == f"trainsignals_gpu_{name}" and ("gpu", "1") in k[1]]
@@ -141,8 +172,12 @@ def test_build_registry_serves_the_selected_gpus_only() -> None:
     backend = FakeBackend([FakeGpu(i) for i in range(4)])
     registry = build_registry(backend, "n", {"training_job": "x"}, gpu_indices=[1, 3])
     text = generate_latest(registry).decode()
-    ups = {s.labels["gpu"]: s.value for f in text_string_to_metric_families(text)
-           for s in f.samples if s.name == "trainsignals_gpu_up"}
+    ups = {
+        s.labels["gpu"]: s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.name == "trainsignals_gpu_up"
+    }
     assert ups == {"1": 1.0, "3": 1.0}
     assert not [k for k in backend.calls if k[1] in (0, 2)]
 
@@ -151,13 +186,16 @@ def test_collection_options_skip_processes_nvlink_and_pcie() -> None:
     from trainsignals.exporters.gpu.collector import CollectOptions
 
     backend = FakeBackend([busy_gpu(0)])
-    ex = build_exporter(backend, "n", {},
-                        options=CollectOptions(processes=False, nvlink=False, pcie=False))
+    ex = build_exporter(
+        backend, "n", {}, options=CollectOptions(processes=False, nvlink=False, pcie=False)
+    )
     try:
         s = scrape(ex)
     finally:
         ex.close()
     assert not {n for n, _ in s} & {
-        "trainsignals_gpu_process_memory_used_bytes", "trainsignals_gpu_nvlink_up",
-        "trainsignals_gpu_pcie_transmit_bytes_per_second"}
+        "trainsignals_gpu_process_memory_used_bytes",
+        "trainsignals_gpu_nvlink_up",
+        "trainsignals_gpu_pcie_transmit_bytes_per_second",
+    }
     assert not {m for m, _ in backend.calls} & {"processes", "nvlink", "pcie_throughput"}

@@ -19,8 +19,11 @@ ERRORS = "trainsignals_gpu_exporter_nvml_errors_total"
 
 def scrape(exporter: Exporter) -> Samples:
     text = generate_latest(exporter.registry).decode()
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for fam in text_string_to_metric_families(text) for s in fam.samples}
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+    }
 
 
 def value(samples: Samples, name: str, **labels: str) -> float | None:
@@ -41,8 +44,9 @@ def eventually(check: Callable[[], bool], within_s: float = 10.0) -> bool:
 
 def make(gpus: list[FakeGpu], **kwargs: object) -> tuple[FakeBackend, Exporter]:
     backend = FakeBackend(gpus, **kwargs)  # type: ignore[arg-type]
-    return backend, build_exporter(backend, "n", {},
-                                   options=CollectOptions(init_retry_s=0.0, xid_poll_s=0.05))
+    return backend, build_exporter(
+        backend, "n", {}, options=CollectOptions(init_retry_s=0.0, xid_poll_s=0.05)
+    )
 
 
 def test_lost_gpu_goes_down_and_the_others_keep_reporting() -> None:
@@ -62,8 +66,10 @@ def test_lost_gpu_goes_down_and_the_others_keep_reporting() -> None:
     assert value(s, "trainsignals_gpu_temperature_celsius", gpu="1") is None
     # the lost GPU keeps its identity labels, so `up` stays the same series
     assert value(s, "trainsignals_gpu_up", gpu="1", uuid="GPU-fake-0001") == 0
-    assert value(s, ERRORS, gpu="1", error="gpu_is_lost",
-                 function="nvmlDeviceGetUtilizationRates") == 1
+    assert (
+        value(s, ERRORS, gpu="1", error="gpu_is_lost", function="nvmlDeviceGetUtilizationRates")
+        == 1
+    )
     assert value(s2, ERRORS, gpu="1", error="gpu_is_lost") == 2
     # one failed query per scrape, not one per metric
     assert sum(n - before[k] for k, n in backend.calls.items() if k[1] == 1) == 2
@@ -105,8 +111,7 @@ def test_timeout_drops_the_metric_counts_an_error_and_is_retried() -> None:
     finally:
         ex.close()
     assert value(s, "trainsignals_gpu_ecc_errors_total", gpu="0", error_type="corrected") is None
-    assert value(s, ERRORS, gpu="0", function="nvmlDeviceGetTotalEccErrors",
-                 error="timeout") == 2
+    assert value(s, ERRORS, gpu="0", function="nvmlDeviceGetTotalEccErrors", error="timeout") == 2
     assert value(s, "trainsignals_gpu_up", gpu="0") == 1  # not a core query
     assert value(s, "trainsignals_gpu_ecc_errors_total", gpu="1", error_type="corrected") == 0
     assert value(s3, "trainsignals_gpu_ecc_errors_total", gpu="0", error_type="corrected") == 0
@@ -150,8 +155,15 @@ def test_init_failure_serves_health_and_recovers_on_retry() -> None:
     finally:
         ex.close()
     assert value(s, "trainsignals_gpu_up", gpu="0") == 1
-    assert value(s, "trainsignals_gpu_exporter_build_info", driver_version="560.35.03",
-                 nvml_version="12.560.35.03") == 1
+    assert (
+        value(
+            s,
+            "trainsignals_gpu_exporter_build_info",
+            driver_version="560.35.03",
+            nvml_version="12.560.35.03",
+        )
+        == 1
+    )
 
 
 def test_xid_events_are_counted_per_gpu_and_code() -> None:
@@ -163,8 +175,11 @@ def test_xid_events_are_counted_per_gpu_and_code() -> None:
         backend.inject_xid(1, 79)
         backend.inject_xid(0, 31337)
         backend.inject_xid(7, 79)  # a GPU this exporter does not serve: ignored
-        assert eventually(lambda: value(scrape(ex), "trainsignals_gpu_xid_errors_total",
-                                        gpu="0", xid="31337") == 1)
+        assert eventually(
+            lambda: (
+                value(scrape(ex), "trainsignals_gpu_xid_errors_total", gpu="0", xid="31337") == 1
+            )
+        )
         s = scrape(ex)
     finally:
         ex.close()
@@ -177,12 +192,14 @@ def test_xid_thread_survives_event_errors() -> None:
     backend, ex = make([FakeGpu(0)])
     try:
         backend.event_error = "unknown"
-        assert eventually(lambda: (value(scrape(ex), ERRORS, function="nvmlEventSetWait_v2")
-                                   or 0) >= 1)
+        assert eventually(
+            lambda: (value(scrape(ex), ERRORS, function="nvmlEventSetWait_v2") or 0) >= 1
+        )
         backend.event_error = None
         backend.inject_xid(0, 48)
-        assert eventually(lambda: value(scrape(ex), "trainsignals_gpu_xid_errors_total",
-                                        gpu="0", xid="48") == 1)
+        assert eventually(
+            lambda: value(scrape(ex), "trainsignals_gpu_xid_errors_total", gpu="0", xid="48") == 1
+        )
     finally:
         ex.close()
 

@@ -35,8 +35,12 @@ no_driver = pytest.mark.skipif(_nvml_works(), reason="an NVIDIA driver is presen
 
 
 def _ups(text: str) -> dict[str, float]:
-    return {s.labels["gpu"]: s.value for f in text_string_to_metric_families(text)
-            for s in f.samples if s.name == "trainsignals_gpu_up"}
+    return {
+        s.labels["gpu"]: s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.name == "trainsignals_gpu_up"
+    }
 
 
 def test_http_endpoint_serves_parseable_metrics() -> None:
@@ -56,9 +60,27 @@ def test_http_endpoint_serves_parseable_metrics() -> None:
 
 def test_https_endpoint_with_tls_flags(tmp_path: Path) -> None:
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-subj", "/CN=127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     registry = build_registry(FakeBackend(plausible_gpus(1)), "n", {})
     server = serve(registry, "127.0.0.1", 0, certfile=str(cert), keyfile=str(key))
     try:
@@ -103,9 +125,20 @@ def _scrape_process(args: list[str]) -> str:
     """Start the real console entry point, scrape it once, stop it."""
     port = _free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from trainsignals.exporters.gpu.cli import main; main()",
-         "--listen-address", "127.0.0.1", "--port", str(port), *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ})
+        [
+            sys.executable,
+            "-c",
+            "from trainsignals.exporters.gpu.cli import main; main()",
+            "--listen-address",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            *args,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ},
+    )
     try:
         deadline = time.monotonic() + 20
         while True:
@@ -126,13 +159,19 @@ def _scrape_process(args: list[str]) -> str:
 
 @no_driver
 def test_cli_keep_serving_reports_health_without_driver() -> None:
-    text = _scrape_process(["--keep-serving-on-init-failure", "--gpus", "0,1",
-                            "--label", "training_job=llama"])
+    text = _scrape_process(
+        ["--keep-serving-on-init-failure", "--gpus", "0,1", "--label", "training_job=llama"]
+    )
     assert _ups(text) == {"0": 0.0, "1": 0.0}
-    errors = [s for f in text_string_to_metric_families(text) for s in f.samples
-              if s.name == "trainsignals_gpu_exporter_nvml_errors_total"]
-    assert [(s.labels["function"], s.labels["error"], s.labels["training_job"], s.value)
-            for s in errors] == [("nvmlInit", "library_not_found", "llama", 1.0)]
+    errors = [
+        s
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.name == "trainsignals_gpu_exporter_nvml_errors_total"
+    ]
+    assert [
+        (s.labels["function"], s.labels["error"], s.labels["training_job"], s.value) for s in errors
+    ] == [("nvmlInit", "library_not_found", "llama", 1.0)]
 
 
 def test_cli_fake_serves_n_gpus() -> None:

@@ -19,8 +19,10 @@ def _nvml_error() -> str | None:
     return None
 
 
-pytestmark = [pytest.mark.nvml,
-              pytest.mark.skipif(_nvml_error() is not None, reason=str(_nvml_error()))]
+pytestmark = [
+    pytest.mark.nvml,
+    pytest.mark.skipif(_nvml_error() is not None, reason=str(_nvml_error())),
+]
 
 
 def test_real_gpus_are_up_with_plausible_values() -> None:
