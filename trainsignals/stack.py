@@ -57,7 +57,7 @@ def parse_time(value: str) -> float:
     if "." in value:  # datetime takes at most microseconds
         head, rest = value.split(".", 1)
         digits = "".join(c for c in rest if c.isdigit())
-        value = f"{head}.{digits[:6]}{rest[len(digits):]}"
+        value = f"{head}.{digits[:6]}{rest[len(digits) :]}"
     return datetime.fromisoformat(value).timestamp()
 
 
@@ -184,6 +184,7 @@ class Stack:
     timing: dict[str, dict[str, str]] | None = field(default_factory=lambda: FAST_TIMING)
     on_notify: object = None
     ready_timeout: float = 30.0
+    defer_rules: bool = False  # start without rules; load_rules() once the targets are up
     prometheus_port: int = 0
     alertmanager_port: int = 0
     receiver: WebhookReceiver | None = None
@@ -222,16 +223,7 @@ class Stack:
         )
         am_file = self.workdir / "alertmanager.yml"
         am_file.write_text(am_text, encoding="utf-8")
-        prom_file = self.workdir / "prometheus.yml"
-        prom_file.write_text(
-            prometheus_config(
-                self.specs,
-                self.targets_dirs,
-                self.rule_files,
-                f"{HOST}:{self.alertmanager_port}",
-            ),
-            encoding="utf-8",
-        )
+        prom_file = self._write_prometheus_config(with_rules=not self.defer_rules)
         self._spawn(
             "alertmanager",
             [
@@ -254,6 +246,43 @@ class Stack:
         )
         self._wait_ready(self.alertmanager_url, "alertmanager")
         self._wait_ready(self.prometheus_url, "prometheus")
+
+    def _write_prometheus_config(self, *, with_rules: bool) -> Path:
+        path = self.workdir / "prometheus.yml"
+        rule_files = self.rule_files if with_rules else []
+        am = f"{HOST}:{self.alertmanager_port}"
+        text = prometheus_config(self.specs, self.targets_dirs, rule_files, am)
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    def wait_for_targets(self, count: int, timeout: float = 30.0) -> None:
+        """Until `count` targets have been scraped successfully (up == 1)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            result = self.query("count(up == 1)")
+            if result and int(float(result[0]["value"][1])) >= count:
+                return
+            time.sleep(0.2)
+        raise TimeoutError(f"fewer than {count} targets up after {timeout:g} s")
+
+    def load_rules(self) -> None:
+        """Add the rule files to the config and reload Prometheus (its lifecycle API).
+
+        Rules loaded after the first scrapes do not see a job without targets at startup
+        (a compressed `for` is shorter than service discovery plus the first scrape).
+        """
+        self._write_prometheus_config(with_rules=True)
+        request = urllib.request.Request(f"{self.prometheus_url}/-/reload", method="POST")
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            if resp.status != 200:
+                raise RuntimeError(f"prometheus reload answered {resp.status}")
+        deadline = time.monotonic() + self.ready_timeout
+        while time.monotonic() < deadline:  # until every rule group is loaded
+            with urllib.request.urlopen(f"{self.prometheus_url}/api/v1/rules", timeout=5) as r:
+                if len(json.load(r)["data"]["groups"]) >= 2 * len(self.rule_files):
+                    return
+            time.sleep(0.1)
+        raise TimeoutError("prometheus did not load the rule files")
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         log = open(self.workdir / f"{name}.log", "wb")  # noqa: SIM115 (closed with the process)

@@ -1,0 +1,142 @@
+"""`python -m trainsignals.demo`: the simulator, Prometheus, Alertmanager and a webhook printer.
+
+The job runs healthy, then the chosen fault starts after a minute of real time (with
+`--scenario healthy`, nothing happens). Pages and tickets are printed as they reach the
+webhook. Grafana provisioning files for the demo Prometheus and the repository's dashboards are
+written under `.demo/grafana/provisioning/`. Ctrl-C stops everything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from trainsignals.generator.loader import load_specs
+from trainsignals.generator.yaml_out import dump
+from trainsignals.simulator.job import Simulation, effective_spec
+from trainsignals.simulator.scenarios import SCENARIOS
+from trainsignals.stack import Notification, Stack, job_files
+
+ROOT = Path(__file__).resolve().parent.parent
+FAULT_AFTER_REAL_SECONDS = 60
+
+
+def write_grafana_provisioning(directory: Path, prometheus_url: str) -> list[Path]:
+    """datasources/prometheus.yaml and dashboards/trainsignals.yaml under `directory`."""
+    datasource = {
+        "apiVersion": 1,
+        "datasources": [
+            {
+                "name": "Prometheus",
+                "type": "prometheus",
+                "access": "proxy",
+                "url": prometheus_url,
+                "isDefault": True,
+            }
+        ],
+    }
+    provider = {
+        "apiVersion": 1,
+        "providers": [
+            {
+                "name": "trainsignals",
+                "type": "file",
+                "disableDeletion": False,
+                "options": {"path": str(ROOT / "dashboards")},
+            }
+        ],
+    }
+    written = []
+    for relative, content in (
+        ("datasources/prometheus.yaml", datasource),
+        ("dashboards/trainsignals.yaml", provider),
+    ):
+        path = directory / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(dump(content), encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def print_notification(n: Notification) -> None:
+    kind = n.severity.upper() if n.severity else "NOTIFY"
+    where = ", ".join(f"{k}={v}" for k, v in sorted(n.labels.items()) if k in ("node", "gpu"))
+    stamp = time.strftime("%H:%M:%S", time.localtime(n.arrived_wall))
+    print(
+        f"{stamp} {kind:<6} {n.status:<8} {n.alertname} {n.labels.get('training_job', '')}"
+        + (f" ({where})" if where else ""),
+        flush=True,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m trainsignals.demo", description=__doc__)
+    parser.add_argument("--scenario", default="healthy", choices=sorted(SCENARIOS))
+    parser.add_argument("--time-scale", type=float, default=60.0)
+    parser.add_argument("--spec", type=Path, default=ROOT / "jobs" / "minimal.yaml")
+    parser.add_argument("--nodes", type=int, default=2)
+    parser.add_argument("--gpus-per-node", type=int, default=2)
+    args = parser.parse_args(argv)
+
+    spec = effective_spec(load_specs([args.spec])[0], args.nodes, args.gpus_per_node)
+    scenario = SCENARIOS[args.scenario]
+    # Healthy first: the fault starts a minute of real time in, whatever the scenario says.
+    fault_at = FAULT_AFTER_REAL_SECONDS * args.time_scale
+    with tempfile.TemporaryDirectory(prefix="trainsignals-demo-") as tmp:
+        work = Path(tmp)
+        files = job_files(spec, args.time_scale)
+        rules = work / f"{spec.name}.rules.yaml"
+        rules.write_text(files[f"alerts/{spec.name}.rules.yaml"], encoding="utf-8")
+        sd = work / "sd"
+        stack = Stack(
+            work / "stack", [spec], [sd], [rules], on_notify=print_notification, defer_rules=True
+        )
+        with stack:
+            provisioning = write_grafana_provisioning(
+                ROOT / ".demo" / "grafana" / "provisioning", stack.prometheus_url
+            )
+            with Simulation(
+                spec,
+                scenario,
+                time_scale=args.time_scale,
+                nodes=args.nodes,
+                gpus_per_node=args.gpus_per_node,
+                fault_at=fault_at,
+                targets_dir=sd,
+            ) as sim:
+                sim.start()
+                stack.wait_for_targets(len(sim.targets()))
+                stack.load_rules()  # after the first scrapes: no "targets down" at startup
+                print(
+                    f"job          {spec.name}: {args.nodes} x {args.gpus_per_node} GPUs, "
+                    f"time scale {args.time_scale:g}"
+                )
+                print(
+                    f"scenario     {scenario.name}"
+                    + (
+                        ""
+                        if scenario.name == "healthy"
+                        else f" (fault in {FAULT_AFTER_REAL_SECONDS} s)"
+                    )
+                )
+                print(f"prometheus   {stack.prometheus_url}")
+                print(f"alertmanager {stack.alertmanager_url}")
+                print(f"webhook      {stack.receiver.url if stack.receiver else '-'}")
+                for target in sim.targets()[:1] + sim.targets()[-1:]:
+                    print(f"{target.kind + ' metrics':<12} http://{target.address}/metrics")
+                print(f"grafana      provisioning in {provisioning[0].parent.parent}")
+                print("Ctrl-C stops everything.", flush=True)
+                try:
+                    threading.Event().wait()
+                except KeyboardInterrupt:
+                    signal.signal(signal.SIGINT, signal.SIG_IGN)  # let the shutdown finish
+                    print("\nstopping", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
