@@ -9,7 +9,6 @@ provisioning reads (`../shared/schemas/grafana/dashboard.jsonschema.json`).
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 # Dashboard keys from Grafana < 5 (or grafana.com export wrappers) that the v1 model rejects.
@@ -67,7 +66,7 @@ def normalize_dashboard(raw: dict, datasource_type: str = "prometheus") -> dict:
     `datasource_type` is the plugin type given to datasources that grafanalib wrote as a bare
     name or uid (such as "${datasource}"), since Grafana wants `{type, uid}`.
     """
-    dashboard = _drop_nulls(copy.deepcopy(raw))
+    dashboard = _drop_nulls(raw)  # builds new dicts and lists: `raw` is left as it was
     for key in LEGACY_DASHBOARD_KEYS:
         dashboard.pop(key, None)
     if "timepicker" in dashboard:

@@ -88,8 +88,23 @@ def generate(specs: list[tuple[JobSpec, str]], options: Options = Options()) -> 
 
 def generate_all(specs: list[tuple[JobSpec, str]], options: Options = Options()) -> dict[str, str]:
     """Per-job files plus what all jobs share: routing, runbooks and the metric table."""
+    from .alertmanager import alertmanager_config
     from .metrics_doc import metrics_markdown
+    from .runbooks import render_runbooks
 
     files = generate(specs, options)
+    job_specs = [spec for spec, _ in specs]
+    sources = ", ".join(source for _, source in specs)
+    am_header = (
+        f"# {GENERATED_MARK} {__version__} from {sources}.\n"
+        "# Do not edit: change the specs and run `make dashboards`.\n"
+    )
+    files["alerts/alertmanager.yaml"] = alertmanager_config(job_specs, am_header)
+    contexts = [RuleContext(spec, options.time_scale, options.min_range_seconds)
+                for spec in job_specs]
+    files |= render_runbooks(
+        [(ctx, alert_rules(ctx)) for ctx in contexts],
+        sources={spec.name: source for spec, source in specs},
+    )
     files["docs/metrics.md"] = metrics_markdown()
     return dict(sorted(files.items()))

@@ -1,0 +1,53 @@
+"""Generation cost per spec at 1, 100 and 1,000 specs, and peak memory.
+
+Prints per-spec milliseconds (goal: <= 10 ms per spec, growing linearly) for the whole
+pipeline (rules, promtool tests, dashboard) and for rules + dashboard alone, since the
+promtool test series dominate. Specs are copies of jobs/llama-8b-finetune.yaml with
+distinct names.
+"""
+
+from __future__ import annotations
+
+import time
+import tracemalloc
+from pathlib import Path
+
+from trainsignals.generator.loader import load_specs
+from trainsignals.generator.pipeline import Options, generate
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def specs(count: int) -> list:
+    base = load_specs([ROOT / "jobs/llama-8b-finetune.yaml"])[0]
+    return [(base.model_copy(update={"name": f"job-{i:04d}"}), f"jobs/job-{i:04d}.yaml")
+            for i in range(count)]
+
+
+def measure(count: int, options: Options) -> tuple[float, float]:
+    batch = specs(count)
+    tracemalloc.start()
+    started = time.perf_counter()
+    files = generate(batch, options)
+    elapsed = time.perf_counter() - started
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert len(files) >= count
+    return elapsed * 1000 / count, peak / 2**20
+
+
+def main() -> None:
+    generate(specs(1), Options())  # imports and template compilation are not per-spec cost
+    print("generator: cost per spec (copies of llama-8b-finetune)")
+    print(f"{'specs':>6} {'what':<28} {'ms/spec':>9} {'peak MiB':>9}")
+    for label, options in (("rules + dashboard", Options(with_tests=False)),
+                           ("rules + dashboard + tests", Options())):
+        for count in (1, 100, 1000):
+            if count == 1000 and options.with_tests:
+                count = 300  # keeps `make bench` short; per-spec cost is already flat
+            per_spec, peak = measure(count, options)
+            print(f"{count:>6} {label:<28} {per_spec:>9.2f} {peak:>9.1f}")
+
+
+if __name__ == "__main__":
+    main()
