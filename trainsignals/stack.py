@@ -17,7 +17,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -80,7 +80,7 @@ class Notification:
 class WebhookReceiver:
     """Records every Alertmanager webhook notification; `on_notify` sees each as it arrives."""
 
-    def __init__(self, on_notify: object = None) -> None:
+    def __init__(self, on_notify: Callable[[Notification], None] | None = None) -> None:
         self.notifications: list[Notification] = []
         self._lock = threading.Lock()
         self._posts = 0
@@ -120,7 +120,7 @@ class WebhookReceiver:
                 for alert in payload.get("alerts", [])
             ]
             self.notifications.extend(items)
-        if callable(self._on_notify):
+        if self._on_notify is not None:
             for item in items:
                 self._on_notify(item)
 
@@ -182,7 +182,7 @@ class Stack:
     targets_dirs: Sequence[Path]
     rule_files: Sequence[Path]
     timing: dict[str, dict[str, str]] | None = field(default_factory=lambda: FAST_TIMING)
-    on_notify: object = None
+    on_notify: Callable[[Notification], None] | None = None
     ready_timeout: float = 30.0
     defer_rules: bool = False  # start without rules; load_rules() once the targets are up
     prometheus_port: int = 0

@@ -4,7 +4,7 @@ All scenarios run at once, one Simulation each (a spec copy named `e2e-<scenario
 its own `training_job` selector, rules and routes) against one Prometheus and one Alertmanager.
 Each scenario runs on its own time scale (its simulated duration in ~3 real minutes, within the
 simulator's cap); its rules are generated with the same scale. The healthy simulated day is the
-longest run and sets the suite's wall time (~4 minutes).
+longest run and sets the suite's wall time (~6 minutes; see MAX_SCALE).
 
 A scenario's alerts are those that fired (Prometheus `startsAt`) before its simulated duration
 ended: after that the simulator's clock stops and a frozen job would look stalled.
@@ -17,6 +17,7 @@ import re
 import tempfile
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -211,10 +212,10 @@ def results() -> Iterator[Results]:
                 time.sleep(max(0.0, last_end + GRACE_SECONDS - time.time()))
                 assert stack.receiver is not None
                 notifications = stack.receiver.snapshot()
-            finally:
-                for run in runs.values():
-                    if run.sim is not None:
-                        run.sim.stop()
+            finally:  # in parallel: each endpoint's shutdown waits for its server's poll
+                sims = [run.sim for run in runs.values() if run.sim is not None]
+                with ThreadPoolExecutor(max_workers=len(sims) or 1) as pool:
+                    list(pool.map(Simulation.stop, sims))
         yield Results(runs, notifications, panels, time.monotonic() - started)
 
 
