@@ -100,8 +100,9 @@ def generate_all(specs: list[tuple[JobSpec, str]], options: Options = Options())
         "# Do not edit: change the specs and run `make dashboards`.\n"
     )
     files["alerts/alertmanager.yaml"] = alertmanager_config(job_specs, am_header)
-    contexts = [RuleContext(spec, options.time_scale, options.min_range_seconds)
-                for spec in job_specs]
+    contexts = [
+        RuleContext(spec, options.time_scale, options.min_range_seconds) for spec in job_specs
+    ]
     files |= render_runbooks(
         [(ctx, alert_rules(ctx)) for ctx in contexts],
         sources={spec.name: source for spec, source in specs},

@@ -521,5 +521,8 @@ def rule_tests(ctx: RuleContext, alerts: list[AlertRule], rule_file: str) -> dic
     return {
         "rule_files": [rule_file],
         "evaluation_interval": "1m",
+        # Without this, promtool may evaluate the alert group before the recording group at
+        # the same timestamp, and an alert sees values one interval old: flaky tests.
+        "group_eval_order": [f"trainsignals-{ctx.job}-recording", f"trainsignals-{ctx.job}-alerts"],
         "tests": [healthy_test(ctx), *(fault_test(ctx, c) for c in cases)],
     }
