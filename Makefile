@@ -30,9 +30,10 @@ dashboards: setup generate
 generate: $(VENV)/.installed
 	$(BIN)/trainsignals generate
 
-# Drift, then promtool and amtool on every generated file.
+# Drift, rule hygiene, then promtool and amtool on every generated file.
 check: setup
 	$(BIN)/trainsignals check
+	$(BIN)/trainsignals lint
 	promtool check rules alerts/*.rules.yaml
 	cd alerts && promtool test rules *.test.yaml
 	@if [ -f alerts/alertmanager.yaml ]; then amtool check-config alerts/alertmanager.yaml; fi

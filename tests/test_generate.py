@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from pathlib import Path
 
@@ -16,60 +15,12 @@ from trainsignals.generator.promql import RuleContext
 from trainsignals.generator.writer import drift, write_tree
 
 from trainsignals.cli import main
+from trainsignals.lint import metric_names
 from trainsignals.metric_catalog import known_series_names
-
-PROMQL_WORDS = {
-    "sum",
-    "avg",
-    "min",
-    "max",
-    "count",
-    "by",
-    "without",
-    "on",
-    "ignoring",
-    "group_left",
-    "group_right",
-    "and",
-    "or",
-    "unless",
-    "rate",
-    "increase",
-    "irate",
-    "time",
-    "vector",
-    "histogram_quantile",
-    "avg_over_time",
-    "max_over_time",
-    "min_over_time",
-    "count_over_time",
-    "predict_linear",
-    "offset",
-    "label_replace",
-    "clamp_max",
-    "clamp_min",
-    "floor",
-    "bool",
-    "le",
-    "changes",
-    "abs",
-    "topk",
-    "bottomk",
-    "quantile_over_time",
-}
-METRIC_TOKEN = re.compile(r'(?<![\w:"$.])([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(?=[{\[)\s]|$)')
 
 
 def specs_with_sources(repo_root: Path) -> list:
     return [(s, f"jobs/{s.name}.yaml") for s in load_specs(spec_files(repo_root / "jobs"))]
-
-
-def metric_names(expr: str) -> set[str]:
-    """Identifiers in a PromQL expression that name series (not functions or keywords)."""
-    without_strings = re.sub(r'"[^"]*"', '""', expr)
-    without_groupings = re.sub(r"\b(by|without|on|ignoring)\s*\([^)]*\)", "", without_strings)
-    names = set(METRIC_TOKEN.findall(without_groupings))
-    return {n for n in names if n not in PROMQL_WORDS and not re.fullmatch(r"\d+\w*", n)}
 
 
 def test_generation_is_deterministic(repo_root: Path) -> None:
