@@ -1,0 +1,249 @@
+"""`trainsignals postmortem`: timeline construction, the PNG renderer, and a real incident.
+
+The e2e test runs the nan_loss scenario (1 node x 2 GPUs, time scale 240, fault moved to 22
+simulated minutes) against real Prometheus and Alertmanager, then drafts the postmortem for
+the fault window and for a quiet window before it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import tempfile
+import time
+import zlib
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from trainsignals.generator.loader import load_specs
+from trainsignals.simulator.job import Simulation, effective_spec
+from trainsignals.simulator.scenarios import SCENARIOS
+
+from tests.conftest import JOBS, require_tool
+from trainsignals.cli import main
+from trainsignals.postmortem import (
+    Canvas,
+    build_timeline,
+    detection,
+    parse_when,
+    plot,
+    runs,
+    step_for,
+)
+from trainsignals.stack import Stack, job_files
+
+
+# --- helpers ----------------------------------------------------------------------------------
+def png_size(data: bytes) -> tuple[int, int]:
+    """Check a PNG byte by byte (signature, chunk CRCs, IHDR, decoded IDAT size); its size."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "PNG signature"
+    pos, chunks, kinds = 8, {}, []
+    idat = b""
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
+        (crc,) = struct.unpack(">I", data[pos + 8 + length : pos + 12 + length])
+        assert crc == zlib.crc32(kind + body), f"CRC of {kind!r}"
+        chunks[kind] = body
+        kinds.append(kind)
+        if kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    assert kinds[0] == b"IHDR" and kinds[-1] == b"IEND"
+    width, height, depth, color = struct.unpack(">IIBB", chunks[b"IHDR"][:10])
+    assert (depth, color) == (8, 2), "8-bit RGB"
+    raw = zlib.decompress(idat)
+    assert len(raw) == height * (1 + 3 * width), "one filter byte + RGB per row"
+    return width, height
+
+
+def matrix(labels: dict[str, str], times: list[float]) -> dict:
+    return {"metric": labels, "values": [[t, "1"] for t in times]}
+
+
+def alert(name: str, state: str, severity: str, **extra: str) -> dict[str, str]:
+    return {
+        "__name__": "ALERTS",
+        "alertname": name,
+        "alertstate": state,
+        "severity": severity,
+        "training_job": "j",
+        **extra,
+    }
+
+
+# --- unit -------------------------------------------------------------------------------------
+def test_parse_when_accepts_rfc3339_and_unix_seconds() -> None:
+    assert parse_when("1767225600") == 1767225600.0
+    assert parse_when("2026-01-01T00:00:00Z") == 1767225600.0
+    assert parse_when("2026-01-01T01:00:00+01:00") == 1767225600.0
+    assert parse_when("2026-01-01T00:00:00") == 1767225600.0  # naive means UTC
+    with pytest.raises(ValueError, match="RFC 3339"):
+        parse_when("yesterday")
+
+
+def test_step_gives_about_200_points() -> None:
+    assert step_for(0, 3600) == 18
+    assert step_for(0, 10) == 0.05  # compressed tests: floor, fractional
+    assert runs([1, 2, 3, 7, 8], 1) == [(1, 3), (7, 8)]
+
+
+def test_timeline_from_synthetic_query_range() -> None:
+    start, end, step = 90.0, 130.0, 1.0
+    result = [
+        matrix(alert("NodeDown", "pending", "page", node="n1"), [100, 101, 102, 103, 104]),
+        # Fires, resolves (gap), fires again: one row, two episodes.
+        matrix(alert("NodeDown", "firing", "page", node="n1"), [*range(105, 111), 115, 116]),
+        matrix(alert("NodeDown", "pending", "page", node="n0"), [108, 109]),  # never fired
+        matrix(alert("DataLoaderStarved", "firing", "ticket"), list(range(120, 131))),
+        matrix(alert("GpuLost", "firing", "page"), [90, 91, 92]),  # active at window start
+    ]
+    events = build_timeline(result, start, end, step)
+    assert [(e.alertname, e.labels.get("node")) for e in events] == [
+        ("GpuLost", None),
+        ("NodeDown", "n1"),
+        ("NodeDown", "n0"),
+        ("DataLoaderStarved", None),
+    ]
+    gpu, n1, n0, starved = events
+    assert gpu.active_at_start and gpu.first_pending is None and gpu.resolved == 93
+    assert (n1.first_pending, n1.first_firing, n1.resolved) == (100, 105, 117)
+    assert n1.episodes == 2 and n1.severity == "page" and not n1.active_at_start
+    assert n1.label_text == "node=n1"
+    assert n0.first_firing is None and n0.resolved == 110
+    assert starved.resolved is None, "still firing at the window's end"
+
+    found = detection(events, start)
+    assert found.earliest_sign == 100  # first pending of any alert
+    assert found.first_page is gpu and found.time_to_page == -10  # fired before the sign
+    assert [(e.alertname, later) for e, later in found.late] == [
+        ("NodeDown", 15),
+        ("DataLoaderStarved", 30),
+    ]
+    assert [e.alertname for e in found.tickets] == ["DataLoaderStarved"]
+
+
+def test_detection_without_alerts_starts_at_the_window() -> None:
+    found = detection([], 50.0)
+    assert found.earliest_sign == 50.0 and found.first_page is None and found.late == []
+
+
+def test_png_renderer_draws_band_line_and_markers() -> None:
+    series = [(float(t), float(t % 7)) for t in range(0, 100)]
+    data = plot(series, 0, 100, (40, 60), [50.0], step=1, size=(200, 80))
+    assert png_size(data) == (200, 80)
+    raw = zlib.decompress(b"".join(_chunks(data, b"IDAT")))
+    colours = {
+        raw[i : i + 3] for row in range(80) for i in range(row * 601 + 1, row * 601 + 601, 3)
+    }
+    assert bytes((255, 228, 196)) in colours, "shaded incident band"
+    assert bytes((31, 90, 200)) in colours, "the series"
+    assert bytes((210, 40, 40)) in colours, "alert marker"
+    canvas = Canvas(3, 2)
+    canvas.set(1, 1, (1, 2, 3))
+    assert zlib.decompress(b"".join(_chunks(canvas.png(), b"IDAT")))[-6:-3] == b"\x01\x02\x03"
+
+
+def _chunks(data: bytes, kind: bytes) -> list[bytes]:
+    out, pos = [], 8
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        if data[pos + 4 : pos + 8] == kind:
+            out.append(data[pos + 8 : pos + 8 + length])
+        pos += 12 + length
+    return out
+
+
+def test_cli_rejects_bad_times() -> None:
+    result = CliRunner().invoke(main, ["postmortem", "--job", "x", "--from", "soon", "--to", "1"])
+    assert result.exit_code == 2 and "RFC 3339" in result.output
+    result = CliRunner().invoke(main, ["postmortem", "--job", "x", "--from", "5", "--to", "1"])
+    assert result.exit_code == 2 and "after --from" in result.output
+
+
+# --- end to end -------------------------------------------------------------------------------
+SCALE = 240.0
+# Simulated: after startup (2m) and warm-up (10m), and late enough that the recorded series
+# (rules load once targets are up) have a few real seconds of data before the window.
+FAULT_AT = 22 * 60
+RUN_AFTER_FAULT = 20 * 60  # simulated: NonFiniteLoss fires within ~1 m (real: well under 5 s)
+KEEP = os.environ.get("TRAINSIGNALS_KEEP_POSTMORTEM")  # copy the draft here to read it
+START_LEAD = 4.0  # real seconds: endpoints scraped and rules loaded before the clock starts
+
+
+@pytest.mark.e2e
+def test_postmortem_of_a_real_nan_loss_incident(tmp_path: Path) -> None:
+    require_tool("prometheus")
+    require_tool("prometheus-alertmanager")
+    base = load_specs([JOBS / "minimal.yaml"])[0]
+    spec = effective_spec(
+        base.model_copy(update={"name": "pm-nan-loss", "rotation": "ml-oncall"}), 1, 2
+    )
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    (jobs / f"{spec.name}.yaml").write_text(
+        yaml.safe_dump(spec.model_dump(mode="json", exclude_defaults=True)), encoding="utf-8"
+    )
+    with tempfile.TemporaryDirectory(prefix="trainsignals-pm-") as tmp:
+        work = Path(tmp)
+        rules = work / "rules.yaml"
+        rules.write_text(job_files(spec, SCALE)[f"alerts/{spec.name}.rules.yaml"], "utf-8")
+        sd = work / "sd"
+        with Stack(work / "stack", [spec], [sd], [rules], defer_rules=True) as stack:
+            sim = Simulation(
+                spec,
+                SCENARIOS["nan_loss"],
+                time_scale=SCALE,
+                nodes=1,
+                gpus_per_node=2,
+                fault_at=FAULT_AT,
+                targets_dir=sd,
+                start_time=time.time() + START_LEAD,
+            )
+            try:
+                sim.start(FAULT_AT + RUN_AFTER_FAULT)
+                stack.wait_for_targets(3)
+                stack.load_rules()
+                assert sim.finished.wait(60), "simulation did not finish"
+            finally:
+                sim.stop()
+            onset, end = sim.real_time_at(FAULT_AT), sim.real_time_at(FAULT_AT + RUN_AFTER_FAULT)
+            quiet_from, quiet_to = sim.real_time_at(3 * 60), onset - 0.5
+
+            def draft(start: float, stop: float, out: Path) -> str:
+                args = ["postmortem", "--job", spec.name, "--prometheus", stack.prometheus_url]
+                args += ["--from", f"{start:.3f}", "--to", f"{stop:.3f}"]
+                args += ["--out", str(out), "--jobs", str(jobs)]
+                result = CliRunner().invoke(main, args)
+                assert result.exit_code == 0, result.output
+                return out.read_text(encoding="utf-8")
+
+            text = draft(onset - 1, end, tmp_path / "pm" / "incident.md")
+            if KEEP:
+                shutil.copytree(tmp_path / "pm", KEEP, dirs_exist_ok=True)
+            quiet = draft(quiet_from, quiet_to, tmp_path / "pm" / "quiet.md")
+
+    timeline = text.split("## Timeline", 1)[1].split("## Detection", 1)[0]
+    row = next(line for line in timeline.splitlines() if line.startswith("| NonFiniteLoss |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1] == "page"
+    firing = parse_when(cells[4])
+    assert onset < firing < onset + 10, (onset, cells)
+    assert "First page | NonFiniteLoss at" in text
+    assert "time to page: **" in text
+    for owner in spec.owners:
+        assert owner in text
+    assert "`ml-oncall`" in text and "| Team | ml-research |" in text
+    assert 'ALERTS{training_job="pm-nan-loss"}' in text  # Data appendix: the exact PromQL
+    assert 'job:trainsignals_mfu:ratio_rate5m{training_job="pm-nan-loss"}' in text
+    plots = sorted((tmp_path / "pm" / "incident").glob("*.png"))
+    assert [p.stem for p in plots] == ["data_wait", "loss", "mfu", "step_time_p95", "tokens"]
+    for p in plots:
+        assert png_size(p.read_bytes()) == (480, 160)
+        assert f"](incident/{p.name})" in text
+    tokens_row = next(line for line in text.splitlines() if line.startswith("| Throughput"))
+    assert "no data" not in tokens_row, "tokens/s before, during and after the window"
+    assert "No alerts fired" in quiet and "NonFiniteLoss" not in quiet
