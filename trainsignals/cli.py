@@ -150,11 +150,9 @@ def _register_optional_commands() -> None:
     from trainsignals.lint import lint_command
     from trainsignals.postmortem import postmortem_command
     from trainsignals.review import diff_command
-    from trainsignals.postmortem import postmortem_command
     from trainsignals.simulator.cli import simulate
 
     main.add_command(simulate)
-    main.add_command(postmortem_command)
     main.add_command(diff_command)
     main.add_command(lint_command)
     main.add_command(postmortem_command)
