@@ -1,10 +1,15 @@
 """Scrape cost of the GPU exporter on fake GPUs (run by `make bench`; prints, never asserts).
 
-For 1, 8 and 64 fake GPUs: latency p50/p99 and CPU seconds per scrape, both for a real HTTP
-scrape of /metrics on 127.0.0.1 and for a direct generate_latest(registry); then the share of
-one core the exporter would use at a 1 s scrape interval on 8 GPUs. Goal: p99 <= 5 ms and
-<= 1 % of a core for 8 GPUs. Fake GPUs cost no NVML time, so this measures the exporter's own
-overhead (NVML calls on real hardware add their own latency, PCIe throughput 40 ms per GPU).
+For 1, 8 and 64 fake GPUs: latency p50/p99 and CPU milliseconds per scrape for
+- `render_text`: the exporter's own text writer, called directly (what /metrics serves);
+- `generate_latest`: prometheus_client's formatting of the same registry (for callers that
+  use the registry, e.g. the simulator's in-process scrape);
+- `http /metrics`: a real HTTP scrape on 127.0.0.1, and `http gzip` the same with
+  `Accept-Encoding: gzip`, as Prometheus sends it;
+then the share of one core the exporter would use at a 1 s scrape interval on 8 GPUs. Goal:
+p99 <= 5 ms and <= 1 % of a core for 8 GPUs. Fake GPUs cost no NVML time, so this measures
+the exporter's own overhead (NVML calls on real hardware add their own latency, PCIe
+throughput 40 ms per GPU).
 """
 
 from __future__ import annotations
@@ -37,12 +42,14 @@ def measure(scrape: Callable[[], object], n: int = SCRAPES) -> tuple[float, floa
 
 
 def main() -> None:
-    print(f"{'GPUs':>5} {'path':<16} {'p50 ms':>8} {'p99 ms':>8} {'CPU ms/scrape':>14}"
-          f" {'bytes':>8}")
+    print(
+        f"{'GPUs':>5} {'path':<16} {'p50 ms':>8} {'p99 ms':>8} {'CPU ms/scrape':>14} {'bytes':>8}"
+    )
     cpu_8_http = 0.0
     for gpus in (1, 8, 64):
-        exporter = build_exporter(FakeBackend(plausible_gpus(gpus)), "bench-node",
-                                  {"training_job": "bench"})
+        exporter = build_exporter(
+            FakeBackend(plausible_gpus(gpus)), "bench-node", {"training_job": "bench"}
+        )
         server = serve(exporter.registry, "127.0.0.1", 0)
         url = f"http://127.0.0.1:{server.port}/metrics"
 
@@ -50,10 +57,19 @@ def main() -> None:
             with urllib.request.urlopen(url, timeout=5) as r:
                 return r.read()
 
+        def http_gzip(url: str = url) -> bytes:
+            request = urllib.request.Request(url, headers={"Accept-Encoding": "gzip"})
+            with urllib.request.urlopen(request, timeout=5) as r:
+                return r.read()  # the compressed body: Prometheus inflates it, not us
+
         try:
-            size = len(http())
-            for path, fn in (("generate_latest", lambda ex=exporter: generate_latest(ex.registry)),
-                             ("http /metrics", http)):
+            for path, fn in (
+                ("render_text", exporter.registry.render_text),
+                ("generate_latest", lambda ex=exporter: generate_latest(ex.registry)),
+                ("http /metrics", http),
+                ("http gzip", http_gzip),
+            ):
+                size = len(fn())
                 p50, p99, cpu = measure(fn)
                 print(f"{gpus:>5} {path:<16} {p50:>8.2f} {p99:>8.2f} {cpu:>14.2f} {size:>8}")
                 if gpus == 8 and path == "http /metrics":
@@ -63,8 +79,10 @@ def main() -> None:
             exporter.close()
     # CPU time per HTTP scrape includes the client side (urllib) in this same process, so
     # this share is an upper bound for the exporter alone.
-    print(f"\n8 GPUs at a 1 s scrape interval: {cpu_8_http / 1e3 / 1.0 * 100:.2f} % of one core "
-          "(HTTP scrape, client CPU included: an upper bound)")
+    print(
+        f"\n8 GPUs at a 1 s scrape interval: {cpu_8_http / 1e3 / 1.0 * 100:.2f} % of one core "
+        "(HTTP scrape, client CPU included: an upper bound)"
+    )
 
 
 if __name__ == "__main__":

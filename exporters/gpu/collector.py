@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -28,6 +28,7 @@ from trainsignals.exporters.gpu.backend import (
     Identity,
 )
 from trainsignals.exporters.gpu.errors import ErrorTracker
+from trainsignals.exporters.gpu.exposition import TextWriter
 from trainsignals.exporters.gpu.families import Families
 from trainsignals.exporters.gpu.xid import XidWatcher
 
@@ -43,6 +44,7 @@ CORE_METHODS = frozenset({"identity", "utilization", "memory", "power", "tempera
 # remapping (63, 64), NVLink (74), fallen off the bus (79), contained / uncontained ECC
 # (94, 95), GSP (119). Others appear when first seen; each seeded code costs a series per GPU.
 SEEDED_XIDS = (48, 63, 64, 74, 79, 94, 95, 119)
+_SEEDED_XID_SET = frozenset(SEEDED_XIDS)
 
 NO_IDENTITY = Identity(uuid="", model="", pci_bus_id="")
 
@@ -88,6 +90,12 @@ class GpuCollector(Collector):
         self._indices: list[int] = []
         self._identities: dict[int, Identity] = {}
         self._versions = ("", "")
+        # Read once: importlib.metadata scans sys.path (~0.3 ms), and it cannot change
+        # while the process runs.
+        self._package_version = _package_version()
+        # (node, gpu, uuid, model) per GPU, built when its identity is first read.
+        self._gpu_labels: dict[int, tuple[str, str, str, str]] = {}
+        self._writer = TextWriter(self.const_labels)
         self._ready = False
         self._last_init = 0.0
         self._lock = threading.Lock()
@@ -111,12 +119,15 @@ class GpuCollector(Collector):
         if missing:
             log.error("GPUs %s requested but NVML sees %d GPUs; ignoring them", missing, count)
         self._indices = [i for i in wanted if 0 <= i < count]
-        self._versions = (self._version(self.backend.driver_version),
-                          self._version(self.backend.nvml_version))
+        self._versions = (
+            self._version(self.backend.driver_version),
+            self._version(self.backend.nvml_version),
+        )
         self.init_error = None
         self._ready = True
-        self._xid = XidWatcher(self.backend, lambda e: self.errors.record("", "wait_xid", e),
-                               self.options.xid_poll_s)
+        self._xid = XidWatcher(
+            self.backend, lambda e: self.errors.record("", "wait_xid", e), self.options.xid_poll_s
+        )
         self._xid.start()
         log.info("NVML ready: driver %s, exporting GPUs %s", self._versions[0], self._indices)
 
@@ -142,24 +153,37 @@ class GpuCollector(Collector):
 
     # --- scrape --------------------------------------------------------------------------
     def collect(self) -> Iterator[Metric]:
+        """prometheus_client's entry point (registry users, `generate_latest`)."""
+        yield from self.scrape().metrics()
+
+    def scrape(self) -> Families:
+        """One collection: ask the backend about every GPU."""
         with self._lock:
-            start = time.perf_counter()
-            if not self._ready and time.monotonic() - self._last_init >= self.options.init_retry_s:
-                self._init()
-            fams = Families(self.const_labels)
-            if self._ready:
-                for index in self._indices:
-                    self._collect_gpu(index, fams)
-                self._collect_xids(fams)
-            else:  # no NVML: say so per requested GPU (or once, gpu="")
-                for gpu in [str(i) for i in self._requested or []] or [""]:
-                    fams.add(P + "up", (self.node, gpu, "", ""), 0)
-            for (gpu, function, code), n in self.errors.counts():
-                fams.add(P + "exporter_nvml_errors_total", (self.node, gpu, function, code), n)
-            fams.add(P + "exporter_build_info", (self.node, _package_version(), *self._versions), 1)
-            fams.add(P + "exporter_scrape_duration_seconds", (self.node,),
-                     time.perf_counter() - start)
-        yield from fams
+            return self._scrape()
+
+    def render_text(self, names: Collection[str] | None = None) -> bytes:
+        """One collection in the Prometheus text format (0.0.4), what /metrics serves;
+        `names` keeps only those families (sample names, as `?name[]=` gives them)."""
+        with self._lock:  # the writer's series cache is not thread-safe
+            return self._writer.write(self._scrape(), names)
+
+    def _scrape(self) -> Families:
+        start = time.perf_counter()
+        if not self._ready and time.monotonic() - self._last_init >= self.options.init_retry_s:
+            self._init()
+        fams = Families(self.const_labels)
+        if self._ready:
+            for index in self._indices:
+                self._collect_gpu(index, fams)
+            self._collect_xids(fams)
+        else:  # no NVML: say so per requested GPU (or once, gpu="")
+            for gpu in [str(i) for i in self._requested or []] or [""]:
+                fams.add(P + "up", (self.node, gpu, "", ""), 0)
+        for (gpu, function, code), n in self.errors.counts():
+            fams.add(P + "exporter_nvml_errors_total", (self.node, gpu, function, code), n)
+        fams.add(P + "exporter_build_info", (self.node, self._package_version, *self._versions), 1)
+        fams.add(P + "exporter_scrape_duration_seconds", (self.node,), time.perf_counter() - start)
+        return fams
 
     def _call(self, index: int, method: str, *, skip: bool = False) -> Any:
         """One backend query; None when it failed or is not supported (metric absent)."""
@@ -185,21 +209,23 @@ class GpuCollector(Collector):
     def _collect_gpu(self, index: int, fams: Families) -> None:
         self._core_failed = False
         ident = self._identities.get(index)
-        labels: tuple[str, ...] = (self.node, str(index), "", "")
+        labels = self._gpu_labels.get(index) or (self.node, str(index), "", "")
         try:
             if ident is None:
                 ident = self._call(index, "identity")
                 if ident is not None:
                     self._identities[index] = ident
-            ident = ident or NO_IDENTITY
-            labels = (self.node, str(index), ident.uuid, ident.model)
-            fams.add(P + "info", (*labels, ident.pci_bus_id), 1)
+                    self._gpu_labels[index] = (self.node, str(index), ident.uuid, ident.model)
+                    labels = self._gpu_labels[index]
+            fams.add(P + "info", (*labels, (ident or NO_IDENTITY).pci_bus_id), 1)
             self._collect_values(index, labels, fams)
         except _Lost:
             self._core_failed = True
         fams.add(P + "up", labels, 0 if self._core_failed else 1)
 
-    def _collect_values(self, index: int, labels: tuple[str, ...], fams: Families) -> None:
+    def _collect_values(
+        self, index: int, labels: tuple[str, str, str, str], fams: Families
+    ) -> None:
         call, opts = self._call, self.options
 
         def gauge(name: str, value: float | None, *extra: str) -> None:
@@ -245,10 +271,11 @@ class GpuCollector(Collector):
             gauge("process_memory_used_bytes", proc.used_bytes, str(proc.pid), proc.name)
 
     def _collect_xids(self, fams: Families) -> None:
-        counts = self._xid.counts() if self._xid else {}
+        seen: dict[int, dict[int, int]] = {}  # GPU -> xid -> count, one pass over the counts
+        for (index, xid), n in (self._xid.counts() if self._xid else {}).items():
+            seen.setdefault(index, {})[xid] = n
         for index in self._indices:
-            ident = self._identities.get(index, NO_IDENTITY)
-            labels = (self.node, str(index), ident.uuid, ident.model)
-            seen = {xid: n for (i, xid), n in counts.items() if i == index}
-            for xid in sorted(set(SEEDED_XIDS) | set(seen)):
-                fams.add(P + "xid_errors_total", (*labels, str(xid)), seen.get(xid, 0))
+            labels = self._gpu_labels.get(index) or (self.node, str(index), "", "")
+            counts = seen.get(index, {})
+            for xid in sorted(_SEEDED_XID_SET | counts.keys()):
+                fams.add(P + "xid_errors_total", (*labels, str(xid)), counts.get(xid, 0))

@@ -71,8 +71,11 @@ _NVLINK_COUNTERS: dict[str, int] = {
 }
 
 # Answers that mean "this link / counter does not exist here", not a fault.
-_ABSENT = (pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_INVALID_ARGUMENT,
-           pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+_ABSENT = (
+    pynvml.NVML_ERROR_NOT_SUPPORTED,
+    pynvml.NVML_ERROR_INVALID_ARGUMENT,
+    pynvml.NVML_ERROR_FUNCTION_NOT_FOUND,
+)
 
 
 def _nvml(function: str, fn: Callable[..., T], *args: Any) -> T:
@@ -136,8 +139,9 @@ class NvmlBackend(GpuBackend):
     def _handle(self, index: int) -> Any:
         """Cached handle; retried when the GPU could not be opened at start."""
         if self._handles[index] is None:
-            self._handles[index] = _nvml("nvmlDeviceGetHandleByIndex",
-                                         pynvml.nvmlDeviceGetHandleByIndex, index)
+            self._handles[index] = _nvml(
+                "nvmlDeviceGetHandleByIndex", pynvml.nvmlDeviceGetHandleByIndex, index
+            )
         return self._handles[index]
 
     # --- per-GPU queries -----------------------------------------------------------
@@ -150,8 +154,11 @@ class NvmlBackend(GpuBackend):
         )
 
     def utilization(self, index: int) -> tuple[float, float]:
-        u = _nvml("nvmlDeviceGetUtilizationRates", pynvml.nvmlDeviceGetUtilizationRates,
-                  self._handle(index))
+        u = _nvml(
+            "nvmlDeviceGetUtilizationRates",
+            pynvml.nvmlDeviceGetUtilizationRates,
+            self._handle(index),
+        )
         return u.gpu / 100.0, u.memory / 100.0
 
     def memory(self, index: int) -> Memory:
@@ -162,8 +169,9 @@ class NvmlBackend(GpuBackend):
                 return Memory(int(m.total), int(m.used), int(m.reserved))
             except pynvml.NVMLError as e:
                 if e.value not in (*_ABSENT, pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH):
-                    raise BackendError("nvmlDeviceGetMemoryInfo_v2",
-                                       _CODES.get(e.value, UNKNOWN), str(e)) from None
+                    raise BackendError(
+                        "nvmlDeviceGetMemoryInfo_v2", _CODES.get(e.value, UNKNOWN), str(e)
+                    ) from None
                 self._memory_v2 = False
         m = _nvml("nvmlDeviceGetMemoryInfo", pynvml.nvmlDeviceGetMemoryInfo, h)
         return Memory(int(m.total), int(m.used), 0)
@@ -173,45 +181,75 @@ class NvmlBackend(GpuBackend):
         return mw / 1000.0
 
     def power_limit(self, index: int) -> float:
-        mw = _nvml("nvmlDeviceGetEnforcedPowerLimit", pynvml.nvmlDeviceGetEnforcedPowerLimit,
-                   self._handle(index))
+        mw = _nvml(
+            "nvmlDeviceGetEnforcedPowerLimit",
+            pynvml.nvmlDeviceGetEnforcedPowerLimit,
+            self._handle(index),
+        )
         return mw / 1000.0
 
     def energy(self, index: int) -> float:
-        mj = _nvml("nvmlDeviceGetTotalEnergyConsumption",
-                   pynvml.nvmlDeviceGetTotalEnergyConsumption, self._handle(index))
+        mj = _nvml(
+            "nvmlDeviceGetTotalEnergyConsumption",
+            pynvml.nvmlDeviceGetTotalEnergyConsumption,
+            self._handle(index),
+        )
         return mj / 1000.0
 
     def temperature(self, index: int) -> float:
-        return float(_nvml("nvmlDeviceGetTemperature", pynvml.nvmlDeviceGetTemperature,
-                           self._handle(index), pynvml.NVML_TEMPERATURE_GPU))
+        return float(
+            _nvml(
+                "nvmlDeviceGetTemperature",
+                pynvml.nvmlDeviceGetTemperature,
+                self._handle(index),
+                pynvml.NVML_TEMPERATURE_GPU,
+            )
+        )
 
     def clocks(self, index: int) -> Clocks:
         h, f = self._handle(index), pynvml.nvmlDeviceGetClockInfo
-        return Clocks(_nvml("nvmlDeviceGetClockInfo", f, h, pynvml.NVML_CLOCK_SM) * 1e6,
-                      _nvml("nvmlDeviceGetClockInfo", f, h, pynvml.NVML_CLOCK_MEM) * 1e6)
+        return Clocks(
+            _nvml("nvmlDeviceGetClockInfo", f, h, pynvml.NVML_CLOCK_SM) * 1e6,
+            _nvml("nvmlDeviceGetClockInfo", f, h, pynvml.NVML_CLOCK_MEM) * 1e6,
+        )
 
     def max_clocks(self, index: int) -> Clocks:
         h, f = self._handle(index), pynvml.nvmlDeviceGetMaxClockInfo
-        return Clocks(_nvml("nvmlDeviceGetMaxClockInfo", f, h, pynvml.NVML_CLOCK_SM) * 1e6,
-                      _nvml("nvmlDeviceGetMaxClockInfo", f, h, pynvml.NVML_CLOCK_MEM) * 1e6)
+        return Clocks(
+            _nvml("nvmlDeviceGetMaxClockInfo", f, h, pynvml.NVML_CLOCK_SM) * 1e6,
+            _nvml("nvmlDeviceGetMaxClockInfo", f, h, pynvml.NVML_CLOCK_MEM) * 1e6,
+        )
 
     def throttle_reasons(self, index: int) -> frozenset[str]:
-        mask = _nvml("nvmlDeviceGetCurrentClocksEventReasons",
-                     pynvml.nvmlDeviceGetCurrentClocksEventReasons, self._handle(index))
+        mask = _nvml(
+            "nvmlDeviceGetCurrentClocksEventReasons",
+            pynvml.nvmlDeviceGetCurrentClocksEventReasons,
+            self._handle(index),
+        )
         return frozenset(name for name, bit in _REASON_BITS.items() if mask & bit)
 
     def ecc_errors(self, index: int) -> tuple[int, int]:
         h, f = self._handle(index), pynvml.nvmlDeviceGetTotalEccErrors
-        corrected = _nvml("nvmlDeviceGetTotalEccErrors", f, h,
-                          pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, pynvml.NVML_VOLATILE_ECC)
-        uncorrected = _nvml("nvmlDeviceGetTotalEccErrors", f, h,
-                            pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC)
+        corrected = _nvml(
+            "nvmlDeviceGetTotalEccErrors",
+            f,
+            h,
+            pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED,
+            pynvml.NVML_VOLATILE_ECC,
+        )
+        uncorrected = _nvml(
+            "nvmlDeviceGetTotalEccErrors",
+            f,
+            h,
+            pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+            pynvml.NVML_VOLATILE_ECC,
+        )
         return int(corrected), int(uncorrected)
 
     def remapped_rows(self, index: int) -> tuple[bool, bool]:
-        _corr, _unc, pending, failed = _nvml("nvmlDeviceGetRemappedRows",
-                                             pynvml.nvmlDeviceGetRemappedRows, self._handle(index))
+        _corr, _unc, pending, failed = _nvml(
+            "nvmlDeviceGetRemappedRows", pynvml.nvmlDeviceGetRemappedRows, self._handle(index)
+        )
         return bool(pending), bool(failed)
 
     def pcie_throughput(self, index: int) -> tuple[float, float]:
@@ -237,8 +275,9 @@ class NvmlBackend(GpuBackend):
                     errors[name] = int(pynvml.nvmlDeviceGetNvLinkErrorCounter(h, link, counter))
                 except pynvml.NVMLError as e:
                     if e.value not in _ABSENT:  # some counters are gone on newer GPUs
-                        raise BackendError("nvmlDeviceGetNvLinkErrorCounter",
-                                           _CODES.get(e.value, UNKNOWN), str(e)) from None
+                        raise BackendError(
+                            "nvmlDeviceGetNvLinkErrorCounter", _CODES.get(e.value, UNKNOWN), str(e)
+                        ) from None
             result.append(NvLink(link, bool(up), errors))
         return result
 
@@ -251,8 +290,9 @@ class NvmlBackend(GpuBackend):
             except pynvml.NVMLError as e:
                 if e.value in _ABSENT:
                     continue
-                raise BackendError("nvmlDeviceGetNvLinkState", _CODES.get(e.value, UNKNOWN),
-                                   str(e)) from None
+                raise BackendError(
+                    "nvmlDeviceGetNvLinkState", _CODES.get(e.value, UNKNOWN), str(e)
+                ) from None
             present.append(link)
         return present
 
@@ -261,15 +301,19 @@ class NvmlBackend(GpuBackend):
         count = _nvml("nvmlDeviceGetNumFans", pynvml.nvmlDeviceGetNumFans, h)
         if not count:
             raise BackendError("nvmlDeviceGetFanSpeed_v2", NOT_SUPPORTED, "no fans")
-        return [_nvml("nvmlDeviceGetFanSpeed_v2", pynvml.nvmlDeviceGetFanSpeed_v2, h, fan) / 100.0
-                for fan in range(count)]
+        return [
+            _nvml("nvmlDeviceGetFanSpeed_v2", pynvml.nvmlDeviceGetFanSpeed_v2, h, fan) / 100.0
+            for fan in range(count)
+        ]
 
     def processes(self, index: int) -> list[GpuProcess]:
-        procs = _nvml("nvmlDeviceGetComputeRunningProcesses",
-                      pynvml.nvmlDeviceGetComputeRunningProcesses, self._handle(index))
+        procs = _nvml(
+            "nvmlDeviceGetComputeRunningProcesses",
+            pynvml.nvmlDeviceGetComputeRunningProcesses,
+            self._handle(index),
+        )
         # usedGpuMemory is None where the driver cannot attribute memory (e.g. some vGPUs).
-        return [GpuProcess(p.pid, process_name(p.pid), int(p.usedGpuMemory or 0))
-                for p in procs]
+        return [GpuProcess(p.pid, process_name(p.pid), int(p.usedGpuMemory or 0)) for p in procs]
 
     # --- events ------------------------------------------------------------------------
     def _register_events(self) -> None:
@@ -283,14 +327,20 @@ class NvmlBackend(GpuBackend):
             if h is None:
                 continue
             try:
-                _nvml("nvmlDeviceRegisterEvents", pynvml.nvmlDeviceRegisterEvents, h,
-                      pynvml.nvmlEventTypeXidCriticalError, self._event_set)
+                _nvml(
+                    "nvmlDeviceRegisterEvents",
+                    pynvml.nvmlDeviceRegisterEvents,
+                    h,
+                    pynvml.nvmlEventTypeXidCriticalError,
+                    self._event_set,
+                )
                 registered += 1
             except BackendError as e:
                 self._event_error = e
         if not registered:
             self._event_error = self._event_error or BackendError(
-                "nvmlDeviceRegisterEvents", NOT_SUPPORTED, "no GPU accepts XID events")
+                "nvmlDeviceRegisterEvents", NOT_SUPPORTED, "no GPU accepts XID events"
+            )
             self._event_set = None
 
     def wait_xid(self, timeout_s: float) -> list[XidEvent]:
@@ -301,8 +351,9 @@ class NvmlBackend(GpuBackend):
         except pynvml.NVMLError as e:
             if e.value == pynvml.NVML_ERROR_TIMEOUT:
                 return []
-            raise BackendError("nvmlEventSetWait_v2", _CODES.get(e.value, UNKNOWN),
-                               str(e)) from None
+            raise BackendError(
+                "nvmlEventSetWait_v2", _CODES.get(e.value, UNKNOWN), str(e)
+            ) from None
         if not data.eventType & pynvml.nvmlEventTypeXidCriticalError:
             return []
         try:
