@@ -20,19 +20,23 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def specs(count: int) -> list:
     base = load_specs([ROOT / "jobs/llama-8b-finetune.yaml"])[0]
-    return [(base.model_copy(update={"name": f"job-{i:04d}"}), f"jobs/job-{i:04d}.yaml")
-            for i in range(count)]
+    return [
+        (base.model_copy(update={"name": f"job-{i:04d}"}), f"jobs/job-{i:04d}.yaml")
+        for i in range(count)
+    ]
 
 
 def measure(count: int, options: Options) -> tuple[float, float]:
+    """ms per spec (timed alone: tracemalloc slows Python several-fold) and peak MiB."""
     batch = specs(count)
-    tracemalloc.start()
     started = time.perf_counter()
     files = generate(batch, options)
     elapsed = time.perf_counter() - started
+    assert len(files) >= count
+    tracemalloc.start()
+    generate(batch, options)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    assert len(files) >= count
     return elapsed * 1000 / count, peak / 2**20
 
 
@@ -40,8 +44,10 @@ def main() -> None:
     generate(specs(1), Options())  # imports and template compilation are not per-spec cost
     print("generator: cost per spec (copies of llama-8b-finetune)")
     print(f"{'specs':>6} {'what':<28} {'ms/spec':>9} {'peak MiB':>9}")
-    for label, options in (("rules + dashboard", Options(with_tests=False)),
-                           ("rules + dashboard + tests", Options())):
+    for label, options in (
+        ("rules + dashboard", Options(with_tests=False)),
+        ("rules + dashboard + tests", Options()),
+    ):
         for count in (1, 100, 1000):
             if count == 1000 and options.with_tests:
                 count = 300  # keeps `make bench` short; per-spec cost is already flat

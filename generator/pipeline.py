@@ -10,6 +10,8 @@ import hashlib
 import json
 from dataclasses import dataclass
 
+import orjson
+
 from trainsignals import __version__
 
 from .alerts import alert_rules, render_alert
@@ -73,7 +75,8 @@ def generate_job(spec: JobSpec, source: str, options: Options = Options()) -> di
 
         dashboard = build_dashboard(ctx, alert_rules(ctx), spec_hash(spec), __version__)
         files[f"dashboards/{spec.name}.json"] = (
-            json.dumps(dashboard, indent=2, sort_keys=True) + "\n"
+            orjson.dumps(dashboard, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode()
+            + "\n"
         )
     return files
 

@@ -10,6 +10,7 @@ labels, after it. Alerts are checked through the `ALERTS` series rather than
 from __future__ import annotations
 
 import math
+from itertools import accumulate
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -107,12 +108,8 @@ def healthy_phase(minute: int) -> str:
 
 
 def _cumulative(per_minute: list[float]) -> list[float]:
-    total, out = 0.0, []
-    for i, value in enumerate(per_minute):
-        if i:
-            total += value
-        out.append(round(total, 6))
-    return out
+    """Counter values: the first minute's value is the starting point, not an increment."""
+    return list(accumulate(per_minute[1:], initial=0.0))
 
 
 def step_buckets(bound: float) -> list[str]:

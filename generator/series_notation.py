@@ -25,13 +25,19 @@ def encode(values: Sequence[float | None]) -> str:
             i = j + 1
             continue
         start = values[i]
-        step = None
+        step: float | None = None
+        tolerance = 0.0
         j = i
-        while j + 1 < len(values) and values[j + 1] is not None:
-            delta = values[j + 1] - values[j]
+        # One pass with locals only: this runs for every sample of every test series.
+        while j + 1 < len(values):
+            following = values[j + 1]
+            if following is None:
+                break
+            delta = following - values[j]
             if step is None:
                 step = delta
-            elif abs(delta - step) > 1e-9 * max(1.0, abs(step)):
+                tolerance = 1e-9 * (abs(step) if abs(step) > 1 else 1.0)
+            elif delta - step > tolerance or step - delta > tolerance:
                 break
             j += 1
         count = j - i
