@@ -10,9 +10,9 @@ labels, after it. Alerts are checked through the `ALERTS` series rather than
 from __future__ import annotations
 
 import math
-from itertools import accumulate
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 from .alerts import AlertRule, severity
 from .gpu_sources import RawSeries, gpu_source
