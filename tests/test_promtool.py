@@ -25,6 +25,14 @@ def generated(job: str, folder: Path) -> tuple[Path, Path]:
     return rules, tests
 
 
+def keep_tests(tests: Path, first_word: str) -> None:
+    """Keep only the generated test groups whose name starts with `first_word` (speed)."""
+    suite = yaml.safe_load(tests.read_text())
+    suite["tests"] = [t for t in suite["tests"] if t["name"].split()[0] == first_word]
+    assert suite["tests"], first_word
+    tests.write_text(dump(suite))
+
+
 def promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [require_tool("promtool"), *args], cwd=cwd, capture_output=True, text=True, timeout=300
@@ -65,8 +73,10 @@ def test_every_alert_has_a_firing_and_a_healthy_test(tmp_path: Path) -> None:
     ],
 )
 def test_generated_tests_catch_a_broken_rule(alert: str, broken: str, tmp_path: Path) -> None:
-    """Weaken one alert by hand: the generated promtool tests must notice."""
+    """Weaken one alert by hand: its generated promtool test must notice."""
     rules, tests = generated("minimal", tmp_path)
+    keep_tests(tests, alert)
+    assert promtool("test", "rules", tests.name, cwd=tmp_path).returncode == 0
     document = yaml.safe_load(rules.read_text())
     for rule in document["groups"][1]["rules"]:
         if rule["alert"] == alert:
@@ -79,6 +89,8 @@ def test_generated_tests_catch_a_broken_rule(alert: str, broken: str, tmp_path: 
 
 def test_a_healthy_test_catches_a_noisy_rule(tmp_path: Path) -> None:
     rules, tests = generated("minimal", tmp_path)
+    keep_tests(tests, "healthy")
+    assert promtool("test", "rules", tests.name, cwd=tmp_path).returncode == 0
     document = yaml.safe_load(rules.read_text())
     for rule in document["groups"][1]["rules"]:
         if rule["alert"] == "DataLoaderStarved":

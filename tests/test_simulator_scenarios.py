@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -388,3 +389,17 @@ def test_time_scale_that_would_fake_a_stall_is_refused(spec: JobSpec) -> None:
         make(spec, "healthy", time_scale=1000)
     with pytest.raises(ValueError, match="unknown scenario"):
         make(spec, "meteor")
+
+
+def test_readme_table_lists_the_expected_alerts_of_every_scenario() -> None:
+    """simulator/README.md repeats the scenario table for readers; it must not drift."""
+    readme = (Path(__file__).resolve().parents[1] / "simulator/README.md").read_text()
+    rows = {}
+    for line in readme.splitlines():
+        match = re.match(r"\| `(\w+)` \| [^|]* \| [^|]* \| ([^|]*) \|", line)
+        if match:
+            rows[match.group(1)] = match.group(2).strip()
+    assert set(rows) == set(SCENARIOS)
+    for name, scenario in SCENARIOS.items():
+        listed = dict(re.findall(r"(\w+) \((page|ticket)\)", rows[name]))
+        assert listed == scenario.expected_alerts, name

@@ -49,17 +49,6 @@ PANEL_CHECK_AT = 13 * 3600  # simulated healthy time of the dashboard check (tra
 # with group_wait 1 s it paged before NodeDown could inhibit it (production waits 30 s).
 TIMING = {key: {**value, "group_wait": "3s"} for key, value in FAST_TIMING.items()}
 GROUP_WAIT = parse_duration(TIMING["page"]["group_wait"])
-# Alerts the scenario table expects that Alertmanager's inhibit rules (generator/alertmanager.py)
-# suppress: the table lists them as expected, the routing tree pages for the cause only.
-# Simulated run times the scenario table gets wrong. loss_plateau: the rule compares 1 h loss
-# averages 6 h apart with `for: 1h`; the older window lies after the onset only from onset + 7 h,
-# so it fires at onset + 8 h at the earliest (the table's 8h15m run ends before that).
-DURATIONS = {"loss_plateau": 30 * 60 + 8 * 3600 + 45 * 60}
-INHIBITED = {
-    "hang": {"ThroughputBelowFloor"},  # inhibited by TrainingStalled
-    "gpu_lost": {"TrainingTargetsDown"},  # inhibited by GpuLost
-}
-
 # Dashboard queries that are empty on a healthy job by design.
 EMPTY_ON_HEALTHY = (
     # Loss panel: the non-finite marker only has points while NaN losses are counted.
@@ -89,7 +78,7 @@ class Run:
 
     @property
     def duration(self) -> int:
-        return DURATIONS.get(self.scenario.name, self.scenario.duration)
+        return self.scenario.duration
 
     @property
     def job(self) -> str:
@@ -133,7 +122,7 @@ class Results:
 
 
 def scale_for(scenario: Scenario) -> float:
-    duration = DURATIONS.get(scenario.name, scenario.duration)
+    duration = scenario.duration
     return min(MAX_SCALE, max(MIN_SCALE, duration / TARGET_REAL_SECONDS))
 
 
@@ -222,11 +211,7 @@ def results() -> Iterator[Results]:
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_scenario_alerts(results: Results, name: str) -> None:
     run = results.runs[name]
-    expected = {
-        alert: severity
-        for alert, severity in run.scenario.alerts_for(run.spec).items()
-        if alert not in INHIBITED.get(name, set())
-    }
+    expected = run.scenario.alerts_for(run.spec)
     fired = results.fired(run)
     got = {n.alertname: n.severity for n in fired}
     when = sorted(
