@@ -89,6 +89,13 @@ ALERTS: tuple[AlertInfo, ...] = (
         "The checkpoint file system has less free space than disk_free_min_ratio.",
     ),
     AlertInfo(
+        "SloErrorBudgetBurnFast",
+        "page",
+        "slo",
+        "An SLO burns its error budget fast (SRE workbook: 2% of a 30-day budget in 1h "
+        "or 5% in 6h, each confirmed by a short window).",
+    ),
+    AlertInfo(
         "StepTimeAboveBound",
         "ticket",
         "latency",
@@ -162,6 +169,13 @@ ALERTS: tuple[AlertInfo, ...] = (
         "ticket",
         "saturation",
         "At the current rate the checkpoint file system fills within disk_full_horizon.",
+    ),
+    AlertInfo(
+        "SloErrorBudgetBurnSlow",
+        "ticket",
+        "slo",
+        "An SLO burns its error budget slowly but steadily (10% of the budget in 1d or "
+        "3d): it will be exhausted before the period ends.",
     ),
     AlertInfo(
         "GpuExporterDown",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import slo
 from .alert_catalog import BY_NAME
 from .durations import format_duration
 from .gpu_sources import gpu_source
@@ -403,9 +404,40 @@ def _node_alerts(ctx: RuleContext) -> list[AlertRule]:
     return rules
 
 
+def _slo_alerts(ctx: RuleContext) -> list[AlertRule]:
+    if not ctx.spec.slos:
+        return []
+    budget = "{{ $labels.slo }} SLO of {{ $labels.training_job }}"
+    return [
+        AlertRule(
+            "SloErrorBudgetBurnFast",
+            slo.burn_expr(ctx, slo.FAST),
+            120,
+            f"{budget} burns its error budget fast",
+            f"The {budget} loses {{{{ $value | humanizePercentage }}}} of its events: at this "
+            "rate a 30-day error budget is gone within days. Long and short windows agree, "
+            "so the burn is happening now.",
+            "slo",
+            slo.describe(ctx, slo.FAST),
+            "1h&5m, 6h&30m",
+        ),
+        AlertRule(
+            "SloErrorBudgetBurnSlow",
+            slo.burn_expr(ctx, slo.SLOW),
+            3600,
+            f"{budget} burns its error budget steadily",
+            f"The {budget} loses {{{{ $value | humanizePercentage }}}} of its events over a "
+            "day or more: the budget runs out before the period ends unless this is fixed.",
+            "slo",
+            slo.describe(ctx, slo.SLOW),
+            "1d&2h, 3d&6h",
+        ),
+    ]
+
+
 def alert_rules(ctx: RuleContext) -> list[AlertRule]:
     """Every alert the spec enables, in catalogue order."""
-    by_name = {a.name: a for a in (*_job_alerts(ctx), *_node_alerts(ctx))}
+    by_name = {a.name: a for a in (*_job_alerts(ctx), *_node_alerts(ctx), *_slo_alerts(ctx))}
     return [
         by_name[a.name]
         for a in BY_NAME.values()

@@ -426,6 +426,32 @@ class _Builder:
                 "short",
                 _red_below(spec.shape.gpus),
             ),
+            *self.slo_budget(),
+        ]
+
+    def slo_budget(self) -> list[g.Panel]:
+        """Error budget left per SLO; only for specs that declare SLOs (else it is empty)."""
+        if not self.spec.slos:
+            return []
+        return [
+            self.stat(
+                "slo",
+                "Error budget remaining",
+                "Share of each SLO's error budget left over its period (burn-rate alerts: "
+                "SloErrorBudgetBurnFast / Slow). Red once the budget is spent.",
+                [
+                    self.target(
+                        "job:trainsignals_slo_error_budget:remaining_ratio"
+                        + self.ctx.recorded(slo=slo.sli),
+                        f"{slo.sli} ({slo.objective:.4g})",
+                        ref=chr(ord("A") + i),
+                    )
+                    for i, slo in enumerate(self.spec.slos)
+                ],
+                "percentunit",
+                _red_below(0.0),
+                w=6,
+            )
         ]
 
     def gpus(self) -> list[g.Panel]:

@@ -9,6 +9,7 @@ PANEL_IDS: dict[str, int] = {
     "errors": 3,
     "gpu_saturation": 4,
     "mfu": 5,
+    "slo": 6,
     # Training process.
     "loss": 10,
     "data_wait": 11,

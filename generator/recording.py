@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from .gpu_sources import gpu_source
 from .promql import RuleContext, not_regex
+from .slo import slo_recordings
 
 # Histogram quantiles shown on the dashboards and used by the step-time alert.
 STEP_TIME_QUANTILES = {"p50": 0.5, "p95": 0.95}
@@ -94,4 +95,4 @@ def recording_rules(ctx: RuleContext) -> list[dict]:
     return [
         {"record": name, "expr": expr, "labels": ctx.job_label}
         for name, expr in (*job_recordings(ctx).items(), *gpu.items())
-    ]
+    ] + slo_recordings(ctx)

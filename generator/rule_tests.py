@@ -140,6 +140,11 @@ def job_series(ctx: RuleContext, t: JobTimeline) -> list[RawSeries]:
 
         add("trainsignals_tokens_total", _cumulative([v * 60 * share for v in t.tokens_per_second]))
         add("trainsignals_steps_total", _cumulative(steps_pm))
+        # Seconds inside steps: steps run back to back while the job is stepping.
+        add(
+            "trainsignals_step_duration_seconds_sum",
+            _cumulative([60.0 if s > 0 else 0.0 for s in steps_pm]),
+        )
         for index, le in enumerate(bounds):
             add(
                 "trainsignals_step_duration_seconds_bucket",
@@ -423,6 +428,9 @@ def fault_cases(ctx: RuleContext) -> list[FaultCase]:
             labels=gpu_node,
             gpu_overrides={"nvml_errors": lambda m: float(max(0, m - onset))},
         ),
+        # A hang spends every SLO's budget: no time in steps, no throughput while "training".
+        FaultCase("SloErrorBudgetBurnFast", 70, labels=("slo",), job_fault=from_onset(stall)),
+        FaultCase("SloErrorBudgetBurnSlow", 100, labels=("slo",), job_fault=from_onset(stall)),
     ]
     return cases
 
@@ -481,7 +489,10 @@ def fault_test(ctx: RuleContext, case: FaultCase) -> dict:
             {
                 "expr": _alerts_query(ctx, case.alert, "firing"),
                 "eval_time": f"{case.onset + case.fires_after}m",
-                "exp_samples": [{"labels": _expected_labels(ctx, case, node_labels), "value": 1}],
+                "exp_samples": [
+                    {"labels": _expected_labels(ctx, case, {**node_labels, "slo": slo}), "value": 1}
+                    for slo in ([s.sli for s in ctx.spec.slos] if "slo" in case.labels else [""])
+                ],
             },
         ],
     }

@@ -167,6 +167,23 @@ class Routing(StrictModel):
     ticket: Receiver | None = None
 
 
+class Slo(StrictModel):
+    """A service level objective on the job, alerted by multi-window burn rates.
+
+    goodput: share of wall time in which steps complete (eval and checkpoint pauses and hangs
+    are bad time; process start-up is not counted). throughput: share of training time with
+    throughput at or above the floor.
+    """
+
+    sli: Literal["goodput", "throughput"]
+    objective: Annotated[float, Field(gt=0.5, lt=1)]
+    window: Duration = 30 * 86400  # the error budget's period
+
+    @property
+    def budget(self) -> float:
+        return 1 - self.objective
+
+
 class JobSpec(StrictModel):
     name: str
     team: str
@@ -183,6 +200,15 @@ class JobSpec(StrictModel):
     checkpoint_path: str = ""
     links: Links = Links()
     routing: Routing = Routing()
+    slos: tuple[Slo, ...] = ()
+
+    @field_validator("slos")
+    @classmethod
+    def _one_slo_per_sli(cls, value: tuple[Slo, ...]) -> tuple[Slo, ...]:
+        slis = [slo.sli for slo in value]
+        if len(slis) != len(set(slis)):
+            raise ValueError("one SLO per sli (goodput, throughput); merge the duplicates")
+        return value
 
     @field_validator("name")
     @classmethod

@@ -51,7 +51,7 @@ def record(docs: dict[str, dict], name: str) -> dict:
 
 def test_committed_rules_are_clean(repo_root: Path) -> None:
     files = rule_files([repo_root / "alerts"])
-    assert len(files) == 3
+    assert len(files) == len(list((repo_root / "alerts").glob("*.rules.yaml"))) >= 3
     assert lint_rules(load_documents(files)) == []
 
 
@@ -180,7 +180,7 @@ def test_cli_exits_1_with_the_problems(tmp_path: Path, docs: dict[str, dict]) ->
         (tmp_path / Path(path).name).write_text(yaml.safe_dump(document))
     clean = runner.invoke(main, ["lint", str(tmp_path)])
     assert clean.exit_code == 0, clean.output
-    assert "3 rule file(s) clean" in clean.output
+    assert f"{len(docs)} rule file(s) clean" in clean.output
     alert(docs, "NodeDown")["labels"].pop("team")
     broken = tmp_path / "minimal.rules.yaml"
     broken.write_text(yaml.safe_dump(docs[FILE]))
