@@ -93,6 +93,7 @@ def generate_all(specs: list[tuple[JobSpec, str]], options: Options = Options())
     """Per-job files plus what all jobs share: routing, runbooks and the metric table."""
     from .alertmanager import alertmanager_config
     from .metrics_doc import metrics_markdown
+    from .oncall import oncall_files
     from .runbooks import render_runbooks
 
     files = generate(specs, options)
@@ -111,4 +112,5 @@ def generate_all(specs: list[tuple[JobSpec, str]], options: Options = Options())
         sources={spec.name: source for spec, source in specs},
     )
     files["docs/metrics.md"] = metrics_markdown()
+    files |= oncall_files(specs, options)  # on-call load of all teams (generator/oncall.py)
     return dict(sorted(files.items()))
