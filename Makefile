@@ -41,8 +41,10 @@ check: setup
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 
+# Two workers: the real-stack tests (Prometheus, Alertmanager, simulator; mostly waiting on
+# compressed time) stay together on one, everything else runs on the other.
 test: setup lint
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n 2 --dist loadgroup
 
 bench: setup
 	$(BIN)/python bench/bench_generator.py

@@ -175,6 +175,7 @@ START_LEAD = 4.0  # real seconds: endpoints scraped and rules loaded before the 
 
 
 @pytest.mark.e2e
+@pytest.mark.xdist_group("real-stack")
 def test_postmortem_of_a_real_nan_loss_incident(tmp_path: Path) -> None:
     require_tool("prometheus")
     require_tool("prometheus-alertmanager")

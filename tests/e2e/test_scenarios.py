@@ -33,7 +33,9 @@ from trainsignals.simulator.scenarios import SCENARIOS, Scenario
 from tests.conftest import JOBS, require_tool
 from trainsignals.stack import FAST_TIMING, SCRAPE_SECONDS, Notification, Stack, job_files
 
-pytestmark = pytest.mark.e2e
+# One xdist worker runs the real-stack tests (mostly waiting on compressed time) while the
+# other runs everything else; `make test` uses `-n 2 --dist loadgroup`.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]
 
 NODES, GPUS_PER_NODE = 2, 2
 TARGET_REAL_SECONDS = 180  # each scenario's duration is compressed into about this much
