@@ -28,6 +28,20 @@ def _training(ctx: RuleContext) -> str:
     return f"on (training_job) job:trainsignals_phase_train:min{ctx.recorded()} == 1"
 
 
+# Window of the training-time averages below. A `for` on an instantaneous phase gate would
+# restart at every eval or checkpoint pause: a job pausing more often than the `for` could
+# never alert. Averaging only the samples taken while training, pauses leave gaps instead.
+TRAINING_WINDOW = 900
+
+
+def _training_average(ctx: RuleContext, expr: str) -> str:
+    """`expr` averaged over the samples of the last 15 minutes taken while training."""
+    return (
+        f"avg_over_time(({expr} and {_training(ctx)})"
+        f"[{ctx.range(TRAINING_WINDOW)}:{ctx.range(60)}])"
+    )
+
+
 def _job_alerts(ctx: RuleContext) -> list[AlertRule]:
     spec, o, r = ctx.spec, ctx.spec.objectives, ctx.recorded()
     expected_ranks = spec.shape.gpus
@@ -93,16 +107,16 @@ def _job_alerts(ctx: RuleContext) -> list[AlertRule]:
         rules.append(
             AlertRule(
                 "ThroughputBelowFloor",
-                f"job:trainsignals_tokens:rate5m{r} < {floor:.6g} and {_training(ctx)}",
-                900,
+                f"{_training_average(ctx, f'job:trainsignals_tokens:rate5m{r}')} < {floor:.6g}",
+                300,
                 "{{ $labels.training_job }}: {{ $value | humanize }} tokens/s, floor "
                 f"{floor:.4g}",
-                "The job processes {{ $value | humanize }} tokens/s while training, "
-                "below the floor "
-                f"of {floor:.4g} tokens/s, for 15 minutes.",
+                "Over its last 15 minutes of training the job averaged "
+                "{{ $value | humanize }} tokens/s, below the floor "
+                f"of {floor:.4g} tokens/s (eval and checkpoint pauses are left out).",
                 "throughput",
                 f"< {floor:.4g} tokens/s",
-                "5m rate",
+                "15m of training",
             )
         )
     else:
@@ -110,30 +124,32 @@ def _job_alerts(ctx: RuleContext) -> list[AlertRule]:
         rules.append(
             AlertRule(
                 "ThroughputBelowFloor",
-                f"job:trainsignals_steps:rate5m{r} < {steps_floor:.6g} and {_training(ctx)}",
-                900,
+                f"{_training_average(ctx, f'job:trainsignals_steps:rate5m{r}')} "
+                f"< {steps_floor:.6g}",
+                300,
                 "{{ $labels.training_job }}: {{ $value | humanize }} steps/s, floor "
                 f"{steps_floor:.4g}",
-                "The job makes {{ $value | humanize }} steps/s while training, below the floor "
-                f"of {steps_floor:.4g} steps/s, for 15 minutes.",
+                "Over its last 15 minutes of training the job averaged "
+                "{{ $value | humanize }} steps/s, below the floor "
+                f"of {steps_floor:.4g} steps/s (eval and checkpoint pauses are left out).",
                 "throughput",
                 f"< {steps_floor:.4g} steps/s",
-                "5m rate",
+                "15m of training",
             )
         )
     if o.step_time_max_seconds is not None:
         rules.append(
             AlertRule(
                 "StepTimeAboveBound",
-                f"job:trainsignals_step_duration_seconds:p95_5m{r} > {o.step_time_max_seconds:g} "
-                f"and {_training(ctx)}",
-                900,
+                f"{_training_average(ctx, f'job:trainsignals_step_duration_seconds:p95_5m{r}')} "
+                f"> {o.step_time_max_seconds:g}",
+                300,
                 "{{ $labels.training_job }}: p95 step time {{ $value | humanizeDuration }}",
-                "The 95th percentile step time over 5 minutes is {{ $value | humanizeDuration }}, "
-                f"above the bound of {o.step_time_max_seconds:g}s, for 15 minutes.",
+                "The 95th percentile step time averaged {{ $value | humanizeDuration }} over the "
+                f"last 15 minutes of training, above the bound of {o.step_time_max_seconds:g}s.",
                 "step_time",
                 f"p95 > {o.step_time_max_seconds:g}s",
-                "5m",
+                "15m of training",
             )
         )
     mfu_window = ctx.range(o.mfu_window)
@@ -143,17 +159,18 @@ def _job_alerts(ctx: RuleContext) -> list[AlertRule]:
     rules += [
         AlertRule(
             "DataLoaderStarved",
-            f"job:trainsignals_data_wait:ratio_rate5m{r} > {o.data_wait_max_ratio:g} "
-            f"and {_training(ctx)}",
-            900,
+            f"{_training_average(ctx, f'job:trainsignals_data_wait:ratio_rate5m{r}')} "
+            f"> {o.data_wait_max_ratio:g}",
+            300,
             "{{ $labels.training_job }}: ranks wait for data {{ $value | humanizePercentage }} "
             "of the time",
-            "Ranks spend {{ $value | humanizePercentage }} of wall time waiting for the data "
-            f"loader (tolerated: {o.data_wait_max_ratio:.0%}). The GPUs are busy-but-starved: "
-            "utilization looks fine between waits while throughput suffers.",
+            "Over the last 15 minutes of training, ranks spent {{ $value | humanizePercentage }} "
+            "of wall time waiting for the data loader (tolerated: "
+            f"{o.data_wait_max_ratio:.0%}). The GPUs are busy-but-starved: utilization looks "
+            "fine between waits while throughput suffers.",
             "data_wait",
             f"> {o.data_wait_max_ratio:.0%} of wall time",
-            "5m rate",
+            "15m of training",
         ),
         AlertRule(
             "MfuBelowFloor",

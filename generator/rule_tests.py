@@ -108,8 +108,13 @@ def healthy_phase(minute: int) -> str:
 
 
 def _cumulative(per_minute: list[float]) -> list[float]:
-    """Counter values: the first minute's value is the starting point, not an increment."""
-    return list(accumulate(per_minute[1:], initial=0.0))
+    """Counter values: the first minute's value is the starting point, not an increment.
+
+    Increments are rounded to 1/64 so every sum is exact in binary floating point: promtool
+    expands `a+bxn` as a + i*b, and that must equal our running sum to the last bit, or the
+    counter would seem to step backwards where one run ends and the next begins.
+    """
+    return list(accumulate((round(v * 64) / 64 for v in per_minute[1:]), initial=0.0))
 
 
 def step_buckets(bound: float) -> list[str]:
@@ -526,11 +531,16 @@ def rule_tests(ctx: RuleContext, alerts: list[AlertRule], rule_file: str) -> dic
     missing = enabled - {c.alert for c in cases}
     if missing:
         raise ValueError(f"no promtool fault case for {sorted(missing)}")
+    return promtool_suite(ctx, rule_file, [healthy_test(ctx), *(fault_test(ctx, c) for c in cases)])
+
+
+def promtool_suite(ctx: RuleContext, rule_file: str, tests: list[dict]) -> dict:
+    """A promtool test file for one job's rules."""
     return {
         "rule_files": [rule_file],
         "evaluation_interval": "1m",
         # Without this, promtool may evaluate the alert group before the recording group at
         # the same timestamp, and an alert sees values one interval old: flaky tests.
         "group_eval_order": [f"trainsignals-{ctx.job}-recording", f"trainsignals-{ctx.job}-alerts"],
-        "tests": [healthy_test(ctx), *(fault_test(ctx, c) for c in cases)],
+        "tests": tests,
     }

@@ -6,7 +6,10 @@ from collections.abc import Sequence
 
 
 def _number(value: float) -> str:
-    return f"{value:.10g}"
+    # repr round-trips exactly: a counter written with fewer digits can step backwards
+    # between runs, which Prometheus reads as a counter reset (a huge false rate).
+    text = repr(float(value))
+    return text.removesuffix(".0")
 
 
 def encode(values: Sequence[float | None]) -> str:

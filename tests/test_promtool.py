@@ -9,6 +9,9 @@ import pytest
 import yaml
 from trainsignals.generator.loader import load_specs, spec_files
 from trainsignals.generator.pipeline import generate_all
+from trainsignals.generator.promql import RuleContext
+from trainsignals.generator.rule_tests import FAULT_ONSET, JobTimeline, job_series, promtool_suite
+from trainsignals.generator.series_notation import encode
 from trainsignals.generator.yaml_out import dump
 
 from .conftest import JOBS, require_tool
@@ -102,3 +105,44 @@ def test_a_healthy_test_catches_a_noisy_rule(tmp_path: Path) -> None:
     # The healthy ten-hour run is what fails: the rule now fires on a normal data wait.
     assert "count_over_time(ALERTS" in output
     assert 'alertname="DataLoaderStarved", alertstate="firing"' in output
+
+
+def test_frequent_pauses_do_not_hide_a_throughput_fault(tmp_path: Path) -> None:
+    """A job that checkpoints every 10 minutes and trains at a fifth of its speed must page.
+
+    With a `for` on an instantaneous phase gate, each pause would restart the `for` and the
+    alert could never fire; the rule averages the samples taken while training instead.
+    """
+    spec = load_specs([JOBS / "minimal.yaml"])[0]
+    ctx = RuleContext(spec)
+
+    def slow_with_frequent_pauses(t: JobTimeline, minute: int) -> None:
+        if minute < FAULT_ONSET:
+            return
+        pausing = minute % 10 < 3
+        t.phase[minute] = "checkpoint" if pausing else "train"
+        t.tokens_per_second[minute] = 0.0 if pausing else 0.2 * t.healthy_tokens
+        t.steps_per_second[minute] = 0.0 if pausing else 0.2 * t.healthy_steps
+
+    minutes = 120
+    timeline = JobTimeline(ctx, minutes, slow_with_frequent_pauses).build()
+    rules, _ = generated("minimal", tmp_path)
+    query = 'ALERTS{alertname="ThroughputBelowFloor",alertstate="firing",training_job="minimal"}'
+    expected = (
+        'ALERTS{alertname="ThroughputBelowFloor",alertstate="firing",job="minimal",'
+        'severity="page",team="ml-research",training_job="minimal"}'
+    )
+    group = {
+        "interval": "1m",
+        "input_series": [
+            {"series": s.selector(), "values": encode(s.values)} for s in job_series(ctx, timeline)
+        ],
+        # 115m is inside a training stretch (the pauses are at minutes 110-112).
+        "promql_expr_test": [
+            {"expr": query, "eval_time": "115m", "exp_samples": [{"labels": expected, "value": 1}]}
+        ],
+    }
+    suite = promtool_suite(ctx, rules.name, [group])
+    (tmp_path / "pauses.test.yaml").write_text(dump(suite))
+    tested = promtool("test", "rules", "pauses.test.yaml", cwd=tmp_path)
+    assert tested.returncode == 0, tested.stdout + tested.stderr
