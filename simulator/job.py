@@ -258,7 +258,7 @@ class Simulation:
             self._phase = phase
 
         speed = self.profile.speed_at(t) * c.speed
-        speed *= max(0.05, 1.0 - c.speed_loss_per_hour * elapsed_h)
+        speed *= max(c.speed_floor, 1.0 - c.speed_loss_per_hour * elapsed_h)
         wait = self.profile.data_wait_ratio if c.data_wait_ratio is None else c.data_wait_ratio
         compute = self.profile.step_seconds * (1.0 - self.profile.data_wait_ratio) / speed
         step_seconds = compute / (1.0 - wait)
