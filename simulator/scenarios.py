@@ -164,14 +164,14 @@ _SCENARIOS = (
     Scenario(
         "mfu_leak",
         "From fault_at compute speed drops 6% per simulated hour (fragmentation-style leak) "
-        "and levels off at 55% of healthy speed after 7.5h: MFU ~0.25, under the 0.30 floor, "
+        "and levels off at 60% of healthy speed after ~6.7h: MFU ~0.27, under the 0.30 floor, "
         "while tokens/s stay well above the page floor (half the floor's throughput). The 6h "
-        "training-time MFU average crosses the floor ~8.5h after onset and MfuBelowFloor "
+        "training-time MFU average crosses the floor ~9h after onset and MfuBelowFloor "
         "fires an hour later: the slow leak is a ticket, never a page.",
-        Conditions(speed_loss_per_hour=0.06, speed_floor=0.55),
+        Conditions(speed_loss_per_hour=0.06, speed_floor=0.6),
         {"MfuBelowFloor": "ticket"},
-        duration=30 * MINUTE + 10 * HOUR + 30 * MINUTE,
-        step_slowdown=1 / 0.55,
+        duration=30 * MINUTE + 11 * HOUR,
+        step_slowdown=1 / 0.6,
     ),
     Scenario(
         "dropped_batches",
