@@ -9,17 +9,15 @@ spec fields the alerts compare against.
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from grafanalib import core as g
-from grafanalib._gen import DashboardEncoder
 
 from .alerts import AlertRule
 from .gpu_sources import gpu_source
-from .grafana_normalize import normalize_dashboard
+from .grafana_normalize import grafanalib_json, normalize_dashboard
 from .panels import PANEL_IDS, dashboard_uid
 from .promql import RuleContext, regex
 
@@ -639,6 +637,22 @@ def _throughput(ctx: RuleContext) -> tuple[str, str, float]:
     return "job:trainsignals_steps:rate5m", "steps/s", spec.steps_per_second_floor or 0.0
 
 
+def multi_value_variable(name: str, label: str, query: str, **extra: object) -> g.Template:
+    """A Prometheus query variable with "All" (matching `.*`) selected by default."""
+    return g.Template(
+        name=name,
+        label=label,
+        dataSource=DATASOURCE,
+        query=query,
+        default="$__all",
+        includeAll=True,
+        multi=True,
+        allValue=".*",
+        refresh=g.REFRESH_ON_TIME_RANGE_CHANGE,
+        **extra,
+    )
+
+
 def build_dashboard(
     ctx: RuleContext, alerts: list[AlertRule], spec_hash: str, generator_version: str
 ) -> dict:
@@ -700,28 +714,9 @@ def raw_dashboard(
                     default=spec.name,
                     hide=g.HIDE_VARIABLE,
                 ),
-                g.Template(
-                    name="node",
-                    label="Node",
-                    dataSource=DATASOURCE,
-                    query=f"label_values({gpu_series}, node)",
-                    default="$__all",
-                    includeAll=True,
-                    multi=True,
-                    allValue=".*",
-                    refresh=g.REFRESH_ON_TIME_RANGE_CHANGE,
-                ),
-                g.Template(
-                    name="gpu",
-                    label="GPU",
-                    dataSource=DATASOURCE,
-                    query=f"label_values({node_gpu_series}, gpu)",
-                    default="$__all",
-                    includeAll=True,
-                    multi=True,
-                    allValue=".*",
-                    refresh=g.REFRESH_ON_TIME_RANGE_CHANGE,
-                    sort=g.SORT_NUMERIC_ASC,
+                multi_value_variable("node", "Node", f"label_values({gpu_series}, node)"),
+                multi_value_variable(
+                    "gpu", "GPU", f"label_values({node_gpu_series}, gpu)", sort=g.SORT_NUMERIC_ASC
                 ),
             ]
         ),
@@ -753,7 +748,7 @@ def raw_dashboard(
             ]
         ),
     )
-    return json.loads(json.dumps(dashboard.to_json_data(), cls=DashboardEncoder))
+    return grafanalib_json(dashboard)
 
 
 def iter_panels(dashboard: dict) -> Iterator[dict]:

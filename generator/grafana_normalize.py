@@ -9,7 +9,10 @@ provisioning reads (`../shared/schemas/grafana/dashboard.jsonschema.json`).
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+from grafanalib._gen import DashboardEncoder
 
 # Dashboard keys from Grafana < 5 (or grafana.com export wrappers) that the v1 model rejects.
 LEGACY_DASHBOARD_KEYS = frozenset({"__inputs", "rows", "style", "sharedCrosshair", "hideControls"})
@@ -181,3 +184,8 @@ def _variable(variable: dict, datasource_type: str) -> dict:
     if variable.get("type") == "query" and isinstance(variable.get("query"), str):
         variable.setdefault("definition", variable["query"])
     return variable
+
+
+def grafanalib_json(dashboard: Any) -> dict:
+    """grafanalib's Dashboard as plain JSON data (before normalising)."""
+    return json.loads(json.dumps(dashboard.to_json_data(), cls=DashboardEncoder))

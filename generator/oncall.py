@@ -29,19 +29,17 @@ that straddle a handover, which is still a bad night for somebody).
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 
-import orjson
 from grafanalib import core as g
-from grafanalib._gen import DashboardEncoder
 
 from trainsignals import __version__
 
+from .dashboard import DATASOURCE, multi_value_variable
 from .durations import format_duration
-from .grafana_normalize import normalize_dashboard
-from .pipeline import GENERATED_MARK, Options
+from .grafana_normalize import grafanalib_json, normalize_dashboard
+from .pipeline import GENERATED_MARK, Options, dashboard_text
 from .promql import matchers, regex
 from .series_notation import encode
 from .spec import JobSpec, Links
@@ -437,7 +435,6 @@ def rule_tests(policy: OncallPolicy) -> dict:
 
 # --- dashboard --------------------------------------------------------------------------------
 
-DATASOURCE = "${datasource}"
 SCHEMA_VERSION = 39  # as the job dashboards
 TEAM = regex("$team")
 GREEN, RED, BLUE = "green", "red", "blue"
@@ -699,16 +696,8 @@ def raw_dashboard(policy: OncallPolicy, links: Links, description: str) -> dict:
                 g.Template(
                     name="datasource", label="Data source", type="datasource", query="prometheus"
                 ),
-                g.Template(
-                    name="team",
-                    label="Team",
-                    dataSource=DATASOURCE,
-                    query=f"label_values({policy.per_shift_record}, team)",
-                    default="$__all",
-                    includeAll=True,
-                    multi=True,
-                    allValue=".*",
-                    refresh=g.REFRESH_ON_TIME_RANGE_CHANGE,
+                multi_value_variable(
+                    "team", "Team", f"label_values({policy.per_shift_record}, team)"
                 ),
             ]
         ),
@@ -730,7 +719,7 @@ def raw_dashboard(policy: OncallPolicy, links: Links, description: str) -> dict:
             ]
         ),
     )
-    return json.loads(json.dumps(dashboard.to_json_data(), cls=DashboardEncoder))
+    return grafanalib_json(dashboard)
 
 
 # --- runbook ----------------------------------------------------------------------------------
@@ -839,10 +828,7 @@ def oncall_files(
         dashboard = build_dashboard(
             policy, links, f"Pages and tickets per team. {mark} Do not edit."
         )
-        files[f"dashboards/{NAME}.json"] = (
-            orjson.dumps(dashboard, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode()
-            + "\n"
-        )
+        files[f"dashboards/{NAME}.json"] = dashboard_text(dashboard)
     files[f"runbooks/{ALERT}.md"] = runbook(
         policy, links, [spec for spec, _ in specs], f"<!-- {mark} Do not edit. -->"
     )

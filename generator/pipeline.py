@@ -48,6 +48,13 @@ def header(spec: JobSpec, source: str, comment: str = "#") -> str:
     )
 
 
+def dashboard_text(dashboard: dict) -> str:
+    """A dashboard file: sorted keys, two-space indent, trailing newline (stable diffs)."""
+    return (
+        orjson.dumps(dashboard, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode() + "\n"
+    )
+
+
 def rules_document(ctx: RuleContext) -> dict:
     alerts = alert_rules(ctx)
     return {
@@ -74,10 +81,7 @@ def generate_job(spec: JobSpec, source: str, options: Options = Options()) -> di
         from .dashboard import build_dashboard
 
         dashboard = build_dashboard(ctx, alert_rules(ctx), spec_hash(spec), __version__)
-        files[f"dashboards/{spec.name}.json"] = (
-            orjson.dumps(dashboard, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode()
-            + "\n"
-        )
+        files[f"dashboards/{spec.name}.json"] = dashboard_text(dashboard)
     return files
 
 
