@@ -12,23 +12,7 @@ from trainsignals.exporters.gpu.server import Exporter, build_exporter, build_re
 
 from trainsignals.metric_catalog import METRICS, THROTTLE_REASONS, Component
 
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-def scrape(exporter: Exporter) -> Samples:
-    text = generate_latest(exporter.registry).decode()
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for fam in text_string_to_metric_families(text)
-        for s in fam.samples
-    }
-
-
-def value(samples: Samples, name: str, **labels: str) -> float | None:
-    """The one sample of `name` whose labels include `labels`; None when absent."""
-    found = [v for (n, ls), v in samples.items() if n == name and set(labels.items()) <= ls]
-    assert len(found) <= 1, f"{name} {labels} matches {len(found)} series"
-    return found[0] if found else None
+from .gpu_samples import scrape, value
 
 
 def busy_gpu(index: int) -> FakeGpu:

@@ -7,29 +7,13 @@ import threading
 import time
 from collections.abc import Callable
 
-from prometheus_client import generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 from trainsignals.exporters.gpu.collector import CollectOptions
 from trainsignals.exporters.gpu.fake_backend import FakeBackend, FakeGpu
 from trainsignals.exporters.gpu.server import Exporter, build_exporter
 
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+from .gpu_samples import Samples, scrape, value
+
 ERRORS = "trainsignals_gpu_exporter_nvml_errors_total"
-
-
-def scrape(exporter: Exporter) -> Samples:
-    text = generate_latest(exporter.registry).decode()
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for fam in text_string_to_metric_families(text)
-        for s in fam.samples
-    }
-
-
-def value(samples: Samples, name: str, **labels: str) -> float | None:
-    found = [v for (n, ls), v in samples.items() if n == name and set(labels.items()) <= ls]
-    assert len(found) <= 1, f"{name} {labels} matches {len(found)} series"
-    return found[0] if found else None
 
 
 def eventually(check: Callable[[], bool], within_s: float = 10.0) -> bool:
