@@ -14,7 +14,7 @@ import orjson
 
 from trainsignals import __version__
 
-from .alerts import alert_rules, render_alert
+from .alerts import AlertRule, alert_rules, render_alert
 from .promql import RuleContext
 from .recording import recording_rules
 from .rule_tests import rule_tests
@@ -40,11 +40,12 @@ def spec_hash(spec: JobSpec) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def header(spec: JobSpec, source: str, comment: str = "#") -> str:
+def header(spec: JobSpec, source: str, digest: str | None = None) -> str:
+    """The comment every generated YAML file starts with; `digest` saves hashing twice."""
     return (
-        f"{comment} {GENERATED_MARK} {__version__} from {source} "
-        f"(spec sha256 {spec_hash(spec)[:12]}).\n"
-        f"{comment} Do not edit: change the spec and run `make dashboards`.\n"
+        f"# {GENERATED_MARK} {__version__} from {source} "
+        f"(spec sha256 {(digest or spec_hash(spec))[:12]}).\n"
+        "# Do not edit: change the spec and run `make dashboards`.\n"
     )
 
 
@@ -55,8 +56,7 @@ def dashboard_text(dashboard: dict) -> str:
     )
 
 
-def rules_document(ctx: RuleContext) -> dict:
-    alerts = alert_rules(ctx)
+def rules_document(ctx: RuleContext, alerts: list[AlertRule]) -> dict:
     return {
         "groups": [
             {"name": f"trainsignals-{ctx.job}-recording", "rules": recording_rules(ctx)},
@@ -71,16 +71,18 @@ def rules_document(ctx: RuleContext) -> dict:
 def generate_job(spec: JobSpec, source: str, options: Options = Options()) -> dict[str, str]:
     """Files of one job: rules, their promtool tests, and the dashboard."""
     ctx = RuleContext(spec, options.time_scale, options.min_range_seconds)
-    files = {f"alerts/{spec.name}.rules.yaml": dump(rules_document(ctx), header(spec, source))}
+    alerts = alert_rules(ctx)
+    digest = spec_hash(spec)
+    top = header(spec, source, digest)
+    files = {f"alerts/{spec.name}.rules.yaml": dump(rules_document(ctx, alerts), top)}
     if options.with_tests and options.time_scale == 1:
-        alerts = alert_rules(ctx)
         files[f"alerts/{spec.name}.test.yaml"] = dump(
-            rule_tests(ctx, alerts, f"{spec.name}.rules.yaml"), header(spec, source)
+            rule_tests(ctx, alerts, f"{spec.name}.rules.yaml"), top
         )
     if options.with_dashboards:
         from .dashboard import build_dashboard
 
-        dashboard = build_dashboard(ctx, alert_rules(ctx), spec_hash(spec), __version__)
+        dashboard = build_dashboard(ctx, alerts, digest, __version__)
         files[f"dashboards/{spec.name}.json"] = dashboard_text(dashboard)
     return files
 

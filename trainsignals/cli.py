@@ -122,7 +122,8 @@ def explain(job: str, jobs_dir: Path) -> None:
         raise click.ClickException(f"no job {job!r}; known: {', '.join(sorted(specs))}")
     ctx = RuleContext(specs[job])
     rows = [("alert", "severity", "threshold", "window", "for", "runbook")]
-    for alert in alert_rules(ctx):
+    alerts = alert_rules(ctx)
+    for alert in alerts:
         rows.append(
             (
                 alert.name,
@@ -133,7 +134,7 @@ def explain(job: str, jobs_dir: Path) -> None:
                 f"{ctx.spec.links.runbook_base_url}/{alert.name}.md",
             )
         )
-    disabled = sorted(set(BY_NAME) - {a.name for a in alert_rules(ctx)})
+    disabled = sorted(set(BY_NAME) - {a.name for a in alerts})
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for i, row in enumerate(rows):
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
