@@ -18,6 +18,7 @@ from .alerts import AlertRule, severity, team
 from .gpu_sources import RawSeries, gpu_source
 from .promql import RuleContext, matchers
 from .series_notation import encode
+from .xid_catalog import action_of
 
 REPORTING_RANKS = 2  # ranks that carry job series in tests; rules aggregate over ranks
 FAULT_ONSET = 40  # minutes: startup and warm-up are over, the job trains
@@ -324,7 +325,7 @@ def fault_cases(ctx: RuleContext) -> list[FaultCase]:
         t.disk_free_ratio[m] = max(0.01, 0.5 - 0.5 * (m - onset) / 330)
 
     gpu_node = ("node", "gpu")
-    xid_labels = (*gpu_node, "xid") if source.name == "trainsignals" else gpu_node
+    xid_labels = (*gpu_node, "xid", "action")  # action: NVIDIA's, from xid_catalog
     lost_labels = gpu_node if source.reports_gpu_up else ("node",)
     critical, other = (
         o.xid_page_codes[0],
@@ -513,7 +514,8 @@ def _expected_labels(ctx: RuleContext, case: FaultCase, node_labels: dict) -> st
         "training_job": spec.name,
     }
     for name in case.labels:
-        labels[name] = node_labels[name]
+        if node_labels[name] != "":  # an XID without a catalog action has no action label
+            labels[name] = node_labels[name]
     if case.alert == "GpuExporterDown":  # reads raw `up`, so the selector labels come along
         labels |= {k: v for k, v in spec.selector_labels.items() if k != "job"}
     return "ALERTS" + matchers(labels)
@@ -531,7 +533,13 @@ def fault_test(ctx: RuleContext, case: FaultCase) -> dict:
     xid = next(
         (k.removeprefix("xid:") for k in case.gpu_overrides or {} if k.startswith("xid:")), ""
     )
-    node_labels = {"node": "node-0", "gpu": "0", "path": "/checkpoints", "xid": xid}
+    node_labels = {
+        "node": "node-0",
+        "gpu": "0",
+        "path": "/checkpoints",
+        "xid": xid,
+        "action": action_of(xid),
+    }
     return {
         "name": f"{case.alert} fires on its fault and not before",
         "interval": "1m",
