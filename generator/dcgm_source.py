@@ -1,8 +1,8 @@
 """NVIDIA dcgm-exporter as shipped: its default counters, old and new field names, label variants.
 
 Every signal works from the default counters of current releases (`etc/default-counters.csv`);
-optional counters, where exported, refine some of them. docs/dcgm-exporter.md has the table of
-which counter feeds which recorded series.
+optional counters, where exported, refine some of them. The README ("dcgm-exporter as shipped")
+has the table of which counter feeds which recorded series.
 
 Labels: the GPU's host comes as `Hostname` (releases up to 4.5.3-4.8.2) or `hostname` (after
 NVIDIA/dcgm-exporter#655); either becomes `node` (a `node` target label stays when neither is
