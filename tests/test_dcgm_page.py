@@ -14,7 +14,7 @@ def sample_page() -> str:
 
 
 def test_committed_sample_is_what_the_renderer_writes() -> None:
-    # Regenerate with: python -c "from tests.test_dcgm_page import *; SAMPLE.write_text(sample_page())"
+    # Regenerate: python -c "from tests.test_dcgm_page import *; SAMPLE.write_text(sample_page())"
     assert SAMPLE.read_text(encoding="utf-8") == sample_page()
 
 
