@@ -17,6 +17,7 @@ from grafanalib import core as g
 
 from .alerts import AlertRule
 from .durations import format_duration
+from .gpu_activity import gpu_activity_panels
 from .gpu_sources import gpu_source
 from .grafana_normalize import grafanalib_json, normalize_dashboard
 from .panels import PANEL_IDS, dashboard_uid
@@ -497,6 +498,7 @@ class _Builder:
                 valueMin=0,
                 valueMax=1,
             ),
+            *gpu_activity_panels(self, r, legend),
             self.series(
                 "gpu_memory",
                 "GPU memory used",
