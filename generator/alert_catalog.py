@@ -239,6 +239,21 @@ ALERTS: tuple[AlertInfo, ...] = (
         "The GPU exporter keeps getting NVML errors for a GPU.",
         owner="infra",
     ),
+    # Fabric (generator/fabric.py): hardware the job's team cannot fix, always a ticket.
+    AlertInfo(
+        "InfinibandPortDown",
+        "ticket",
+        "infrastructure",
+        "An InfiniBand port of one of the job's nodes that was active is down.",
+        owner="infra",
+    ),
+    AlertInfo(
+        "InfinibandPortFlapping",
+        "ticket",
+        "infrastructure",
+        "An InfiniBand port of one of the job's nodes went down twice or more in an hour.",
+        owner="infra",
+    ),
 )
 
 BY_NAME: dict[str, AlertInfo] = {a.name: a for a in ALERTS}

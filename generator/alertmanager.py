@@ -51,6 +51,8 @@ NODE_SCOPED = (
     "GpuExporterNvmlErrors",
     "CheckpointDiskAlmostFull",
     "CheckpointDiskFillingUp",
+    "InfinibandPortDown",
+    "InfinibandPortFlapping",
 )
 # Job-wide symptoms of ranks that stopped making progress.
 PROGRESS_SYMPTOMS = (
@@ -79,6 +81,15 @@ def _alternation(names: tuple[str, ...] | list[str]) -> str:
 # (comment, rule). Alertmanager lets an inhibited source still inhibit, so chains
 # (NodeDown -> TrainingTargetsDown -> TrainingStalled) hold even when the middle is muted.
 INHIBIT_RULES: tuple[tuple[str, dict], ...] = (
+    (
+        "A port that is down also counts a link-down: the flap ticket for that port is the "
+        "same fault.",
+        {
+            "source_matchers": ['alertname="InfinibandPortDown"'],
+            "target_matchers": ['alertname="InfinibandPortFlapping"'],
+            "equal": ["training_job", "node", "device", "port"],
+        },
+    ),
     (
         "A node that is down explains every per-GPU and per-node alert of that node: its "
         "exporter and disk metrics vanish or go stale with it. Page for the node only.",

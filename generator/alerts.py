@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from . import slo
 from .alert_catalog import BY_NAME
 from .durations import format_duration
+from .fabric import fabric_alerts
+from .gpu_activity import activity_now
 from .gpu_sources import gpu_source
 from .panels import PANEL_IDS, dashboard_uid
 from .promql import RuleContext
@@ -115,7 +117,7 @@ def _job_alerts(ctx: RuleContext) -> list[AlertRule]:
             "The slowest rank last completed a step {{ $value | humanizeDuration }} ago while "
             f"the processes are up (limit {format_duration(o.stall_after)} while training, "
             f"{format_duration(o.max_pause)} in eval/checkpoint/warm-up pauses). GPUs may still "
-            "look busy: a hung collective (NCCL) spins at 100% utilization.",
+            "look busy: a hung collective (NCCL) spins at 100% utilization." + activity_now(ctx),
             "step_progress",
             f"no step for > {format_duration(o.stall_after)} (train) / "
             f"{format_duration(o.max_pause)} (any phase)",
@@ -222,7 +224,7 @@ def _job_alerts(ctx: RuleContext) -> list[AlertRule]:
             "Over the last 15 minutes of training, ranks spent {{ $value | humanizePercentage }} "
             "of wall time waiting for the data loader (tolerated: "
             f"{o.data_wait_max_ratio:.0%}). The GPUs are busy-but-starved: utilization looks "
-            "fine between waits while throughput suffers.",
+            "fine between waits while throughput suffers." + activity_now(ctx),
             "data_wait",
             f"> {o.data_wait_max_ratio:.0%} of wall time",
             "15m of training",
@@ -513,6 +515,7 @@ def _slo_alerts(ctx: RuleContext) -> list[AlertRule]:
 def alert_rules(ctx: RuleContext) -> list[AlertRule]:
     """Every alert the spec enables, in catalogue order."""
     built = (*_recovery_alerts(ctx), *_job_alerts(ctx), *_node_alerts(ctx), *_slo_alerts(ctx))
+    built += (*fabric_alerts(ctx),)
     by_name = {a.name: a for a in built}
     return [
         by_name[a.name]

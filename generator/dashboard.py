@@ -17,6 +17,7 @@ from grafanalib import core as g
 
 from .alerts import AlertRule
 from .durations import format_duration
+from .fabric import fabric_panels
 from .gpu_activity import gpu_activity_panels
 from .gpu_sources import gpu_source
 from .grafana_normalize import grafanalib_json, normalize_dashboard
@@ -612,6 +613,7 @@ class _Builder:
                 ),
                 "Bps",
             ),
+            *fabric_panels(self, r),
         ]
 
     def firing_alerts(self) -> list[g.Panel]:

@@ -37,3 +37,24 @@ def gpu_activity_panels(builder, r: str, legend: str) -> list[g.Panel]:
             valueMax=1,
         )
     ]
+
+
+def activity_now(ctx) -> str:
+    """Alert-description text with the job's GPU activity at firing time (Prometheus `query`).
+
+    For the hang and starvation alerts: utilization near 100% with low busy or tensor activity
+    is a hung collective or a starved GPU, not work.
+    """
+    r = ctx.recorded()
+    parts = []
+    for what, name in (
+        ("utilization", "utilization"),
+        ("busy", "busy"),
+        ("tensor", "tensor_active"),
+    ):
+        expr = f"avg(gpu:trainsignals_gpu_{name}:ratio{r})"
+        parts.append(
+            f"{what} {{{{ with query `{expr}` }}}}{{{{ . | first | value | humanizePercentage }}}}"
+            "{{ else }}n/a{{ end }}"
+        )
+    return " GPUs at firing time (job average): " + ", ".join(parts) + "."

@@ -32,6 +32,7 @@ PANEL_IDS: dict[str, int] = {
     "gpu_activity": 27,
     "disk": 30,
     "network": 31,
+    "fabric": 32,
     "firing_alerts": 40,
 }
 

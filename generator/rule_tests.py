@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 
 from .alerts import AlertRule, severity, team
+from .fabric_tests import FABRIC_PORT
 from .gpu_sources import RawSeries, gpu_source
 from .promql import RuleContext, le_label, matchers
 from .series_notation import encode
@@ -290,6 +291,8 @@ class FaultCase:
     targets_down: Callable[[str, str, int], bool] | None = None
     gpu_overrides: dict[str, Callable[[int], float | None]] | None = None
     onset: int = FAULT_ONSET
+    # Input series beyond the job's and GPUs' (e.g. node_exporter's InfiniBand ports).
+    raw_series: Callable[[RuleContext, int], list[RawSeries]] | None = None
     extra_labels: dict[str, str] = field(default_factory=dict)
     what: str = "on its fault"  # names the test when an alert has several faults
 
@@ -523,7 +526,9 @@ def fault_cases(ctx: RuleContext) -> list[FaultCase]:
         FaultCase("SloErrorBudgetBurnFast", 70, labels=("slo",), job_fault=from_onset(stall)),
         FaultCase("SloErrorBudgetBurnSlow", 100, labels=("slo",), job_fault=from_onset(stall)),
     ]
-    return cases
+    from .fabric_tests import fabric_fault_cases  # it builds FaultCases itself
+
+    return cases + fabric_fault_cases(ctx)
 
 
 def _input(series: list[RawSeries]) -> list[dict]:
@@ -564,6 +569,8 @@ def fault_test(ctx: RuleContext, case: FaultCase) -> dict:
         series += gpu_series(ctx, minutes, case.gpu_overrides)
     else:
         series += job_series(ctx, JobTimeline(ctx, minutes, case.job_fault).build())
+    if case.raw_series:
+        series += case.raw_series(ctx, minutes)
     xid = next(
         (k.removeprefix("xid:") for k in case.gpu_overrides or {} if k.startswith("xid:")), ""
     )
@@ -573,7 +580,7 @@ def fault_test(ctx: RuleContext, case: FaultCase) -> dict:
         "path": "/checkpoints",
         "xid": xid,
         "action": action_of(xid),
-    }
+    } | FABRIC_PORT
     return {
         "name": f"{case.alert} fires {case.what} and not before",
         "interval": "1m",

@@ -340,6 +340,49 @@ METRICS: tuple[Metric, ...] = (
         ("node", "device"),
         "Bytes transmitted per network device.",
     ),
+    # --- node_exporter's infiniband collector (collector/infiniband_linux.go), fabric ---
+    Metric(
+        "node_infiniband_state_id",
+        Kind.GAUGE,
+        Component.NODE_EXPORTER,
+        ("node", "device", "port"),
+        "Port state (1 down, 2 init, 3 armed, 4 active, 5 act defer).",
+    ),
+    Metric(
+        "node_infiniband_physical_state_id",
+        Kind.GAUGE,
+        Component.NODE_EXPORTER,
+        ("node", "device", "port"),
+        "Physical port state (5 link up, 2 polling, 3 disabled).",
+    ),
+    Metric(
+        "node_infiniband_link_downed_total",
+        Kind.COUNTER,
+        Component.NODE_EXPORTER,
+        ("node", "device", "port"),
+        "Times the link failed to recover from an error and went down.",
+    ),
+    Metric(
+        "node_infiniband_link_error_recovery_total",
+        Kind.COUNTER,
+        Component.NODE_EXPORTER,
+        ("node", "device", "port"),
+        "Times the link recovered from an error state.",
+    ),
+    Metric(
+        "node_infiniband_symbol_error_total",
+        Kind.COUNTER,
+        Component.NODE_EXPORTER,
+        ("node", "device", "port"),
+        "Minor link errors on the physical lanes.",
+    ),
+    Metric(
+        "node_infiniband_port_errors_received_total",
+        Kind.COUNTER,
+        Component.NODE_EXPORTER,
+        ("node", "device", "port"),
+        "Received packets that contained an error.",
+    ),
     # --- Prometheus ---
     Metric(
         "up",

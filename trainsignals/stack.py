@@ -140,8 +140,8 @@ class WebhookReceiver:
 def prometheus_config(
     specs: Sequence[JobSpec], targets_dirs: Sequence[Path], rule_files: Sequence[Path], am: str
 ) -> str:
-    """prometheus.yml: 1 s scrape/eval, file_sd on the simulators' training.json / gpu.json."""
-    kinds = {"training": set(), "gpu": set()}
+    """prometheus.yml: 1 s scrape/eval, file_sd on the simulators' training/gpu/node.json."""
+    kinds = {"training": set(), "gpu": set(), "node": {"node"}}  # node: node_exporter
     for spec in specs:
         kinds["training"].add(spec.scrape_jobs.training)
         kinds["gpu"].add(spec.scrape_jobs.gpu)
