@@ -57,15 +57,21 @@ def action_of(code: int | str) -> str:
         return ""
 
 
+def codes_by_action(exclude: tuple[int, ...] | list[int] = ()) -> list[tuple[str, list[int]]]:
+    """(action, its codes) sorted by action, leaving out `exclude`."""
+    by_action: dict[str, list[int]] = {}
+    for code, (_, action) in sorted(XID_ACTIONS.items()):
+        if code not in exclude:
+            by_action.setdefault(action, []).append(code)
+    return sorted(by_action.items())
+
+
 def with_xid_action(expr: str) -> str:
     """`expr` (series with an `xid` label) with an `action` label per the catalog.
 
     One label_replace per action: it matches the whole `xid` value against that action's codes,
     so it works the same for the own exporter's counter and dcgm-exporter's err_code.
     """
-    by_action: dict[str, list[int]] = {}
-    for code, (_, action) in sorted(XID_ACTIONS.items()):
-        by_action.setdefault(action, []).append(code)
-    for action, codes in sorted(by_action.items()):
+    for action, codes in codes_by_action():
         expr = f'label_replace({expr}, "action", "{action}", "xid", "{"|".join(map(str, codes))}")'
     return expr
