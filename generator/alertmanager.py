@@ -146,12 +146,21 @@ INHIBIT_RULES: tuple[tuple[str, dict], ...] = (
         },
     ),
     (
+        "A job restarted onto a bad node is the diagnosis; the crash loop and the lack of "
+        "progress it leads to are the same incident, which already paged.",
+        {
+            "source_matchers": ['alertname="TrainingRestartsOnBadNode"', 'severity="page"'],
+            "target_matchers": ['alertname=~"TrainingCrashLooping|TrainingNoProgress"'],
+            "equal": ["training_job"],
+        },
+    ),
+    (
         "No progress (or a crash loop) beyond the restart budget is the page for the incident; "
         "the stall, the missing ranks, the slowdown, the aging checkpoint and the goodput "
         "burn it causes are the same incident.",
         {
             "source_matchers": [
-                'alertname=~"TrainingNoProgress|TrainingCrashLooping"',
+                'alertname=~"TrainingNoProgress|TrainingCrashLooping|TrainingRestartsOnBadNode"',
                 'severity="page"',
             ],
             "target_matchers": [_alternation(INCIDENT_CONSEQUENCES)],
