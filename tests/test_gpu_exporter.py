@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -70,8 +71,11 @@ def exporter() -> Iterator[Exporter]:
 
 def test_every_gpu_metric_of_the_catalog_is_served_with_its_labels(exporter: Exporter) -> None:
     exporter.collector.backend.inject_xid(0, 79)  # type: ignore[attr-defined]
-    scrape(exporter)  # GPM reports from the second sample on
-    samples = scrape(exporter)
+    deadline = time.monotonic() + 10  # the XID thread delivers the event
+    while value(samples := scrape(exporter), "trainsignals_gpu_xid_errors_total", gpu="0") is None:
+        assert time.monotonic() < deadline, "XID 79 never counted"
+        time.sleep(0.05)
+    samples = scrape(exporter)  # GPM reports from the second sample on
     for metric in (m for m in METRICS if m.component is Component.GPU_EXPORTER):
         if metric.name == "trainsignals_gpu_exporter_nvml_errors_total":
             continue  # only present after an error; covered by the fault tests

@@ -169,7 +169,7 @@ def test_xid_events_are_counted_per_gpu_and_code() -> None:
     finally:
         ex.close()
     assert value(s, "trainsignals_gpu_xid_errors_total", gpu="1", xid="79") == 2
-    assert value(s, "trainsignals_gpu_xid_errors_total", gpu="0", xid="79") == 0
+    assert value(s, "trainsignals_gpu_xid_errors_total", gpu="0", xid="79") is None
     assert not [k for k in s if ("gpu", "7") in k[1]]
 
 
