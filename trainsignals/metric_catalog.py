@@ -303,7 +303,7 @@ METRICS: tuple[Metric, ...] = (
         Kind.GAUGE,
         G,
         (*GPU, "link"),
-        "1 when the link is up; only links that were down or counted errors since start.",
+        "1 when the link is up; only for links that were down or had errors (or all links).",
     ),
     Metric(
         "trainsignals_gpu_nvlink_errors_total",

@@ -66,7 +66,7 @@ class CollectOptions:
     pcie: bool = True
     gpm: bool = True
     mig: bool = True
-    # Bounded cardinality (about 25 series per GPU): set these for the full detail.
+    # Bounded cardinality (30 series per busy H100 GPU): set these for the full detail.
     nvlink_per_link: bool = False  # every link's state and counters, not only faulty links
     all_throttle_reasons: bool = False  # every reason at 0 or 1, not only alerted or active
     seed_xids: tuple[int, ...] = ()  # XID codes exported at 0 from the start
