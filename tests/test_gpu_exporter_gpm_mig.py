@@ -235,6 +235,30 @@ def test_nvml_gpm_takes_one_sample_per_call_and_reads_each_metric(
     assert fake.samples == 3
 
 
+def test_nvml_gpm_a_failed_first_sample_is_no_baseline(
+    nvml: tuple[NvmlBackend, FakeNvml], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend, fake = nvml
+    answers = iter([pynvml.NVMLError(pynvml.NVML_ERROR_TIMEOUT), None, None])
+
+    def sample(handle: Any, s: Any) -> Any:
+        if (error := next(answers)) is not None:
+            raise error
+        fake.samples += 1
+        return s
+
+    monkeypatch.setattr(pynvml, "nvmlGpmSampleGet", sample)
+    clock = iter([100.0, 101.0, 102.0])
+    monkeypatch.setattr("trainsignals.exporters.gpu.nvml_gpm.time.monotonic", lambda: next(clock))
+    with pytest.raises(Exception) as info:
+        backend.gpm(0)
+    assert getattr(info.value, "function", None) == "nvmlGpmSampleGet"
+    assert getattr(info.value, "code", None) == "timeout"
+    assert backend.gpm(0) is None  # this sample is the first baseline
+    assert backend.gpm(0) is not None
+    assert fake.samples == 2
+
+
 def test_nvml_gpm_unsupported_device_is_not_supported(
     nvml: tuple[NvmlBackend, FakeNvml], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -41,6 +41,7 @@ class GpmSampler:
         self._prev: Any = None
         self._spare: Any = None
         self._prev_at = 0.0
+        self._primed = False
         self._last: Activity | None = None
         self._request: Any = None
 
@@ -48,9 +49,11 @@ class GpmSampler:
         now = time.monotonic()
         if self._prev is None:
             self._prev = self._nvml("nvmlGpmSampleAlloc", pynvml.nvmlGpmSampleAlloc)
+        if self._spare is None:
             self._spare = self._nvml("nvmlGpmSampleAlloc", pynvml.nvmlGpmSampleAlloc)
+        if not self._primed:  # a failed first sample must not become a baseline
             self._take(self._prev)
-            self._prev_at = now
+            self._primed, self._prev_at = True, now
             return None
         if now - self._prev_at < MIN_SAMPLE_INTERVAL_S:
             return self._last
@@ -85,6 +88,7 @@ class GpmSampler:
                 with contextlib.suppress(pynvml.NVMLError):
                     pynvml.nvmlGpmSampleFree(sample)
         self._prev = self._spare = None
+        self._primed = False
 
 
 class GpmAndMig:
