@@ -169,13 +169,13 @@ class FakeNvml:
         mp.setattr(pynvml, "nvmlDeviceGetMigDeviceHandleByIndex", self._mig_handle)
         mp.setattr(pynvml, "nvmlDeviceGetGpuInstanceId", lambda m: handles[m])
         mp.setattr(pynvml, "nvmlDeviceGetMemoryInfo", lambda m: _Obj(total=20 * 2**30, used=2**30))
-        mp.setattr(
-            pynvml,
-            "nvmlDeviceGetName",
-            lambda m: {"mig0": b"NVIDIA H100 80GB HBM3 MIG 2g.20gb"}.get(
-                m, "NVIDIA H100 MIG 2g.20gb"
-            ),
-        )
+        # GPU instance 1's device name says its profile; GPU instance 2's does not, so its
+        # profile comes from the GPU instance profile info (id 9 at profile index 2).
+        names = {"mig0": b"NVIDIA H100 80GB HBM3 MIG 2g.20gb", "mig2": "NVIDIA H100 80GB HBM3"}
+        mp.setattr(pynvml, "nvmlDeviceGetName", names.__getitem__)
+        mp.setattr(pynvml, "nvmlDeviceGetGpuInstanceById", lambda h, gi: f"gi{gi}")
+        mp.setattr(pynvml, "nvmlGpuInstanceGetInfo", lambda gi: _Obj(profileId=9))
+        mp.setattr(pynvml, "nvmlDeviceGetGpuInstanceProfileInfo", self._profile_info)
 
     def _sample(self, handle: Any, sample: Any) -> Any:
         self.samples += 1
@@ -195,6 +195,14 @@ class FakeNvml:
         request.metrics[0].nvmlReturn = pynvml.NVML_SUCCESS
         request.metrics[1].nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED  # per metric
         return request
+
+    @staticmethod
+    def _profile_info(handle: Any, profile: int) -> Any:
+        if profile == 1:  # a profile this GPU lacks
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        if profile == 2:
+            return _Obj(id=9, name=b"MIG 3g.40gb")
+        return _Obj(id=100 + profile, name=b"MIG 7g.80gb")
 
     @staticmethod
     def _mig_handle(handle: Any, slot: int) -> Any:
@@ -274,7 +282,7 @@ def test_nvml_mig_lists_gpu_instances_once_each(nvml: tuple[NvmlBackend, FakeNvm
     first = backend.mig_instances(0)
     assert [(m.gpu_instance_id, m.profile, m.memory_used_bytes) for m in first] == [
         (1, "2g.20gb", 2**30),
-        (2, "2g.20gb", 2**30),
+        (2, "3g.40gb", 2**30),
     ]
     assert all(m.activity is None for m in first)
     assert fake.mig_samples == [1, 2]  # one GPM sample per GPU instance, not per slot

@@ -144,7 +144,7 @@ class GpmAndMig:
             mem = self._nvml("nvmlDeviceGetMemoryInfo", pynvml.nvmlDeviceGetMemoryInfo, mig)
             found[gi] = MigInstance(
                 gpu_instance_id=gi,
-                profile=self._profile(index, gi, mig),
+                profile=self._profile(index, gi, mig, handle),
                 memory_total_bytes=int(mem.total),
                 memory_used_bytes=int(mem.used),
                 activity=self._instance_activity(index, gi, handle),
@@ -153,14 +153,29 @@ class GpmAndMig:
             self._samplers.pop(key).free()  # an instance that was destroyed
         return [found[gi] for gi in sorted(found)]
 
-    def _profile(self, index: int, gi: int, mig: Any) -> str:
-        """Profile "1g.10gb" from the MIG device name "NVIDIA H100 80GB HBM3 MIG 1g.10gb"."""
+    def _profile(self, index: int, gi: int, mig: Any, handle: Any) -> str:
+        """Profile "1g.10gb": from the MIG device name ("NVIDIA H100 80GB HBM3 MIG 1g.10gb"),
+        else from the GPU instance's profile info ("MIG 1g.10gb"), else "unknown"."""
         key = (index, gi)
         if key not in self._profiles:
-            name = self._nvml("nvmlDeviceGetName", pynvml.nvmlDeviceGetName, mig)
-            name = name.decode() if isinstance(name, bytes) else name
+            name = _text(self._nvml("nvmlDeviceGetName", pynvml.nvmlDeviceGetName, mig))
+            if "MIG " not in name:
+                name = self._profile_info_name(handle, gi)
             self._profiles[key] = name.rsplit("MIG ", 1)[-1].strip() or "unknown"
         return self._profiles[key]
+
+    @staticmethod
+    def _profile_info_name(handle: Any, gi: int) -> str:
+        try:
+            info = pynvml.nvmlGpuInstanceGetInfo(pynvml.nvmlDeviceGetGpuInstanceById(handle, gi))
+            for profile in range(pynvml.NVML_GPU_INSTANCE_PROFILE_COUNT):
+                with contextlib.suppress(pynvml.NVMLError):
+                    p = pynvml.nvmlDeviceGetGpuInstanceProfileInfo(handle, profile)
+                    if p.id == info.profileId:
+                        return _text(p.name)
+        except pynvml.NVMLError:  # a label is no reason to drop the instance's memory
+            pass
+        return ""
 
     def _instance_activity(self, index: int, gi: int, handle: Any) -> Activity | None:
         if index in self._no_mig_gpm:
@@ -200,3 +215,7 @@ class GpmAndMig:
 
 def _raise(error: Exception) -> None:
     raise error
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
