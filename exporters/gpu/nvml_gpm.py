@@ -149,8 +149,11 @@ class GpmAndMig:
                 memory_used_bytes=int(mem.used),
                 activity=self._instance_activity(index, gi, handle),
             )
-        for key in [k for k in self._samplers if k[0] == index and k[1] >= 0 and k[1] not in found]:
-            self._samplers.pop(key).free()  # an instance that was destroyed
+        gone = [k for k in self._samplers if k[0] == index and k[1] >= 0 and k[1] not in found]
+        for key in gone:  # instances that were destroyed; their ids may come back re-profiled
+            self._samplers.pop(key).free()
+        for key in [k for k in self._profiles if k[0] == index and k[1] not in found]:
+            del self._profiles[key]
         return [found[gi] for gi in sorted(found)]
 
     def _profile(self, index: int, gi: int, mig: Any, handle: Any) -> str:
