@@ -8,6 +8,7 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
+from .secrets import secret_problems
 from .spec import JobSpec
 
 
@@ -68,6 +69,9 @@ def parse_spec(path: Path, text: str) -> JobSpec:
         raise SpecError([f"{path}{where}: not valid YAML ({exc}); fix the syntax"]) from None
     if not isinstance(data, dict):
         raise SpecError([f"{path}: (top level): a spec is a mapping; start with `name: <job>`"])
+    leaked = secret_problems(data)  # before validation: never echo a secret back in errors
+    if leaked:
+        raise SpecError([f"{path}: {line}" for line in leaked])
     try:
         return JobSpec.model_validate(data)
     except ValidationError as exc:

@@ -21,7 +21,9 @@ from pydantic import (
 
 from trainsignals.gpu_models import DTYPES, PEAK_DENSE_FLOPS
 
+from .deploy import Deploy
 from .durations import format_duration, parse_duration
+from .receivers import Routing
 
 LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 JOB_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
@@ -154,19 +156,6 @@ class Links(StrictModel):
     grafana_base_url: str = "http://localhost:3000"
 
 
-class Receiver(StrictModel):
-    """Where notifications of one severity go. Webhook is the default kind."""
-
-    kind: Literal["webhook", "slack", "pagerduty", "email"] = "webhook"
-    # webhook: URL; slack: channel webhook URL; pagerduty: routing key; email: address.
-    target: str
-
-
-class Routing(StrictModel):
-    page: Receiver | None = None
-    ticket: Receiver | None = None
-
-
 class Slo(StrictModel):
     """A service level objective on the job, alerted by multi-window burn rates.
 
@@ -201,6 +190,7 @@ class JobSpec(StrictModel):
     links: Links = Links()
     routing: Routing = Routing()
     slos: tuple[Slo, ...] = ()
+    deploy: Deploy = Deploy()  # scrape config, Slurm and Kubernetes (generator/deploy.py)
 
     @field_validator("slos")
     @classmethod
