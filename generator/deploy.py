@@ -41,9 +41,7 @@ class Kubernetes(_Strict):
     # Labels of the job's training pods (default: trainsignals.io/job=<spec name>).
     pod_labels: dict[str, str] = Field(default_factory=dict)
     # Name of the container port serving /metrics on the training pods.
-    metrics_port: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,13}[a-z0-9])?$")] = (
-        "metrics"
-    )
+    metrics_port: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,13}[a-z0-9])?$")] = "metrics"
     # Node label whose value is the job name: which GPU exporters belong to the job.
     node_label: Annotated[str, Field(pattern=K8S_LABEL_KEY)] = NODE_LABEL
     gpu_exporter_image: str = GPU_EXPORTER_IMAGE

@@ -1,0 +1,1 @@
+def kubernetes_files(spec, source): return {}
