@@ -33,20 +33,30 @@ class _Strict(BaseModel):
 
 
 class Kubernetes(_Strict):
-    """prometheus-operator objects (kube-prometheus-stack) for the job."""
+    """prometheus-operator objects (kube-prometheus-stack) for the job: deploy/kubernetes/."""
 
+    # Namespace of the generated objects (and of the Secrets the receivers reference).
     namespace: Annotated[str, Field(pattern=DNS_LABEL)] = "monitoring"
+    # Namespace of the training pods (default: `namespace`).
+    training_namespace: Annotated[str, Field(pattern=DNS_LABEL)] | None = None
     # kube-prometheus-stack's Prometheus and Alertmanager select objects with release=<name>.
     release: Annotated[str, Field(pattern=K8S_LABEL_VALUE)] = "kube-prometheus-stack"
     # Labels of the job's training pods (default: trainsignals.io/job=<spec name>).
     pod_labels: dict[str, str] = Field(default_factory=dict)
-    # Name of the container port serving /metrics on the training pods.
-    metrics_port: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,13}[a-z0-9])?$")] = "metrics"
-    # Node label whose value is the job name: which GPU exporters belong to the job.
+    # Training processes per pod, each on training_base_port + LOCAL_RANK, declared as
+    # container ports (default: shape.gpus_per_node, one torchrun pod per node).
+    ranks_per_pod: Annotated[int, Field(ge=1, le=64)] | None = None
+    # Node label whose value is the job name, on the nodes the job runs on: the GPU exporter
+    # DaemonSet runs there, and (dcgm) only exporters on those nodes are the job's.
     node_label: Annotated[str, Field(pattern=K8S_LABEL_KEY)] = NODE_LABEL
     gpu_exporter_image: str = GPU_EXPORTER_IMAGE
+    # gpu_metrics: dcgm: labels of the cluster's dcgm-exporter pods and their namespace.
+    dcgm_exporter_labels: dict[str, str] = Field(
+        default_factory=lambda: {"app.kubernetes.io/name": "dcgm-exporter"}
+    )
+    dcgm_exporter_namespace: Annotated[str, Field(pattern=DNS_LABEL)] = "gpu-operator"
 
-    @field_validator("pod_labels")
+    @field_validator("pod_labels", "dcgm_exporter_labels")
     @classmethod
     def _labels(cls, value: dict[str, str]) -> dict[str, str]:
         for key, label_value in value.items():

@@ -17,7 +17,8 @@ def _scrape_comment(spec: JobSpec) -> str:
     )
 
 
-def deploy_files(specs: list[tuple[JobSpec, str]]) -> dict[str, str]:
+def deploy_files(specs: list[tuple[JobSpec, str]], generated: dict[str, str]) -> dict[str, str]:
+    """`generated` holds the jobs' rules and dashboards, which the Kubernetes objects wrap."""
     from .kubernetes import kubernetes_files
 
     files: dict[str, str] = {}
@@ -27,5 +28,5 @@ def deploy_files(specs: list[tuple[JobSpec, str]]) -> dict[str, str]:
             scrape_config_document(spec), top + _scrape_comment(spec)
         )
         if spec.deploy.kubernetes is not None:
-            files |= kubernetes_files(spec, source)
+            files |= kubernetes_files(spec, top, generated)
     return files
