@@ -185,7 +185,6 @@ def gpu_exporter_daemonset(spec: JobSpec) -> dict:
                     "tolerations": [
                         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
                     ],
-                    "priorityClassName": "system-node-critical",
                     "containers": [container],
                 },
             },

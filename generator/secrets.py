@@ -74,6 +74,7 @@ _TOKEN_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
 _SECRET_PARAM = re.compile(r"(?i)(token|secret|passw|api[_-]?key|apikey|sig|auth|code|key)")
 # A long run of letters and digits (both) in a URL path is a credential in practice.
 _RANDOM_SEGMENT = re.compile(r"^(?=.*[0-9])(?=.*[A-Za-z])[A-Za-z0-9_-]{24,}$")
+_COMMIT = re.compile(r"^([0-9a-f]{40}|[0-9a-f]{64})$")  # a git commit in a runbook link
 
 
 def looks_secret(value: str) -> str | None:
@@ -93,7 +94,7 @@ def looks_secret(value: str) -> str | None:
         if _SECRET_PARAM.search(name):
             return f"a URL with a credential in its query ({name}=...)"
     for segment in url.path.split("/"):
-        if _RANDOM_SEGMENT.match(segment):
+        if _RANDOM_SEGMENT.match(segment) and not _COMMIT.match(segment):
             return "a URL with a token-like path segment"
     return None
 

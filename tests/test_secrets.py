@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from trainsignals.generator.alertmanager import alertmanager_config
 from trainsignals.generator.loader import SpecError, load_specs, parse_spec, spec_files
 from trainsignals.generator.pipeline import generate_all
+from trainsignals.generator.secrets import looks_secret
 from trainsignals.generator.spec import JobSpec
 
 from trainsignals.cli import main
@@ -257,3 +258,18 @@ def test_alertmanager_reads_every_credential_from_its_file(tmp_path: Path, recor
     assert by_path["pagerduty"][1]["routing_key"] == values["pd"]
     assert by_path["tickets"][0]["Authorization"] == f"Bearer {values['token']}"
     assert any(path == values["slack"].removeprefix(recorder.url) for path, _, _ in recorder.posts)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "https://tickets.example.com/hooks/applied-ml",
+        "https://github.com/example/trainsignals/blob/" + "0a1b2c3d4e" * 4 + "/runbooks",
+        "https://grafana.example.com/d/ts-llama?orgId=1",
+        "oncall@example.com",
+        "Bearer tokens rotate monthly",
+        "/etc/alertmanager/secrets/applied-ml-pagerduty/routing-key",
+    ],
+)
+def test_ordinary_values_are_not_taken_for_secrets(value: str) -> None:
+    assert looks_secret(value) is None
