@@ -11,7 +11,14 @@ from __future__ import annotations
 
 import re
 
-from .alertmanager import DEFAULT_TIMING, INHIBIT_RULES, SEVERITIES
+from .alertmanager import (
+    _PAGERDUTY_DESCRIPTION,
+    _SLACK_TEXT,
+    _SLACK_TITLE,
+    DEFAULT_TIMING,
+    INHIBIT_RULES,
+    SEVERITIES,
+)
 from .receivers import Receiver
 from .secrets import SecretRef
 from .spec import JobSpec
@@ -48,7 +55,11 @@ def _receiver(name: str, receiver: Receiver | None, field: str) -> dict:
                 {
                     "routingKey": _secret(receiver.secret, field),
                     "sendResolved": True,
-                    "description": "{{ .CommonAnnotations.summary }}",
+                    "description": _PAGERDUTY_DESCRIPTION,
+                    "pagerDutyLinkConfigs": [
+                        {"href": "{{ .CommonAnnotations.runbook_url }}", "alt": "Runbook"},
+                        {"href": "{{ .CommonAnnotations.dashboard_url }}", "alt": "Dashboard"},
+                    ],
                 }
             ],
         }
@@ -56,7 +67,14 @@ def _receiver(name: str, receiver: Receiver | None, field: str) -> dict:
         assert receiver.secret is not None
         return {
             "name": name,
-            "slackConfigs": [{"apiURL": _secret(receiver.secret, field), "sendResolved": True}],
+            "slackConfigs": [
+                {
+                    "apiURL": _secret(receiver.secret, field),
+                    "sendResolved": True,
+                    "title": _SLACK_TITLE,
+                    "text": _SLACK_TEXT,
+                }
+            ],
         }
     if receiver.kind == "email":
         return {"name": name, "emailConfigs": [{"to": receiver.target, "sendResolved": True}]}
