@@ -19,7 +19,7 @@ from .alertmanager import (
     INHIBIT_RULES,
     SEVERITIES,
 )
-from .receivers import Receiver
+from .receivers import Receiver, Routing
 from .secrets import SecretRef
 from .spec import JobSpec
 
@@ -95,18 +95,37 @@ def _timing(key: str) -> dict[str, str]:
     }
 
 
+def _teams(spec: JobSpec) -> list[tuple[str, str, Routing, str]]:
+    """(receiver name prefix, team, routing, spec field): the job's team, then the infra team
+    that gets hardware tickets under recovery.infra_team (as in alerts/alertmanager.yaml)."""
+    teams = [("", spec.team, spec.routing, "routing")]
+    if spec.recovery.infra_team not in (None, spec.team):
+        infra = ("infra-", spec.infra_team, spec.recovery.infra_routing, "recovery.infra_routing")
+        teams.append(infra)
+    return teams
+
+
+def _team_route(prefix: str, team: str) -> dict:
+    return {
+        "matchers": [{"name": "team", "matchType": "=", "value": team}],
+        "routes": [
+            {
+                "receiver": f"{prefix}{severity}",
+                "matchers": [{"name": "severity", "matchType": "=", "value": severity}],
+                **_timing(severity),
+            }
+            for severity in SEVERITIES
+        ],
+    }
+
+
 def alertmanager_config_object(spec: JobSpec, metadata: dict) -> dict:
-    routes = [
-        {
-            "receiver": severity,
-            "matchers": [{"name": "severity", "matchType": "=", "value": severity}],
-            **_timing(severity),
-        }
-        for severity in SEVERITIES
-    ]
+    teams = _teams(spec)
+    routes = [_team_route(prefix, team) for prefix, team, _, _ in teams]
     receivers = [{"name": "default"}] + [
-        _receiver(severity, getattr(spec.routing, severity), f"routing.{severity}.secret")
-        for severity in SEVERITIES
+        _receiver(f"{prefix}{sev}", getattr(routing, sev), f"{field}.{sev}.secret")
+        for prefix, _, routing, field in teams
+        for sev in SEVERITIES
     ]
     inhibit = [
         {
@@ -139,11 +158,12 @@ def secret_reference_problems(spec: JobSpec) -> list[str]:
     if spec.deploy.kubernetes is None:
         return []
     found = []
-    for severity in SEVERITIES:
-        receiver = getattr(spec.routing, severity)
-        if receiver is not None and receiver.secret is not None:
-            try:
-                _secret(receiver.secret, f"routing.{severity}.secret")
-            except ValueError as exc:
-                found.append(str(exc))
+    for _, _, routing, field in _teams(spec):
+        for severity in SEVERITIES:
+            receiver = getattr(routing, severity)
+            if receiver is not None and receiver.secret is not None:
+                try:
+                    _secret(receiver.secret, f"{field}.{severity}.secret")
+                except ValueError as exc:
+                    found.append(str(exc))
     return found

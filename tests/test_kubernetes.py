@@ -162,7 +162,12 @@ def test_alertmanager_config_routes_by_severity_with_secret_references() -> None
     assert spec["route"]["matchers"] == [
         {"name": "training_job", "matchType": "=", "value": "llama-8b-finetune"}
     ]
-    assert [r["receiver"] for r in spec["route"]["routes"]] == ["page", "ticket"]
+    (team,) = spec["route"]["routes"]
+    assert team["matchers"] == [{"name": "team", "matchType": "=", "value": "applied-ml"}]
+    assert [(r["receiver"], r["matchers"][0]["value"]) for r in team["routes"]] == [
+        ("page", "page"),
+        ("ticket", "ticket"),
+    ]
     receivers = {r["name"]: r for r in spec["receivers"]}
     assert receivers["page"]["pagerdutyConfigs"][0]["routingKey"] == {
         "name": "applied-ml-pagerduty",
@@ -200,3 +205,13 @@ def test_committed_kubernetes_files_are_the_generated_ones() -> None:
     for job in K8S_JOBS:
         path = ROOT / "deploy" / "kubernetes" / f"{job}.yaml"
         assert path.read_text(encoding="utf-8") == generated()[f"deploy/kubernetes/{job}.yaml"]
+
+
+def test_hardware_tickets_of_a_self_healing_job_route_to_the_infra_team() -> None:
+    spec = objects("gpt-70b-pretrain")["AlertmanagerConfig"]["spec"]
+    teams = [r["matchers"][0]["value"] for r in spec["route"]["routes"]]
+    assert teams == ["foundation-models", "gpu-infra"]
+    infra = spec["route"]["routes"][1]["routes"]
+    assert [r["receiver"] for r in infra] == ["infra-page", "infra-ticket"]
+    names = [r["name"] for r in spec["receivers"]]
+    assert names == ["default", "page", "ticket", "infra-page", "infra-ticket"]
