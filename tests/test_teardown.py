@@ -93,7 +93,8 @@ def test_killed_run_leaves_nothing_behind(case: str, tmp_path: Path) -> None:
     basetemp = tmp_path / "victim"
     argv = _make_test(basetemp) if runner == "make" else _pytest([], basetemp)
     env = {**os.environ, "TRAINSIGNALS_VICTIM_READY": str(ready)}
-    env.pop("PYTEST_XDIST_WORKER", None)  # the victim is a run of its own, not our worker
+    for name in [n for n in env if n.startswith(("PYTEST_XDIST_", "PYTEST_CURRENT_TEST"))]:
+        del env[name]  # the victim is a run of its own, not one of our workers
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
