@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from click.testing import CliRunner
 from trainsignals.generator.loader import load_specs
 
 from tests.conftest import JOBS, ROOT, require_tool
+from trainsignals.cli import main
 from trainsignals.readiness import Job, check_routing, check_runbooks
 from trainsignals.series_check import Matcher, _label_fix, dashboard_expr, selectors
+from trainsignals.stack import free_port
 
 
 def _minimal():
@@ -76,3 +79,16 @@ def test_runbooks_must_be_urls_with_a_runbook_behind_them(tmp_path: Path) -> Non
     relative = spec.model_copy(update={"links": links})
     bad = check_runbooks(Job.generate(relative, [relative]), ROOT)
     assert not bad.ok and "is not an http(s) URL" in bad.problems[0][0]
+
+
+def test_cli_fails_clearly_without_prometheus_or_job() -> None:
+
+
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    args = ["readiness", "--prometheus", url, "--jobs", str(JOBS), "--root", str(ROOT)]
+    down = CliRunner().invoke(main, [*args, "--job", "minimal"])
+    assert down.exit_code == 1, down.output
+    assert f"FAIL  Prometheus ready at {url}" in down.output
+    assert "fix: start Prometheus or pass the right --prometheus URL" in down.output
+    unknown = CliRunner().invoke(main, [*args, "--job", "nope"])
+    assert unknown.exit_code == 1 and "no job 'nope'" in unknown.output, unknown.output

@@ -14,7 +14,6 @@ import json
 import shutil
 import subprocess
 import tempfile
-import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -178,7 +177,7 @@ def check_alertmanager(prom: PrometheusClient, am_url: str) -> Check:
     try:
         with urllib.request.urlopen(f"{am_url.rstrip('/')}/-/ready", timeout=10):
             pass
-    except (OSError, urllib.error.HTTPError) as exc:
+    except OSError as exc:
         check.fail(f"Alertmanager not ready: {exc}", "start it, or pass its URL")
         return check
     netloc = urllib.parse.urlsplit(am_url).netloc
@@ -286,6 +285,8 @@ def readiness(
     checks = [up, *check_rules(prom, job), check_series(prom, job), check_targets(prom, job)]
     if alertmanager_url:
         checks.append(check_alertmanager(prom, alertmanager_url))
+        if not checks[-1].ok and not checks[-1].problems[0][0].startswith("Prometheus"):
+            alertmanager_url = None  # unreachable: route on the generated config instead
     checks.append(check_routing(job, alertmanager_url))
     checks.append(check_runbooks(job, root))
     return checks
@@ -333,7 +334,13 @@ def readiness_command(
     by_name = {spec.name: spec for spec in specs}
     if job_name not in by_name:
         raise click.ClickException(f"no job {job_name!r} in {jobs_dir}; known: {sorted(by_name)}")
-    checks = readiness(by_name[job_name], specs, prometheus_url, alertmanager_url, root)
+    try:
+        checks = readiness(by_name[job_name], specs, prometheus_url, alertmanager_url, root)
+    except (OSError, RuntimeError, KeyError, ValueError) as exc:  # an answer we cannot read
+        raise click.ClickException(
+            f"readiness stopped: {exc!r}; check that --prometheus/--alertmanager point at "
+            "Prometheus (2.x HTTP API) and Alertmanager (v2 API)"
+        ) from None
     click.echo(render(job_name, checks))
     if not all(c.ok for c in checks):
         raise SystemExit(1)
