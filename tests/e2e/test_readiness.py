@@ -8,8 +8,10 @@ label, with what the targets carry, for the second. Also the CLI, end to end.
 
 from __future__ import annotations
 
+import json
 import tempfile
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +28,8 @@ from trainsignals.cli import main
 from trainsignals.readiness import Check, readiness, render
 from trainsignals.stack import Stack, job_files
 
-pytestmark = pytest.mark.e2e
+# Its own xdist group: the module's one stack serves all three tests on one worker.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("readiness-stack")]
 NODES, GPUS_PER_NODE = 1, 2
 SCALE = 60
 TYPO = "ready-mislabeled"  # what the mislabelled job's targets carry
@@ -45,9 +48,6 @@ def _spec(base: JobSpec, name: str) -> JobSpec:
 
 def _rules_evaluated(stack: Stack, groups: int, timeout: float = 30.0) -> None:
     """Until every rule of every group has been evaluated at least once."""
-    import json
-    import urllib.request
-
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with urllib.request.urlopen(f"{stack.prometheus_url}/api/v1/rules", timeout=5) as r:
