@@ -25,7 +25,8 @@ from trainsignals.simulator.job import Simulation, effective_spec
 
 from tests.conftest import JOBS, ROOT, require_tool
 from trainsignals.cli import main
-from trainsignals.readiness import Check, readiness, render
+from trainsignals.readiness import Check, Job, check_series, readiness, render
+from trainsignals.series_check import PrometheusClient
 from trainsignals.stack import Stack, job_files
 
 # Its own xdist group: the module's one stack serves all three tests on one worker.
@@ -144,3 +145,22 @@ def test_cli_exit_status_and_checklist(setup: Setup) -> None:
     bad = runner.invoke(main, ["readiness", "--job", "ready-mislabelled", *common])
     assert bad.exit_code == 1, bad.output
     assert "FAIL  series" in bad.output and "fix: give the targets the label" in bad.output
+
+
+def test_scrape_job_named_differently_names_the_job_label(setup: Setup) -> None:
+    """The spec expects scrape job `trainer`; Prometheus calls it trainsignals-training."""
+    spec = setup.specs["ready-ok"]
+    renamed = spec.model_copy(
+        update={"scrape_jobs": spec.scrape_jobs.model_copy(update={"training": "trainer"})}
+    )
+    prom = PrometheusClient(setup.stack.prometheus_url)
+    check = check_series(prom, Job.generate(renamed, [renamed]))
+    assert not check.ok
+    problems = [p for p, _ in check.problems]
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(
+        'label job: the rules match job="trainer", '
+        "the series carry job in ['trainsignals-gpu', 'trainsignals-training']"
+    ), problems[0]
+    assert "alerts that depend on them: " in problems[0] and "NodeDown" in problems[0]
+    assert "set scrape_jobs in jobs/ready-ok.yaml" in check.problems[0][1]
