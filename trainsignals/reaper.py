@@ -28,6 +28,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -75,12 +76,31 @@ def _death_signal_argv(argv: Sequence[str]) -> tuple[list[str], Any]:
     return list(argv), lambda: prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
 
 
+def _wait_for_exec(proc: subprocess.Popen, wrapper: str, timeout: float = 2.0) -> None:
+    """Until the wrapper has set the death signal and exec'd the real program.
+
+    Popen returns once setpriv runs, before its prctl: a parent killed in between would
+    leave the child without the signal (tests/test_reaper.py caught exactly that).
+    """
+    wrapper = os.path.realpath(wrapper)
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            if os.readlink(f"/proc/{proc.pid}/exe") != wrapper:
+                return
+        except OSError:  # exited, or /proc not readable: nothing to wait for
+            return
+        time.sleep(0.001)
+
+
 def spawn(argv: Sequence[str], **popen_kwargs: Any) -> subprocess.Popen:
     """`subprocess.Popen(argv, ...)` for a child that must not outlive this process."""
     full_argv, preexec = _death_signal_argv(argv)
     if preexec is not None:
         popen_kwargs["preexec_fn"] = preexec
     proc = subprocess.Popen(full_argv, **popen_kwargs)
+    if full_argv[0] != argv[0]:
+        _wait_for_exec(proc, full_argv[0])
     with _lock:  # forget children that ended (their owner waited for them)
         _live[:] = [p for p in _live if p.poll() is None]
         _live.append(proc)
