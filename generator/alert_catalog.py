@@ -52,6 +52,15 @@ ALERTS: tuple[AlertInfo, ...] = (
         auto_severity="page",
     ),
     AlertInfo(
+        "TrainingRestartsOnBadNode",
+        "ticket",
+        "errors",
+        "The same node was named by hardware faults (GPU lost, critical XID, uncorrectable "
+        "memory errors, node down) in two separate incidents within recovery.restart_window "
+        "while the job restarted: automation keeps putting the job back on a bad node.",
+        auto_severity="page",
+    ),
+    AlertInfo(
         "TrainingTargetsDown",
         "page",
         "errors",
@@ -242,6 +251,10 @@ ALERTS: tuple[AlertInfo, ...] = (
 )
 
 BY_NAME: dict[str, AlertInfo] = {a.name: a for a in ALERTS}
+
+# Hardware faults that name a node: the infra tickets of a self-healing job. The same node in
+# two of their incidents within the restart window is TrainingRestartsOnBadNode.
+NODE_HARDWARE_FAULTS = ("GpuLost", "GpuXidCritical", "GpuUncorrectableEccErrors", "NodeDown")
 
 
 def suggest_alert_name(name: str) -> str | None:

@@ -84,6 +84,20 @@ def _recovery_alerts(ctx: RuleContext) -> list[AlertRule]:
             f"> {rec.max_restarts} restarts in {window}",
             window,
         ),
+        AlertRule(
+            "TrainingRestartsOnBadNode",
+            # Three changes of the 0/1 fault indicator = a second incident on that node.
+            f"changes(node:trainsignals_hardware_fault:bool{r}[{ctx.range(rec.restart_window)}]) "
+            f">= 3 and on (training_job) job:trainsignals_restarts:changes{window}{r} >= 2",
+            60,
+            "{{ $labels.training_job }}: node {{ $labels.node }} failed again after a restart",
+            "Hardware fault alerts named {{ $labels.node }} in two separate incidents within "
+            f"the last {window}, and the job restarted in between: it is being restarted onto "
+            "the node that broke it. Drain the node and restart without it.",
+            "restarts",
+            f"2 hardware incidents on one node + >= 2 restarts in {window}",
+            window,
+        ),
     ]
 
 

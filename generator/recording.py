@@ -6,9 +6,10 @@ whatever the spec's selector is, so one Prometheus can hold many jobs' rules.
 
 from __future__ import annotations
 
+from .alert_catalog import NODE_HARDWARE_FAULTS
 from .durations import format_duration
 from .gpu_sources import gpu_source
-from .promql import RuleContext, le_label, not_regex, regex
+from .promql import RuleContext, le_label, matchers, not_regex, regex
 from .slo import slo_recordings
 
 # Histogram quantiles shown on the dashboards and used by the step-time alert.
@@ -126,6 +127,19 @@ def restart_recordings(ctx: RuleContext) -> dict[str, str]:
         rules[f"job:trainsignals_restarts:changes{name}"] = (
             f"changes(job:trainsignals_incarnation_start:max{r}[{ctx.range(seconds)}])"
         )
+    # 1 while a hardware fault alert names the node, 0 otherwise (every node the job's targets
+    # are on), so changes() over a window counts its incidents: two per incident that ended.
+    faults = matchers(
+        {
+            "alertname": regex("|".join(NODE_HARDWARE_FAULTS)),
+            "alertstate": "firing",
+            "training_job": ctx.job,
+        }
+    )
+    rules["node:trainsignals_hardware_fault:bool"] = (
+        f"(count by (node) (ALERTS{faults}) > bool 0) "
+        f"or on (node) 0 * node:trainsignals_targets_up:max{r}"
+    )
     return rules
 
 

@@ -369,6 +369,25 @@ def fault_cases(ctx: RuleContext) -> list[FaultCase]:
             10 * (rec.max_restarts + 1) + 2,
             job_fault=from_onset(crash_loop),
         ),
+        # GPU 0 of node-0 lost twice, the job restarted after each: the node was not drained.
+        FaultCase(
+            "TrainingRestartsOnBadNode",
+            45,
+            labels=("node",),
+            targets_down=lambda kind, node, m: False,  # every node present: 0 between faults
+            job_fault=from_onset(
+                lambda t, m: t.process_start.__setitem__(
+                    m, 60.0 * (onset + 5 if m < onset + 35 else onset + 35)
+                )
+            ),
+            gpu_overrides={
+                source.presence_signal: lambda m: (
+                    (0 if source.reports_gpu_up else None)
+                    if onset <= m < onset + 10 or onset + 30 <= m < onset + 40
+                    else GPU_HEALTHY[source.presence_signal]
+                )
+            },
+        ),
         FaultCase(
             "TrainingTargetsDown",
             (rec.restart_budget // 60 + 3) if rec.automatic else 5,
@@ -558,9 +577,9 @@ def fault_test(ctx: RuleContext, case: FaultCase) -> dict:
     series: list[RawSeries] = []
     if case.targets_down:
         series += target_series(ctx, minutes, case.targets_down)
-    elif case.gpu_overrides:
+    if case.gpu_overrides:
         series += gpu_series(ctx, minutes, case.gpu_overrides)
-    else:
+    if case.job_fault or not (case.targets_down or case.gpu_overrides):
         series += job_series(ctx, JobTimeline(ctx, minutes, case.job_fault).build())
     xid = next(
         (k.removeprefix("xid:") for k in case.gpu_overrides or {} if k.startswith("xid:")), ""

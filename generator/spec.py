@@ -21,7 +21,9 @@ from pydantic import (
 
 from trainsignals.gpu_models import DTYPES, PEAK_DENSE_FLOPS
 
+from .deploy import Deploy
 from .durations import format_duration, parse_duration
+from .receivers import Routing
 
 LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 JOB_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
@@ -158,19 +160,6 @@ class Links(StrictModel):
     grafana_base_url: str = "http://localhost:3000"
 
 
-class Receiver(StrictModel):
-    """Where notifications of one severity go. Webhook is the default kind."""
-
-    kind: Literal["webhook", "slack", "pagerduty", "email"] = "webhook"
-    # webhook: URL; slack: channel webhook URL; pagerduty: routing key; email: address.
-    target: str
-
-
-class Routing(StrictModel):
-    page: Receiver | None = None
-    ticket: Receiver | None = None
-
-
 class Recovery(StrictModel):
     """How the job heals itself, which decides what pages.
 
@@ -247,6 +236,7 @@ class JobSpec(StrictModel):
     routing: Routing = Routing()
     recovery: Recovery = Recovery()
     slos: tuple[Slo, ...] = ()
+    deploy: Deploy = Deploy()  # scrape config, Slurm and Kubernetes (generator/deploy.py)
 
     @field_validator("slos")
     @classmethod
