@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from click.testing import CliRunner
-from trainsignals.generator.loader import load_specs
+from trainsignals.generator.loader import load_specs, spec_files
 
 from tests.conftest import JOBS, ROOT, require_tool
 from trainsignals.cli import main
@@ -92,3 +92,12 @@ def test_cli_fails_clearly_without_prometheus_or_job() -> None:
     assert "fix: start Prometheus or pass the right --prometheus URL" in down.output
     unknown = CliRunner().invoke(main, [*args, "--job", "nope"])
     assert unknown.exit_code == 1 and "no job 'nope'" in unknown.output, unknown.output
+
+
+def test_every_committed_job_routes_on_the_generated_config() -> None:
+    """Including recovery causes, which route to the infra team's receivers."""
+    require_tool("amtool")
+    specs = load_specs(spec_files(JOBS))
+    for spec in specs:
+        check = check_routing(Job.generate(spec, specs), None)
+        assert check.ok, (spec.name, check.problems)

@@ -202,6 +202,9 @@ def _am_config(job: Job, am_url: str | None) -> tuple[str, str]:
 
 
 def check_routing(job: Job, am_url: str | None) -> Check:
+    """Each alert reaches `<team>-<severity>` of its own team label (the job's team, or the
+    infra team that recovery.infra_team names for causes), with the integration kind the
+    specs name for it."""
     spec = job.spec
     text, origin = _am_config(job, am_url)
     check = Check(f"each alert routes to the spec's receiver ({origin})")
@@ -211,34 +214,38 @@ def check_routing(job: Job, am_url: str | None) -> Check:
         return check
     config = yaml.safe_load(text) or {}
     receivers = {r.get("name"): r for r in config.get("receivers") or []}
-    named = team_receivers(list(job.all_specs)).get(spec.team, {})
+    named = team_receivers(list(job.all_specs))
+    used: set[tuple[str, str]] = set()
     with tempfile.TemporaryDirectory(prefix="trainsignals-readiness-") as tmp:
         path = Path(tmp) / "alertmanager.yml"
         path.write_text(text, encoding="utf-8")
         for alert in job.alerts():
             labels = {**spec.selector_labels, **alert["labels"], "alertname": alert["alert"]}
-            want = f"{spec.team}-{labels['severity']}"
+            team, severity = labels["team"], labels["severity"]
+            used.add((team, severity))
+            want = f"{team}-{severity}"
             argv = [amtool, "config", "routes", "test", f"--config.file={path}"]
             argv += [f"--verify.receivers={want}", *(f"{k}={v}" for k, v in labels.items())]
             result = subprocess.run(argv, capture_output=True, text=True, timeout=30)
             if result.returncode != 0:
                 got = result.stdout.strip().splitlines()[:1] or [result.stderr.strip()]
                 check.fail(
-                    f"{alert['alert']} ({labels['severity']}) routes to {got[0]}, not {want}",
-                    f"route team={spec.team!r}, severity={labels['severity']!r} to {want}: "
+                    f"{alert['alert']} ({severity}) routes to {got[0]}, not {want}",
+                    f"route team={team!r}, severity={severity!r} to {want}: "
                     "regenerate alerts/alertmanager.yaml and load it into Alertmanager",
                 )
-    for severity, receiver in named.items():
-        body = receivers.get(f"{spec.team}-{severity}")
-        if receiver is not None and body is not None and not body.get(f"{receiver.kind}_configs"):
-            check.fail(
-                f"{spec.team}-{severity} has no {receiver.kind} integration, the spec names one",
-                "load the generated alerts/alertmanager.yaml into Alertmanager",
-            )
+    for team, severity in sorted(used):
+        receiver = named.get(team, {}).get(severity)
+        body = receivers.get(f"{team}-{severity}")
         if receiver is None:
             check.notes.append(
-                f"{spec.team}-{severity}: no routing.{severity} in jobs/{spec.name}.yaml, "
-                "the generated placeholder webhook notifies nobody outside this host"
+                f"{team}-{severity}: no spec names a receiver for it (routing, or "
+                "recovery.infra_routing); the placeholder webhook notifies nobody off this host"
+            )
+        elif body is not None and not body.get(f"{receiver.kind}_configs"):
+            check.fail(
+                f"{team}-{severity} has no {receiver.kind} integration, the spec names one",
+                "load the generated alerts/alertmanager.yaml into Alertmanager",
             )
     return check
 
