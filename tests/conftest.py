@@ -38,6 +38,13 @@ def pytest_configure(config: pytest.Config) -> None:
         reaper.die_with_parent()
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Again before each test: a CLI run in-process (simulate, the GPU exporter) installs its
+    own SIGTERM handler and leaves it behind."""
+    reaper.raise_on_sigterm(forward=not hasattr(item.config, "workerinput"))
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Session-level cleanup: whatever a test spawned through the reaper and left running."""
     reaper.stop_all()

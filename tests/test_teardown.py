@@ -28,9 +28,13 @@ STOP_SECONDS = 20  # from the signal until nothing of the session is left
 VICTIM = "tests/teardown_victim.py"
 
 
-def _pytest(extra: list[str], basetemp: Path) -> list[str]:
-    args = ["-q", "-p", "no:cacheprovider", f"--basetemp={basetemp}", VICTIM]
-    return [sys.executable, "-m", "pytest", *extra, *args]
+# Runs in-process the simulator CLI, which installs its own SIGTERM handler.
+IN_PROCESS_CLI = "tests/test_simulator_http.py::test_cli_runs_a_short_scenario_and_writes_targets"
+
+
+def _pytest(before: list[str], basetemp: Path) -> list[str]:
+    args = ["-q", "-p", "no:cacheprovider", f"--basetemp={basetemp}", *before, VICTIM]
+    return [sys.executable, "-m", "pytest", *args]
 
 
 def _make_test(basetemp: Path) -> list[str]:
@@ -38,10 +42,12 @@ def _make_test(basetemp: Path) -> list[str]:
     return ["make", "--no-print-directory", "test", f"PYTEST_ARGS={args}"]
 
 
-# case: (command, how it is killed). "group" sends to the process group, as Ctrl-C does.
+# case: (command, how it is killed). "group" sends to the process group, as Ctrl-C does;
+# "after-cli": a test before the victim left its own SIGTERM handler installed.
 CASES = {
     "pytest-sigterm": ("pytest", signal.SIGTERM, "leader"),
     "pytest-sigkill": ("pytest", signal.SIGKILL, "leader"),
+    "pytest-sigterm-after-cli": ("pytest-after-cli", signal.SIGTERM, "leader"),
     "make-test-sigterm": ("make", signal.SIGTERM, "leader"),
     "make-test-ctrl-c": ("make", signal.SIGINT, "group"),
 }
@@ -91,7 +97,10 @@ def test_killed_run_leaves_nothing_behind(case: str, tmp_path: Path) -> None:
     ready = tmp_path / "ready.json"
     log = tmp_path / "run.log"
     basetemp = tmp_path / "victim"
-    argv = _make_test(basetemp) if runner == "make" else _pytest([], basetemp)
+    if runner == "make":
+        argv = _make_test(basetemp)
+    else:
+        argv = _pytest([IN_PROCESS_CLI] if runner == "pytest-after-cli" else [], basetemp)
     env = {**os.environ, "TRAINSIGNALS_VICTIM_READY": str(ready)}
     for name in [n for n in env if n.startswith(("PYTEST_XDIST_", "PYTEST_CURRENT_TEST"))]:
         del env[name]  # the victim is a run of its own, not one of our workers
