@@ -7,10 +7,11 @@ and counters such as `link_downed_total` (the link failed to recover and went do
 config attaches the spec's selector labels and `node` to node_exporter's target, as for the
 other exporters.
 
-A port that is down or flapping stalls or slows every collective of the job, but a human on
-the job's team cannot fix a cable or a switch port: both are tickets for the infra team
-(`recovery.infra_team`, else the job's team). When the fault stalls the job, the stall (or,
-for self-healing jobs, the lack of progress) is the one page.
+Multi-node jobs only (`shape.nodes` > 1). A port that is down or flapping stalls or slows
+every collective of the job, but a human on the job's team cannot fix a cable or a switch
+port: both are tickets for the infra team (`recovery.infra_team`, else the job's team). When
+the fault stalls the job, the stall (or, for self-healing jobs, the lack of progress) is the
+one page.
 """
 
 from __future__ import annotations
@@ -33,7 +34,14 @@ LINK_DOWNED = "node:trainsignals_ib_link_downed:increase1h"
 PORT_ERRORS = "node:trainsignals_ib_port_errors:rate5m"
 
 
+def fabric_enabled(ctx: RuleContext) -> bool:
+    """Only multi-node jobs: a single node's collectives stay on NVLink, off the fabric."""
+    return ctx.spec.shape.nodes > 1
+
+
 def fabric_recordings(ctx: RuleContext) -> dict[str, str]:
+    if not fabric_enabled(ctx):
+        return {}
     raw = ctx.raw()
     return {
         PORT_UP: f"max by ({PORT}) (node_infiniband_state_id{raw} == bool {IB_ACTIVE})",
@@ -52,6 +60,8 @@ def fabric_recordings(ctx: RuleContext) -> dict[str, str]:
 def fabric_alerts(ctx: RuleContext) -> list[AlertRule]:
     from .alerts import AlertRule  # alerts.py appends these rules
 
+    if not fabric_enabled(ctx):
+        return []
     r = ctx.recorded()
     history = ctx.range(PORT_HISTORY)
     return [
@@ -90,6 +100,8 @@ def fabric_alerts(ctx: RuleContext) -> list[AlertRule]:
 
 def fabric_panels(builder, r: str) -> list:
     """Per node: ports down, link-downs in the last hour, error counters per second."""
+    if not fabric_enabled(builder.ctx):
+        return []
     return [
         builder.series(
             "fabric",

@@ -39,8 +39,11 @@ def ib_series(
 
 
 def fabric_fault_cases(ctx: RuleContext) -> list[FaultCase]:
+    from .fabric import fabric_enabled
     from .rule_tests import FAULT_ONSET, FaultCase
 
+    if not fabric_enabled(ctx):
+        return []
     onset = FAULT_ONSET
     port = ("node", "device", "port")
     return [
