@@ -160,7 +160,7 @@ def test_scrape_job_named_differently_names_the_job_label(setup: Setup) -> None:
     assert len(problems) == 1, problems
     assert problems[0].startswith(
         'label job: the rules match job="trainer", '
-        "the series carry job in ['trainsignals-gpu', 'trainsignals-training']"
+        "the series carry job in ['node', 'trainsignals-gpu', 'trainsignals-training']"
     ), problems[0]
     assert "alerts that depend on them: " in problems[0] and "NodeDown" in problems[0]
     assert "set scrape_jobs in jobs/ready-ok.yaml" in check.problems[0][1]
