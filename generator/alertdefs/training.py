@@ -42,8 +42,9 @@ def targets_down(ctx: RuleContext) -> Rule:
     expected_ranks = spec.shape.gpus
     return Rule(
         expr=f"job:trainsignals_ranks_up:sum{r} < {expected_ranks}",
-        # Restarting ranks are missing for a while; only longer than that is news.
-        for_seconds=rec.restart_budget if rec.automatic else 120,
+        # Restarting ranks are missing for a while; only longer than that is news, and a job
+        # that is gone altogether pages as TrainingNoProgress first (which covers this one).
+        for_seconds=rec.restart_budget + 300 if rec.automatic else 120,
         summary="{{ $labels.training_job }}: only {{ $value }} of "
         f"{expected_ranks} training ranks are up",
         description="Prometheus scrapes {{ $value }} healthy training targets where the spec "
@@ -55,7 +56,7 @@ def targets_down(ctx: RuleContext) -> Rule:
         faults=[
             FaultCase(
                 "",
-                (rec.restart_budget // 60 + 3) if rec.automatic else 5,
+                (rec.restart_budget // 60 + 8) if rec.automatic else 5,
                 targets_down=lambda kind, node, m: (
                     kind == "training" and node == "node-0" and m >= onset
                 ),
