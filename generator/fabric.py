@@ -16,12 +16,7 @@ one page.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from .promql import RuleContext
-
-if TYPE_CHECKING:
-    from .alerts import AlertRule
 
 IB_ACTIVE = 4  # node_infiniband_state_id: 1 down, 2 init, 3 armed, 4 active, 5 act defer
 PORT_HISTORY = 6 * 3600  # a port counts as the job's if it was active this recently
@@ -55,47 +50,6 @@ def fabric_recordings(ctx: RuleContext) -> dict[str, str]:
             for c in ERROR_COUNTERS
         ),
     }
-
-
-def fabric_alerts(ctx: RuleContext) -> list[AlertRule]:
-    from .alerts import AlertRule  # alerts.py appends these rules
-
-    if not fabric_enabled(ctx):
-        return []
-    r = ctx.recorded()
-    history = ctx.range(PORT_HISTORY)
-    return [
-        AlertRule(
-            "InfinibandPortDown",
-            # Only ports that were active lately: an uncabled spare port is not a fault.
-            f"{PORT_UP}{r} == 0 and on (training_job, {PORT}) "
-            f"max_over_time({PORT_UP}{r}[{history}]) == 1",
-            120,
-            "{{ $labels.training_job }}: InfiniBand {{ $labels.device }} port "
-            "{{ $labels.port }} down on {{ $labels.node }}",
-            "InfiniBand port {{ $labels.device }}/{{ $labels.port }} on {{ $labels.node }} "
-            "is not ACTIVE (node_infiniband_state_id != 4) after being active within "
-            f"{history}. Collectives crossing this node stall or fall back to slower paths. "
-            "Cable, transceiver, HCA or switch port: for the infra team.",
-            "fabric",
-            "port not ACTIVE",
-            "instant",
-        ),
-        AlertRule(
-            "InfinibandPortFlapping",
-            f"{LINK_DOWNED}{r} > {FLAPS:g}",
-            0,
-            "{{ $labels.training_job }}: InfiniBand {{ $labels.device }} port "
-            "{{ $labels.port }} flapping on {{ $labels.node }}",
-            "InfiniBand port {{ $labels.device }}/{{ $labels.port }} on {{ $labels.node }} "
-            "went down {{ $value | humanize }} times in the last hour "
-            "(node_infiniband_link_downed_total). Each time, NCCL retries or the job hangs "
-            "until its timeout. Usually a marginal cable or transceiver: for the infra team.",
-            "fabric",
-            "2 or more link-downs in 1h",
-            "1h",
-        ),
-    ]
 
 
 def fabric_panels(builder, r: str) -> list:

@@ -8,7 +8,7 @@ from .gpu_sources import RawSeries
 from .promql import RuleContext
 
 if TYPE_CHECKING:
-    from .rule_tests import FaultCase
+    from .faults import FaultCase
 
 FABRIC_PORT = {"device": "mlx5_0", "port": "1"}  # the port the fault cases break
 SPARE = {"device": "mlx5_1", "port": "1"}  # a healthy port next to it
@@ -38,30 +38,31 @@ def ib_series(
     return series
 
 
-def fabric_fault_cases(ctx: RuleContext) -> list[FaultCase]:
-    from .fabric import fabric_enabled
-    from .rule_tests import FAULT_ONSET, FaultCase
+def port_down_fault() -> FaultCase:
+    """mlx5_0/1 of node-0 goes down at onset and stays down."""
+    from .faults import FAULT_ONSET, FaultCase
 
-    if not fabric_enabled(ctx):
-        return []
     onset = FAULT_ONSET
-    port = ("node", "device", "port")
-    return [
-        FaultCase(
-            "InfinibandPortDown",
-            4,
-            labels=port,
-            raw_series=lambda ctx, minutes: ib_series(
-                ctx, minutes, set(range(onset, minutes + 1)), [onset]
-            ),
+    return FaultCase(
+        "",
+        4,
+        labels=("node", "device", "port"),
+        raw_series=lambda ctx, minutes: ib_series(
+            ctx, minutes, set(range(onset, minutes + 1)), [onset]
         ),
-        FaultCase(
-            "InfinibandPortFlapping",
-            12,
-            labels=port,
-            # Down for a minute at onset and 10 minutes later: never long enough for PortDown.
-            raw_series=lambda ctx, minutes: ib_series(
-                ctx, minutes, {onset, onset + 10}, [onset, onset + 10]
-            ),
+    )
+
+
+def port_flapping_fault() -> FaultCase:
+    """Down for a minute at onset and 10 minutes later: never long enough for PortDown."""
+    from .faults import FAULT_ONSET, FaultCase
+
+    onset = FAULT_ONSET
+    return FaultCase(
+        "",
+        12,
+        labels=("node", "device", "port"),
+        raw_series=lambda ctx, minutes: ib_series(
+            ctx, minutes, {onset, onset + 10}, [onset, onset + 10]
         ),
-    ]
+    )
