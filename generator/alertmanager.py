@@ -55,15 +55,6 @@ def _alternation(names: tuple[str, ...] | list[str]) -> str:
 # (NodeDown -> TrainingTargetsDown -> TrainingStalled) hold even when the middle is muted.
 INHIBIT_RULES: tuple[tuple[str, dict], ...] = (
     (
-        "A port that is down also counts a link-down: the flap ticket for that port is the "
-        "same fault.",
-        {
-            "source_matchers": ['alertname="InfinibandPortDown"'],
-            "target_matchers": ['alertname="InfinibandPortFlapping"'],
-            "equal": ["training_job", "node", "device", "port"],
-        },
-    ),
-    (
         "A node that is down explains every per-GPU and per-node alert of that node: its "
         "exporter and disk metrics vanish or go stale with it. Page for the node only.",
         {
@@ -157,6 +148,15 @@ INHIBIT_RULES: tuple[tuple[str, dict], ...] = (
             "source_matchers": ['severity="page"'],
             "target_matchers": ['severity="ticket"'],
             "equal": ["alertname", "training_job"],
+        },
+    ),
+    (
+        "A port that is down also counts a link-down: the flap ticket for that port is the "
+        "same fault.",
+        {
+            "source_matchers": ['alertname="InfinibandPortDown"'],
+            "target_matchers": ['alertname="InfinibandPortFlapping"'],
+            "equal": ["training_job", "node", "device", "port"],
         },
     ),
 )
