@@ -89,7 +89,7 @@ def setup() -> Iterator[Setup]:
             try:
                 for sim in sims:
                     sim.start()
-                stack.wait_for_targets(2 * (NODES * GPUS_PER_NODE + NODES))
+                stack.wait_for_targets(2 * (NODES * GPUS_PER_NODE + 2 * NODES))  # + node_exporters
                 _rules_evaluated(stack, 2 * len(specs))
                 yield Setup(stack, specs, jobs_dir)
             finally:
