@@ -40,7 +40,7 @@ RUNBOOKS: tuple[MetaRunbook, ...] = (
         "means no alert of any training job can reach anyone right now.",
         (
             "Open Prometheus `/-/ready` and Alertmanager `/-/ready`: which one is down?",
-            "Prometheus up: `ALERTS{alertname=\"Watchdog\"}` should be 1; if not, the meta rule "
+            'Prometheus up: `ALERTS{alertname="Watchdog"}` should be 1; if not, the meta rule '
             "file is not loaded (`/rules`).",
             "Alertmanager up: `/#/alerts` should list Watchdog; if it does, the receiver "
             "`deadmansswitch` fails (see AlertmanagerNotificationsFailing, the Alertmanager log).",
@@ -139,7 +139,7 @@ RUNBOOKS: tuple[MetaRunbook, ...] = (
         "a member sees fewer peers than that (gossip broken: a split cluster can page twice).",
         "Notifications still go out while one member is up. One more failure and nothing does.",
         (
-            "`up{job=\"alertmanager\"}` per instance; each member's `/#/status` lists its peers.",
+            '`up{job="alertmanager"}` per instance; each member\'s `/#/status` lists its peers.',
             "Members up but not peered: cluster port (9094 TCP and UDP) blocked, or a wrong "
             "`--cluster.peer`.",
         ),
@@ -159,7 +159,7 @@ RUNBOOKS: tuple[MetaRunbook, ...] = (
         "this waits longer than that before paging.",
         (
             "Prometheus `/service-discovery`: the job's targets, before and after relabeling.",
-            "`count by (job) (up{training_job=\"<job>\"})`: which scrape job is missing.",
+            '`count by (job) (up{training_job="<job>"})`: which scrape job is missing.',
         ),
         (
             "Restore the labels or discovery entries (the spec's `selector` labels and "

@@ -32,9 +32,7 @@ def heartbeat_timing(settings: MonitoringSettings) -> dict[str, str]:
     }
 
 
-def meta_routes(
-    settings: MonitoringSettings, timing_of: dict[str, dict[str, str]]
-) -> list[dict]:
+def meta_routes(settings: MonitoringSettings, timing_of: dict[str, dict[str, str]]) -> list[dict]:
     """[heartbeat route, meta alerts route]; `timing_of` maps page/ticket to their timing."""
     names = "|".join(n for n in META_ALERT_NAMES if n != HEARTBEAT)
     return [

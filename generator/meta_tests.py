@@ -32,8 +32,7 @@ def _alert(alertname: str, minute: int, expected: list[dict[str, str]]) -> dict:
         "expr": f"ALERTS{matchers(firing)}",
         "eval_time": f"{minute}m",
         "exp_samples": [
-            {"labels": f"ALERTS{matchers({**firing, **labels})}", "value": 1}
-            for labels in expected
+            {"labels": f"ALERTS{matchers({**firing, **labels})}", "value": 1} for labels in expected
         ],
     }
 
@@ -157,11 +156,7 @@ def _tests(settings: MonitoringSettings, specs: list[JobSpec]) -> dict[str, list
         "PrometheusNotConnectedToAlertmanagers": [
             _case(
                 "no Alertmanager discovered from minute 11 fires after the window and `for`",
-                [
-                    _series(
-                        "prometheus_notifications_alertmanagers_discovered", prom, "2x10 0x40"
-                    )
-                ],
+                [_series("prometheus_notifications_alertmanagers_discovered", prom, "2x10 0x40")],
                 [
                     _alert("PrometheusNotConnectedToAlertmanagers", 10, []),
                     _alert(
@@ -286,11 +281,7 @@ def _tests(settings: MonitoringSettings, specs: list[JobSpec]) -> dict[str, list
                     _alert(
                         "AlertmanagerNotificationsFailing",
                         40,
-                        [
-                            labels(
-                                "AlertmanagerNotificationsFailing", am_job, integration="webhook"
-                            )
-                        ],
+                        [labels("AlertmanagerNotificationsFailing", am_job, integration="webhook")],
                     ),
                 ],
             )
@@ -373,9 +364,7 @@ def _tests(settings: MonitoringSettings, specs: list[JobSpec]) -> dict[str, list
     return tests
 
 
-def meta_rule_tests(
-    settings: MonitoringSettings, specs: list[JobSpec], rules_file: str
-) -> dict:
+def meta_rule_tests(settings: MonitoringSettings, specs: list[JobSpec], rules_file: str) -> dict:
     """The promtool test document for the enabled meta alerts (scale 1 only)."""
     cases = [
         case

@@ -61,9 +61,7 @@ class Heartbeat(StrictModel):
     @classmethod
     def _absolute(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith("/"):
-            raise ValueError(
-                "credentials_file must be an absolute path on the Alertmanager host"
-            )
+            raise ValueError("credentials_file must be an absolute path on the Alertmanager host")
         return value
 
 
