@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 SUDO    := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 SCENARIO ?= healthy
 
-.PHONY: setup tools dashboards generate check lint test bench demo clean
+.PHONY: setup tools dashboards generate check lint test chaos bench demo clean
 
 setup: $(VENV)/.installed tools
 
@@ -43,8 +43,17 @@ lint: $(VENV)/.installed
 
 # Two workers: the real-stack tests (Prometheus, Alertmanager, simulator; mostly waiting on
 # compressed time) stay together on one, everything else runs on the other.
+# The longer fault tests (`chaos_full`) run in `make chaos`; the short ones run here.
 test: setup lint
-	$(BIN)/pytest -q -n 2 --dist loadgroup
+	$(BIN)/pytest -q -n 2 --dist loadgroup -m "not chaos_full"
+
+# Every fault test on the real pipeline (~6 min): Alertmanager and Prometheus killed and
+# restarted, a cluster member lost, a receiver answering 500, a failing rule, a stopped
+# heartbeat. Prints the table of pages expected, delivered, duplicated and their delay.
+chaos: setup
+	@mkdir -p .chaos && rm -f .chaos/results.md
+	TRAINSIGNALS_CHAOS_TABLE=.chaos/results.md $(BIN)/pytest -q tests/chaos
+	@cat .chaos/results.md
 
 bench: setup
 	$(BIN)/python bench/bench_generator.py

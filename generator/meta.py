@@ -229,15 +229,20 @@ def meta_rules(
             lambda sev: [
                 MetaRule(
                     "AlertmanagerNotificationsFailing",
+                    # Requests fail on every retry while a receiver is down (continuous);
+                    # notifications_failed counts once per group interval, after the retries.
                     "sum by (integration) "
+                    f"(increase(alertmanager_notification_requests_failed_total{am}[{w5}])) > 0"
+                    " or sum by (integration) "
                     f"(increase(alertmanager_notifications_failed_total{am}[{w5}])) > 0",
                     600,  # longer than the window: one failed retry round is not a page
                     sev,
                     settings.alertmanager_job,
                     "Alertmanager fails to deliver {{ $labels.integration }} notifications",
-                    "{{ $value | humanize }} {{ $labels.integration }} notifications failed "
-                    f"after all retries in {w5}: the receiver (pager, chat, ticket webhook) "
-                    "rejects or cannot be reached. Pages routed through it are not arriving.",
+                    "{{ $labels.integration }} notification requests keep failing "
+                    f"({{{{ $value | humanize }}}} in {w5}): the receiver (pager, chat, ticket "
+                    "webhook) rejects them or cannot be reached. Pages routed through it are "
+                    "not arriving; Alertmanager keeps retrying.",
                     f"{settings.alertmanager_url}/#/status",
                 )
             ],

@@ -255,16 +255,26 @@ def _tests(settings: MonitoringSettings, specs: list[JobSpec]) -> dict[str, list
         ],
         "AlertmanagerNotificationsFailing": [
             _case(
-                "webhook notifications failing from minute 20 fire; pagerduty ones do not",
+                "webhook requests failing from minute 20 fire; a pagerduty request that one "
+                "retry fixed at minute 20 does not",
                 [
                     _series(
-                        "alertmanager_notifications_failed_total",
+                        "alertmanager_notification_requests_failed_total",
                         {
                             "instance": "alertmanager-0:9093",
                             "integration": "webhook",
                             "job": am_job,
                         },
                         "0x20 1+1x40",
+                    ),
+                    _series(
+                        "alertmanager_notification_requests_failed_total",
+                        {
+                            "instance": "alertmanager-0:9093",
+                            "integration": "pagerduty",
+                            "job": am_job,
+                        },
+                        "0x20 1x40",
                     ),
                     _series(
                         "alertmanager_notifications_failed_total",

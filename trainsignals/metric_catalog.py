@@ -381,6 +381,13 @@ METRICS: tuple[Metric, ...] = (
         )
     ),
     Metric(
+        "alertmanager_notification_requests_failed_total",
+        Kind.COUNTER,
+        Component.ALERTMANAGER,
+        ("integration",),
+        "Notification requests that failed (each retry counts).",
+    ),
+    Metric(
         "alertmanager_notifications_failed_total",
         Kind.COUNTER,
         Component.ALERTMANAGER,

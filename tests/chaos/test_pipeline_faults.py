@@ -17,7 +17,8 @@ import pytest
 
 from tests.chaos.conftest import Row, page_rule, wait_until
 
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("chaos")]
+# No xdist group: in `make test` these run beside the long end-to-end group, not after it.
+pytestmark = pytest.mark.e2e
 
 PAGE = "/chaos/page"
 META_PAGE, META_TICKET = "/monitoring/page", "/monitoring/ticket"
@@ -236,26 +237,33 @@ def test_cluster_member_killed_right_after_sending(pipeline_factory, fault_table
 
 @pytest.mark.chaos_full
 def test_prometheus_restart_keeps_for_state(pipeline_factory, fault_table):
-    """Prometheus restarted with one alert firing and one pending (`for: 20s`): the firing one
-    does not page again; the pending one fires after its remaining `for`, not a whole new one
-    (for-state restored from ALERTS_FOR_STATE)."""
-    rules = [page_rule("ChaosSlowX", "x", "20s"), page_rule("ChaosSlowY", "y", "20s")]
+    """Prometheus restarted with one alert firing and one pending (`for: 40s`): the firing one
+    does not page again; the pending one fires after the rest of its `for`, not a whole new
+    one (for-state restored from ALERTS_FOR_STATE; its remaining time is above the 10 s
+    for-grace-period, 10m / 60, so no grace is added)."""
+    for_seconds = 40
+    rules = [
+        page_rule("ChaosSlowX", "x", f"{for_seconds}s"),
+        page_rule("ChaosSlowY", "y", f"{for_seconds}s"),
+    ]
     pipe = pipeline_factory(rules, alertmanagers=2)
     receiver, stack = pipe.receiver, pipe.stack
     pipe.set_fault("x", 1)
-    time.sleep(8)
+    time.sleep(20)
     y_at = time.monotonic()
     pipe.set_fault("y", 1)
-    wait_until(lambda: _at(receiver, PAGE, "ChaosSlowX"), 45, "ChaosSlowX firing")
+    wait_until(lambda: _at(receiver, PAGE, "ChaosSlowX"), 60, "ChaosSlowX firing")
     down = time.monotonic()
     stack.kill("prometheus", signal.SIGTERM)
     stack.restart("prometheus")
     ready = time.monotonic()
-    pending_left = 20 - (down - y_at)
-    y = wait_until(lambda: _at(receiver, PAGE, "ChaosSlowY"), 45, "ChaosSlowY after restart")[0]
+    pending_left = for_seconds - (down - y_at)
+    y = wait_until(lambda: _at(receiver, PAGE, "ChaosSlowY"), 60, "ChaosSlowY after restart")[0]
     y_delay = y.arrived - ready
-    # Restored: fires ~`pending_left` after the restart. A lost state waits the full 20 s.
-    assert y_delay < max(pending_left, 2) + 8 < 20, (y_delay, pending_left)
+    # Restored: the rest of its `for` (plus an evaluation, a scrape and group_wait). A lost
+    # state would wait the whole `for` again.
+    assert y_delay < pending_left + 10, (y_delay, pending_left)
+    assert y_delay < for_seconds - 5, (y_delay, pending_left)
     time.sleep(OBSERVE)
     xs, ys = _at(receiver, PAGE, "ChaosSlowX"), _at(receiver, PAGE, "ChaosSlowY")
     assert len(xs) == 1, xs
@@ -263,23 +271,26 @@ def test_prometheus_restart_keeps_for_state(pipeline_factory, fault_table):
     assert not [d for d in receiver.snapshot() if d.status == "resolved" and d.path == PAGE]
     fault_table.append(
         Row(
-            "Prometheus restarted with one page firing and one pending (for 20 s)",
+            f"Prometheus restarted with one page firing and one pending (for {for_seconds} s)",
             2,
             len(xs) + len(ys),
             len(xs) + len(ys) - 2,
-            f"pending one: {y_delay:.1f} s after ready ({pending_left:.1f} s of its for left; "
-            f"restart took {ready - down:.1f} s)",
+            f"pending one fired {y_delay:.1f} s after the restart ({pending_left:.1f} s of "
+            f"its for left; restart took {ready - down:.1f} s)",
             "firing one not re-paged, no resolved flap",
         )
     )
 
 
 @pytest.mark.chaos_full
-def test_page_receiver_answering_500(pipeline_factory, fault_table):
+@pytest.mark.parametrize("members", [1, 2])
+def test_page_receiver_answering_500(pipeline_factory, fault_table, members):
     """The page receiver answers 500: Alertmanager retries, AlertmanagerNotificationsFailing
     reaches the monitoring team (another receiver) meanwhile, and the page arrives once the
-    receiver recovers, once."""
-    pipe = pipeline_factory([page_rule("ChaosPageA", "a", "2s")], alertmanagers=2)
+    receiver recovers: once from one Alertmanager. A cluster's members each retry on their
+    own (the notification log records only successes), so when the receiver recovers more
+    than one retry can land: at most one per member."""
+    pipe = pipeline_factory([page_rule("ChaosPageA", "a", "2s")], alertmanagers=members)
     receiver, stack = pipe.receiver, pipe.stack
     receiver.failing.add(PAGE)
     fault_at = time.monotonic()
@@ -296,11 +307,15 @@ def test_page_receiver_answering_500(pipeline_factory, fault_table):
     page = wait_until(lambda: _at(receiver, PAGE, "ChaosPageA"), 60, "ChaosPageA after recovery")
     time.sleep(OBSERVE)
     delivered = _at(receiver, PAGE, "ChaosPageA")
-    assert len(delivered) == 1, delivered
+    senders = [(d.sender, round(d.arrived - recovered, 2)) for d in delivered]
+    assert 1 <= len(delivered) <= members, senders
+    if members > 1 and len(delivered) > 1:
+        assert len({d.sender for d in delivered}) == len(delivered), senders
     refused = [d for d in receiver.snapshot() if d.answered == 500]
     fault_table.append(
         Row(
-            f"page receiver answering 500 for {recovered - fault_at:.0f} s",
+            f"page receiver answering 500 for {recovered - fault_at:.0f} s "
+            f"({members} Alertmanager{'s' if members > 1 else ''})",
             1,
             len(delivered),
             len(delivered) - 1,
