@@ -176,6 +176,7 @@ class HAStack(Stack):
     heartbeat_seconds: int = 4
     peer_timeout: str = "2s"  # production 15s: how long member n+1 waits for member n
     resend_delay: str = "3s"  # production 1m
+    for_grace_period: str | None = None  # None: production's 10m divided by time_scale
     with_meta: bool = True
     am_ports: list[int] = field(default_factory=list)
     cluster_ports: list[int] = field(default_factory=list)
@@ -262,9 +263,9 @@ class HAStack(Stack):
 
     def flags(self) -> list[str]:
         """Prometheus' rule-restore flags: production's for-grace-period (10m) scaled."""
-        grace = max(1, round(600 / self.time_scale))
+        grace = self.for_grace_period or f"{max(1, round(600 / self.time_scale))}s"
         return [
-            f"--rules.alert.for-grace-period={grace}s",
+            f"--rules.alert.for-grace-period={grace}",
             f"--rules.alert.resend-delay={self.resend_delay}",
         ]
 

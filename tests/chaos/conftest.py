@@ -116,7 +116,9 @@ def pipeline_factory(tmp_path: Path) -> Iterator[Callable[..., Pipeline]]:
     require_tool("prometheus-alertmanager")
     started: list[tuple[HAStack, list[GaugeTarget]]] = []
 
-    def make(rules: list[dict], *, alertmanagers: int, page_group_wait: str = "1s") -> Pipeline:
+    def make(
+        rules: list[dict], *, alertmanagers: int, page_group_wait: str = "1s", **stack: object
+    ) -> Pipeline:
         workdir = Path(tempfile.mkdtemp(dir=tmp_path))
         targets = [GaugeTarget(), GaugeTarget()]
         sd = workdir / "sd"
@@ -127,18 +129,19 @@ def pipeline_factory(tmp_path: Path) -> Iterator[Callable[..., Pipeline]]:
             (sd / f"{kind}.json").write_text(json.dumps(entry), "utf-8")
         timing = {k: dict(v) for k, v in FAST_TIMING.items()}
         timing["page"]["group_wait"] = page_group_wait
-        stack = HAStack(
+        ha = HAStack(
             workdir / "stack",
             [SPEC],
             [sd],
             [rules_file(workdir / "chaos.rules.yaml", rules)],
             timing,
             alertmanagers=alertmanagers,
+            **stack,  # type: ignore[arg-type]
         )
-        started.append((stack, targets))
-        stack.__enter__()
-        stack.wait_for_targets(2 + 1 + alertmanagers)
-        return Pipeline(workdir, stack, targets)
+        started.append((ha, targets))
+        ha.__enter__()
+        ha.wait_for_targets(2 + 1 + alertmanagers)
+        return Pipeline(workdir, ha, targets)
 
     yield make
     for stack, targets in started:

@@ -283,6 +283,50 @@ def test_prometheus_restart_keeps_for_state(pipeline_factory, fault_table):
 
 
 @pytest.mark.chaos_full
+@pytest.mark.parametrize(
+    ("grace", "pages"),
+    [("10s", 2), ("1s", 1)],
+    ids=["default-grace-10m-repages", "grace-1m-restores"],
+)
+def test_prometheus_restart_short_for_and_grace_period(pipeline_factory, fault_table, grace, pages):
+    """Production's flags divided by 60: resend delay 1m -> 1 s (Alertmanager drops an alert
+    4 resends after the last one), for-grace-period 10m -> 10 s, a page with `for: 5m` -> 5 s.
+    A `for` below the grace period is not restored: after a restart the firing page goes back to
+    pending for its whole `for`, Alertmanager resolves it meanwhile, and it pages again. With a
+    grace period below the shortest page `for` (1m -> 1 s) it is restored and pages once."""
+    pipe = pipeline_factory(
+        [page_rule("ChaosPageA", "a", "5s")],
+        alertmanagers=1,
+        resend_delay="1s",
+        for_grace_period=grace,
+    )
+    receiver, stack = pipe.receiver, pipe.stack
+    pipe.set_fault("a", 1)
+    wait_until(lambda: _at(receiver, PAGE, "ChaosPageA"), 45, "ChaosPageA firing")
+    time.sleep(2)
+    down = time.monotonic()
+    stack.kill("prometheus", signal.SIGTERM)
+    stack.restart("prometheus")
+    time.sleep(5 + 4 + OBSERVE)
+    firing = _at(receiver, PAGE, "ChaosPageA")
+    resolved = [d for d in receiver.delivered("ChaosPageA", "resolved") if d.path == PAGE]
+    assert len(firing) == pages, (len(firing), len(resolved))
+    fault_table.append(
+        Row(
+            f"Prometheus restarted, page with for 5m firing, for-grace-period "
+            f"{'10m (default)' if pages == 2 else '1m'}, resend delay 1m (all / 60)",
+            1,
+            len(firing),
+            len(firing) - 1,
+            f"second page {firing[1].arrived - down:.1f} s after the restart"
+            if len(firing) > 1
+            else "-",
+            f"{len(resolved)} resolved notification(s) in between",
+        )
+    )
+
+
+@pytest.mark.chaos_full
 @pytest.mark.parametrize("members", [1, 2])
 def test_page_receiver_answering_500(pipeline_factory, fault_table, members):
     """The page receiver answers 500: Alertmanager retries, AlertmanagerNotificationsFailing
