@@ -47,7 +47,7 @@ lint: $(VENV)/.installed
 test: setup lint
 	$(BIN)/pytest -q -n 2 --dist loadgroup -m "not chaos_full"
 
-# Every fault test on the real pipeline (~6 min): Alertmanager and Prometheus killed and
+# Every fault test on the real pipeline (~8 min): Alertmanager and Prometheus killed and
 # restarted, a cluster member lost, a receiver answering 500, a failing rule, a stopped
 # heartbeat. Prints the table of pages expected, delivered, duplicated and their delay.
 chaos: setup
