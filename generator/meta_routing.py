@@ -11,7 +11,7 @@ from __future__ import annotations
 from .durations import format_duration
 from .meta import HEARTBEAT
 from .monitoring import META_ALERT_NAMES, MonitoringSettings
-from .spec import Receiver
+from .receivers import Receiver
 
 SWITCH_RECEIVER = "deadmansswitch"
 SEVERITIES = ("page", "ticket")
@@ -56,13 +56,12 @@ def meta_routes(settings: MonitoringSettings, timing_of: dict[str, dict[str, str
 
 
 def switch_receiver(settings: MonitoringSettings) -> dict:
-    webhook: dict = {"url": settings.heartbeat.url, "send_resolved": False}
-    if settings.heartbeat.credentials_file:
-        # Alertmanager reads the token from this file at run time; it is never in the config.
-        webhook["http_config"] = {
-            "authorization": {"credentials_file": settings.heartbeat.credentials_file}
-        }
-    return {"name": SWITCH_RECEIVER, "webhook_configs": [webhook]}
+    """The dead man's switch: a webhook (token from a file, never inline), no resolved."""
+    from .alertmanager import _receiver_config  # alertmanager.py imports this module
+
+    config = _receiver_config(SWITCH_RECEIVER, settings.heartbeat.receiver())
+    config["webhook_configs"][0]["send_resolved"] = False
+    return config
 
 
 def meta_receivers(

@@ -9,9 +9,9 @@ The defaults below are the repository's committed settings (the generated files 
 them: `trainsignals check`). A deployment overrides them with `--monitoring FILE`, a YAML file
 with the same fields; unknown keys are errors, as in job specs.
 
-No secret is written: the dead man's switch is a URL (a healthchecks-style ping URL that is not
-itself the secret) and, when the service wants a token, a `credentials_file` path that
-Alertmanager reads at run time (`http_config.authorization.credentials_file`).
+No secret is written: the dead man's switch is a URL that is not itself the credential and,
+when the service wants a token, a secret reference (a file Alertmanager reads at run time,
+`http_config.authorization.credentials_file`), as for every receiver (generator/secrets.py).
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from pathlib import Path
 import yaml
 from pydantic import Field, ValidationError, field_validator
 
-from .loader import SpecError, _describe, _field_path
-from .spec import Duration, Routing, Severity, StrictModel
+from .receivers import Receiver, Routing
+from .secrets import HOW_TO_REFERENCE, SecretRef, looks_secret
+from .spec import Duration, Severity, StrictModel
 
 META_ALERT_NAMES = (
     "Watchdog",
@@ -39,30 +40,33 @@ META_ALERT_NAMES = (
 class Heartbeat(StrictModel):
     """The always-firing Watchdog alert, sent to an external dead man's switch.
 
-    The switch (healthchecks.io, Dead Man's Snitch, PagerDuty's heartbeat, cronitor...)
-    pages when the pings stop: that covers what no alert from inside can, a dead Prometheus,
-    Alertmanager or monitoring host.
+    The switch (healthchecks-style ping service, PagerDuty's heartbeat, cronitor...) pages
+    when the pings stop: that covers what no alert from inside can, a dead Prometheus,
+    Alertmanager or monitoring host. Alertmanager 0.25 has no `url_file` on webhooks, so the
+    URL must not be the credential; a token goes in `secret` (a bearer token Alertmanager reads
+    from a file, generator/secrets.py).
     """
 
     url: str = "https://deadmansswitch.example.com/ping/trainsignals"
-    # A file holding the bearer token, read by Alertmanager; never the token itself.
-    credentials_file: str | None = "/etc/alertmanager/secrets/deadmansswitch-token"
+    secret: SecretRef | None = SecretRef(name="deadmansswitch", key="token")
     # How often Alertmanager repeats the ping; the switch's timeout should be 2-3 times this.
     interval: Duration = 60
 
     @field_validator("url")
     @classmethod
-    def _http_url(cls, value: str) -> str:
+    def _plain_http_url(cls, value: str) -> str:
         if not value.startswith(("http://", "https://")):
             raise ValueError("the heartbeat url must start with http:// or https://")
+        what = looks_secret(value)
+        if what:
+            raise ValueError(
+                f"the heartbeat url looks like {what}: it would be written in plain text; use "
+                f"a URL that is not the credential and {HOW_TO_REFERENCE}"
+            )
         return value
 
-    @field_validator("credentials_file")
-    @classmethod
-    def _absolute(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith("/"):
-            raise ValueError("credentials_file must be an absolute path on the Alertmanager host")
-        return value
+    def receiver(self) -> Receiver:
+        return Receiver(kind="webhook", target=self.url, secret=self.secret)
 
 
 class MonitoringSettings(StrictModel):
@@ -104,6 +108,8 @@ DEFAULT_SETTINGS = MonitoringSettings()
 
 def load_monitoring(path: Path) -> MonitoringSettings:
     """Validate a monitoring settings file; SpecError names file, field and the fix."""
+    from .loader import SpecError, _describe, _field_path  # the loader imports alertmanager.py
+
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:

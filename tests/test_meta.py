@@ -142,14 +142,14 @@ def test_severity_overrides_and_off(tmp_path: Path) -> None:
 def test_bad_monitoring_file_names_file_field_and_fix(tmp_path: Path) -> None:
     path = tmp_path / "monitoring.yaml"
     path.write_text(
-        "team: sre\nheartbeat: {url: 'hc-ping.com/x', credentials_file: token.txt}\n"
+        "team: sre\nheartbeat: {url: 'hc-ping.com/x', secret: {file: token.txt}}\n"
         "alerts: {Watchdog: off, PrometheusRuleFailure: page}\ntypo: 1\n"
     )
     with pytest.raises(SpecError) as info:
         load_monitoring(path)
     text = "\n".join(info.value.problems)
     assert f"{path}: heartbeat.url:" in text and "http://" in text
-    assert f"{path}: heartbeat.credentials_file:" in text and "absolute path" in text
+    assert f"{path}: heartbeat.secret.file:" in text
     assert f"{path}: alerts:" in text
     assert f"{path}: typo: unknown key" in text
     path.write_text("heartbeat: {interval: 30s}\n")
@@ -202,11 +202,22 @@ def test_routing_heartbeat_to_switch_meta_alerts_to_monitoring(tmp_path: Path) -
     assert heartbeat_route["group_interval"] == "30s"
 
 
-def test_no_secret_only_a_credentials_file() -> None:
+def test_no_secret_only_a_credentials_file(tmp_path: Path) -> None:
     text = generate_all(example_specs())["alerts/alertmanager.yaml"]
     switch = next(r for r in yaml.safe_load(text)["receivers"] if r["name"] == "deadmansswitch")
     webhook = switch["webhook_configs"][0]
+    assert webhook["send_resolved"] is False
     assert webhook["http_config"] == {
-        "authorization": {"credentials_file": DEFAULT_SETTINGS.heartbeat.credentials_file}
+        "authorization": {
+            "type": "Bearer",
+            "credentials_file": "/etc/alertmanager/secrets/deadmansswitch/token",
+        }
     }
-    assert "credentials:" not in text and "password" not in text
+    # A ping URL that is itself the credential is refused, naming the fix.
+    path = tmp_path / "monitoring.yaml"
+    path.write_text(
+        "heartbeat: {url: 'https://hc.example.com/ping/0f3a9c2b7d1e4f5a8b6c9d0e1f2a3b4c'}\n"
+    )
+    with pytest.raises(SpecError) as info:
+        load_monitoring(path)
+    assert "heartbeat.url" in info.value.problems[0] and "secret:" in info.value.problems[0]

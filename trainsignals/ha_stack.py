@@ -157,7 +157,7 @@ def monitoring_settings(
         alertmanager_job=ALERTMANAGER_JOB,
         alertmanager_replicas=replicas,
         heartbeat=Heartbeat(
-            url=f"{receiver_url}/deadmansswitch", credentials_file=None, interval=heartbeat_seconds
+            url=f"{receiver_url}/deadmansswitch", secret=None, interval=heartbeat_seconds
         ),
     )
 
