@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .alert_catalog import ALERTS
 from .receivers import Receiver, Routing
 from .spec import JobSpec
 from .yaml_out import dump
@@ -43,39 +44,12 @@ _PAGERDUTY_DESCRIPTION = "{{ .CommonAnnotations.summary }}"
 _SMTP_PLACEHOLDER = {"smtp_smarthost": "localhost:25", "smtp_from": "alertmanager@localhost"}
 
 # Per-GPU and per-node alerts a dead node explains (its exporter and ranks vanish with it).
-NODE_SCOPED = (
-    "GpuLost",
-    "GpuUncorrectableEccErrors",
-    "GpuXidCritical",
-    "GpuXidError",
-    "GpuRemappedRowsPending",
-    "GpuThermalThrottling",
-    "GpuPowerThrottling",
-    "GpuTemperatureHigh",
-    "GpuMemoryNearFull",
-    "GpuExporterDown",
-    "GpuExporterNvmlErrors",
-    "CheckpointDiskAlmostFull",
-    "CheckpointDiskFillingUp",
-)
-# Job-wide symptoms of ranks that stopped making progress.
-PROGRESS_SYMPTOMS = (
-    "TrainingStalled",
-    "ThroughputBelowFloor",
-    "StepTimeAboveBound",
-    "MfuBelowFloor",
-    "DataLoaderStarved",
-)
-
-
+NODE_SCOPED = tuple(a.name for a in ALERTS if a.node_scoped)
+# Job-wide symptoms of ranks that stopped making progress; the stall first, it explains the rest.
+PROGRESS_SYMPTOMS = tuple(a.name for a in ALERTS if a.progress_symptom)
+SLOWDOWN_SYMPTOMS = tuple(name for name in PROGRESS_SYMPTOMS if name != "TrainingStalled")
 # What a job that makes no progress (or keeps crashing) also shows: one incident, one page.
-INCIDENT_CONSEQUENCES = (
-    "TrainingStalled",
-    "TrainingTargetsDown",
-    *PROGRESS_SYMPTOMS[1:],
-    "CheckpointTooOld",
-    "SloErrorBudgetBurnFast",
-)
+INCIDENT_CONSEQUENCES = tuple(a.name for a in ALERTS if a.incident_consequence)
 
 
 def _alternation(names: tuple[str, ...] | list[str]) -> str:
@@ -137,7 +111,7 @@ INHIBIT_RULES: tuple[tuple[str, dict], ...] = (
         "runbook covers it: report the stall only.",
         {
             "source_matchers": ['alertname="TrainingStalled"'],
-            "target_matchers": [_alternation(PROGRESS_SYMPTOMS[1:])],
+            "target_matchers": [_alternation(SLOWDOWN_SYMPTOMS)],
             "equal": ["training_job"],
         },
     ),
@@ -179,6 +153,15 @@ INHIBIT_RULES: tuple[tuple[str, dict], ...] = (
             "source_matchers": ['severity="page"'],
             "target_matchers": ['severity="ticket"'],
             "equal": ["alertname", "training_job"],
+        },
+    ),
+    (
+        "A port that is down also counts a link-down: the flap ticket for that port is the "
+        "same fault.",
+        {
+            "source_matchers": ['alertname="InfinibandPortDown"'],
+            "target_matchers": ['alertname="InfinibandPortFlapping"'],
+            "equal": ["training_job", "node", "device", "port"],
         },
     ),
 )
