@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 SUDO    := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 SCENARIO ?= healthy
 
-.PHONY: setup tools dashboards generate check lint test bench demo clean
+.PHONY: setup tools dashboards generate check lint test chaos bench demo clean
 
 setup: $(VENV)/.installed tools
 
@@ -44,9 +44,18 @@ lint: $(VENV)/.installed
 
 # Two workers: the real-stack tests (Prometheus, Alertmanager, simulator; mostly waiting on
 # compressed time) stay together on one, everything else runs on the other.
+# The longer fault tests (`chaos_full`) run in `make chaos`; the short ones run here.
 # PYTEST_ARGS narrows the run (tests/test_teardown.py kills a `make test` of one file).
 test: setup lint
-	$(BIN)/pytest -q -n 2 --dist loadgroup $(PYTEST_ARGS)
+	$(BIN)/pytest -q -n 2 --dist loadgroup -m "not chaos_full" $(PYTEST_ARGS)
+
+# Every fault test on the real pipeline (~8 min): Alertmanager and Prometheus killed and
+# restarted, a cluster member lost, a receiver answering 500, a failing rule, a stopped
+# heartbeat. Prints the table of pages expected, delivered, duplicated and their delay.
+chaos: setup
+	@mkdir -p .chaos && rm -f .chaos/results.md
+	TRAINSIGNALS_CHAOS_TABLE=.chaos/results.md $(BIN)/pytest -q tests/chaos
+	@cat .chaos/results.md
 
 bench: setup
 	$(BIN)/python bench/bench_generator.py

@@ -152,7 +152,9 @@ def _alert_problems(rule: Rule) -> list[str]:
         if not rule.labels.get(label):
             problems.append(rule.problem(f"label {label} missing", f"add labels.{label}"))
     severity = rule.labels.get("severity")
-    if severity and severity not in SEVERITIES:
+    # The always-firing heartbeat (generator/meta.py) notifies a dead man's switch, nobody.
+    heartbeat = severity == "none" and rule.expr.strip() == "vector(1)"
+    if severity and severity not in SEVERITIES and not heartbeat:
         problems.append(
             rule.problem(f"severity {severity!r} is not page or ticket", "set page or ticket")
         )
