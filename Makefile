@@ -16,7 +16,7 @@ $(VENV)/.installed: pyproject.toml
 	# torch pinned (a CPU build; unpinned pulls a multi-GB CUDA build) and installed before the
 	# HF/Lightning extras that depend on it: the callback tests train tiny models on CPU.
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[dev,hf,lightning,plots]'
+	$(BIN)/pip install -q -e '.[dev,hf,lightning]'
 	touch $@
 
 # promtool (Debian `prometheus`) and amtool (Debian `prometheus-alertmanager`); neither
