@@ -40,6 +40,7 @@ check: setup
 	$(BIN)/trainsignals check
 	$(BIN)/trainsignals lint
 	promtool check rules alerts/*.rules.yaml
+	promtool check config deploy/prometheus/*.scrape.yaml
 	cd alerts && promtool test rules *.test.yaml
 	@if [ -f alerts/alertmanager.yaml ]; then amtool check-config alerts/alertmanager.yaml; fi
 
@@ -48,8 +49,9 @@ lint: $(VENV)/.installed
 
 # Two workers: the real-stack tests (Prometheus, Alertmanager, simulator; mostly waiting on
 # compressed time) stay together on one, everything else runs on the other.
+# PYTEST_ARGS narrows the run (tests/test_teardown.py kills a `make test` of one file).
 test: setup lint
-	$(BIN)/pytest -q -n 2 --dist loadgroup
+	$(BIN)/pytest -q -n 2 --dist loadgroup $(PYTEST_ARGS)
 
 # Every page scenario on vmagent + VictoriaMetrics + vmalert (the suite runs the short ones).
 e2e-vm: setup

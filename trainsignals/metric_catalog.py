@@ -58,7 +58,8 @@ GPU = ("node", "gpu", "uuid", "model")
 # legitimate pause that is bounded by the spec's `max_pause`.
 PHASES = ("startup", "warmup", "train", "eval", "checkpoint")
 
-# Clock-event ("throttle") reasons reported one series each, NVML's names in snake case.
+# Clock-event ("throttle") reasons, NVML's names in snake case. The exporter always reports
+# the thermal and power reasons (alerts take their share of time), the others while active.
 THROTTLE_REASONS = (
     "gpu_idle",
     "applications_clocks_setting",
@@ -196,6 +197,20 @@ METRICS: tuple[Metric, ...] = (
         GPU,
         "Share of time device memory was read or written.",
     ),
+    Metric(
+        "trainsignals_gpu_sm_active_ratio",
+        Kind.GAUGE,
+        G,
+        GPU,
+        "Share of SMs that had work, since the previous scrape (NVML GPM SM_UTIL, Hopper on).",
+    ),
+    Metric(
+        "trainsignals_gpu_tensor_active_ratio",
+        Kind.GAUGE,
+        G,
+        GPU,
+        "Share of time tensor pipes were busy, since the previous scrape (GPM ANY_TENSOR_UTIL).",
+    ),
     Metric("trainsignals_gpu_memory_used_bytes", Kind.GAUGE, G, GPU, "Device memory used."),
     Metric("trainsignals_gpu_memory_total_bytes", Kind.GAUGE, G, GPU, "Device memory in all."),
     Metric(
@@ -224,7 +239,8 @@ METRICS: tuple[Metric, ...] = (
         Kind.GAUGE,
         G,
         (*GPU, "reason"),
-        "1 while the clocks-event (throttle) reason is active, one series per reason.",
+        "1 while the clocks-event (throttle) reason is active; thermal and power reasons always, "
+        "others only while active.",
     ),
     Metric(
         "trainsignals_gpu_ecc_errors_total",
@@ -268,13 +284,33 @@ METRICS: tuple[Metric, ...] = (
         GPU,
         "PCIe receive throughput (NVML sample over 20 ms).",
     ),
-    Metric("trainsignals_gpu_nvlink_up", Kind.GAUGE, G, (*GPU, "link"), "1 when the link is up."),
+    Metric(
+        "trainsignals_gpu_nvlink_links_down",
+        Kind.GAUGE,
+        G,
+        GPU,
+        "NVLink links of this GPU that are down (0 when all are up).",
+    ),
+    Metric(
+        "trainsignals_gpu_nvlink_errors_all_links_total",
+        Kind.COUNTER,
+        G,
+        GPU,
+        "NVLink error counts of all links and types together (replay, recovery, CRC).",
+    ),
+    Metric(
+        "trainsignals_gpu_nvlink_up",
+        Kind.GAUGE,
+        G,
+        (*GPU, "link"),
+        "1 when the link is up; only for links that were down or had errors (or all links).",
+    ),
     Metric(
         "trainsignals_gpu_nvlink_errors_total",
         Kind.COUNTER,
         G,
         (*GPU, "link", "error_type"),
-        "NVLink error counters (replay, recovery, crc_flit, crc_data).",
+        "NVLink error counters (replay, recovery, crc_flit, crc_data) of the links nvlink_up has.",
     ),
     Metric(
         "trainsignals_gpu_fan_speed_ratio",
@@ -289,6 +325,22 @@ METRICS: tuple[Metric, ...] = (
         G,
         (*GPU, "pid", "process_name"),
         "Device memory used by one process.",
+    ),
+    # MIG GPU instances, labelled as dcgm-exporter labels them (GPU_I_ID, GPU_I_PROFILE).
+    *(
+        Metric(name, Kind.GAUGE, G, (*GPU, "GPU_I_ID", "GPU_I_PROFILE"), help_)
+        for name, help_ in (
+            ("trainsignals_gpu_mig_memory_used_bytes", "Memory used in the MIG GPU instance."),
+            ("trainsignals_gpu_mig_memory_total_bytes", "Memory of the MIG GPU instance."),
+            (
+                "trainsignals_gpu_mig_sm_active_ratio",
+                "Share of the instance's SMs that had work (GPM, Hopper on).",
+            ),
+            (
+                "trainsignals_gpu_mig_tensor_active_ratio",
+                "Share of time the instance's tensor pipes were busy (GPM, Hopper on).",
+            ),
+        )
     ),
     Metric(
         "trainsignals_gpu_exporter_nvml_errors_total",
@@ -326,6 +378,49 @@ METRICS: tuple[Metric, ...] = (
         ("node", "device"),
         "Bytes transmitted per network device.",
     ),
+    # --- node_exporter's infiniband collector (collector/infiniband_linux.go), fabric ---
+    Metric(
+        "node_infiniband_state_id",
+        Kind.GAUGE,
+        Component.NODE_EXPORTER,
+        ("node", "device", "port"),
+        "Port state (1 down, 2 init, 3 armed, 4 active, 5 act defer).",
+    ),
+    Metric(
+        "node_infiniband_physical_state_id",
+        Kind.GAUGE,
+        Component.NODE_EXPORTER,
+        ("node", "device", "port"),
+        "Physical port state (5 link up, 2 polling, 3 disabled).",
+    ),
+    Metric(
+        "node_infiniband_link_downed_total",
+        Kind.COUNTER,
+        Component.NODE_EXPORTER,
+        ("node", "device", "port"),
+        "Times the link failed to recover from an error and went down.",
+    ),
+    Metric(
+        "node_infiniband_link_error_recovery_total",
+        Kind.COUNTER,
+        Component.NODE_EXPORTER,
+        ("node", "device", "port"),
+        "Times the link recovered from an error state.",
+    ),
+    Metric(
+        "node_infiniband_symbol_error_total",
+        Kind.COUNTER,
+        Component.NODE_EXPORTER,
+        ("node", "device", "port"),
+        "Minor link errors on the physical lanes.",
+    ),
+    Metric(
+        "node_infiniband_port_errors_received_total",
+        Kind.COUNTER,
+        Component.NODE_EXPORTER,
+        ("node", "device", "port"),
+        "Received packets that contained an error.",
+    ),
     # --- Prometheus ---
     Metric(
         "up",
@@ -344,33 +439,74 @@ METRICS: tuple[Metric, ...] = (
 )
 
 # dcgm-exporter's names for the same signals, for specs with `gpu_metrics: dcgm`.
-# Names and units from NVIDIA/dcgm-exporter's default-counters.csv; labels gpu, UUID,
-# modelName, Hostname.
+# Names and units from NVIDIA/dcgm-exporter's etc/default-counters.csv (4.5.3-4.8.2); "optional"
+# marks fields that are commented out there (docs/dcgm-exporter.md says what each adds). Labels
+# from its rendermetrics template: gpu, UUID, pci_bus_id, device, modelName, Hostname (hostname
+# after #655), plus pod/namespace/container on Kubernetes.
+DCGM_LABELS = ("Hostname", "gpu", "UUID", "device", "modelName", "pci_bus_id")
 DCGM_METRICS: tuple[Metric, ...] = tuple(
     Metric(
         name,
-        Kind.COUNTER if name.endswith("_TOTAL") or "ENERGY" in name else Kind.GAUGE,
+        Kind.COUNTER if kind == "counter" else Kind.GAUGE,
         Component.DCGM_EXPORTER,
-        ("Hostname", "gpu", "UUID", "modelName"),
+        (*DCGM_LABELS, "err_code") if name == "DCGM_FI_DEV_XID_ERRORS" else DCGM_LABELS,
         help_,
     )
-    for name, help_ in (
-        ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization in percent."),
-        ("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization in percent."),
-        ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used, MiB."),
-        ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free, MiB."),
-        ("DCGM_FI_DEV_POWER_USAGE", "Power draw, W."),
-        ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "Energy since boot, mJ."),
-        ("DCGM_FI_DEV_GPU_TEMP", "GPU temperature, C."),
-        ("DCGM_FI_DEV_SM_CLOCK", "SM clock, MHz."),
-        ("DCGM_FI_DEV_MEM_CLOCK", "Memory clock, MHz."),
-        ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "Throttle reasons bitmask."),
-        ("DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error seen."),
-        ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "Volatile double-bit (uncorrectable) ECC errors."),
-        ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "Volatile single-bit (corrected) ECC errors."),
-        ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "Whether remapping of rows has failed."),
-        ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "PCIe replays."),
-        ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "NVLink bandwidth counter total."),
+    for name, kind, help_ in (
+        ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization in percent."),
+        ("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization in percent."),
+        ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used, MiB."),
+        ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free, MiB."),
+        ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw, W."),
+        ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", "Energy since boot, mJ."),
+        ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature, C."),
+        ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock, MHz."),
+        ("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock, MHz."),
+        ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "gauge", "Optional: clock-event reasons bitmask."),
+        (
+            "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+            "gauge",
+            "Optional: the same bitmask, DCGM 3 name.",
+        ),
+        ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error seen (err_code)."),
+        (
+            "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+            "counter",
+            "Optional: volatile double-bit (uncorrectable) ECC errors.",
+        ),
+        (
+            "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+            "counter",
+            "Optional: volatile single-bit (corrected) ECC errors.",
+        ),
+        (
+            "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+            "counter",
+            "Rows remapped for uncorrectable errors.",
+        ),
+        (
+            "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+            "counter",
+            "Rows remapped for correctable errors.",
+        ),
+        ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed."),
+        ("DCGM_FI_DEV_ROW_REMAP_PENDING", "gauge", "Optional: row remapping pending a reset."),
+        ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "PCIe replays."),
+        ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter", "NVLink bandwidth counter total."),
+        (
+            "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+            "counter",
+            "Optional: NVLink flow-control CRC errors.",
+        ),
+        (
+            "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
+            "counter",
+            "Optional: NVLink recovery errors.",
+        ),
+        ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Share of time the graphics engine is active."),
+        ("DCGM_FI_PROF_SM_ACTIVE", "gauge", "Optional: share of cycles an SM has a warp."),
+        ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", "Share of cycles the tensor pipe is active."),
+        ("DCGM_FI_PROF_DRAM_ACTIVE", "gauge", "Share of cycles device memory is active."),
     )
 )
 
