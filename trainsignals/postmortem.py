@@ -31,7 +31,6 @@ import jinja2
 from trainsignals import __version__
 from trainsignals.generator.durations import format_duration
 from trainsignals.generator.spec import JobSpec
-from trainsignals.postmortem_plot import PlotSpec, firing_bands, plot
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "generator" / "templates"
 DEFAULT_PROMETHEUS = "http://127.0.0.1:9090"
@@ -383,6 +382,9 @@ def collect(
     prom: Prometheus, job: str, start: float, end: float, spec: JobSpec | None, plot_dir: Path
 ) -> Postmortem:
     """Query Prometheus, write the plots into `plot_dir`, and return what the template needs."""
+    # matplotlib costs ~0.4 s to import: only the postmortem command pays it.
+    from trainsignals.postmortem_plot import PlotSpec, firing_bands, plot
+
     if end <= start:
         raise ValueError("--to must be after --from")
     selector = f'{{training_job="{job}"}}'
