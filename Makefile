@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 SUDO    := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 SCENARIO ?= healthy
 
-.PHONY: setup tools dashboards generate check lint test chaos bench demo clean
+.PHONY: setup tools dashboards generate check lint test chaos e2e-vm bench demo clean
 
 setup: $(VENV)/.installed tools
 
@@ -13,16 +13,21 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
+	# torch pinned (a CPU build; unpinned pulls a multi-GB CUDA build) and installed before the
+	# HF/Lightning extras that depend on it: the callback tests train tiny models on CPU.
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dev,hf,lightning]'
 	touch $@
 
 # promtool (Debian `prometheus`) and amtool (Debian `prometheus-alertmanager`); neither
 # package starts a service here, the tests start their own on 127.0.0.1.
 tools:
 	@if ! command -v promtool >/dev/null || ! command -v amtool >/dev/null \
-	    || ! command -v prometheus-alertmanager >/dev/null; then \
-	  echo "installing prometheus and prometheus-alertmanager (Debian packages)"; \
+	    || ! command -v prometheus-alertmanager >/dev/null || ! command -v vmalert >/dev/null; then \
+	  echo "installing prometheus, prometheus-alertmanager, victoria-metrics (Debian packages)"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
-	    $(SUDO) apt-get install -y -qq --no-install-recommends prometheus prometheus-alertmanager; \
+	    $(SUDO) apt-get install -y -qq --no-install-recommends prometheus prometheus-alertmanager \
+	    victoria-metrics; \
 	fi
 
 dashboards: setup generate
@@ -56,6 +61,10 @@ chaos: setup
 	@mkdir -p .chaos && rm -f .chaos/results.md
 	TRAINSIGNALS_CHAOS_TABLE=.chaos/results.md $(BIN)/pytest -q tests/chaos
 	@cat .chaos/results.md
+
+# Every page scenario on vmagent + VictoriaMetrics + vmalert (the suite runs the short ones).
+e2e-vm: setup
+	TRAINSIGNALS_VM_SCENARIOS=all $(BIN)/pytest -q tests/e2e/test_vm_scenarios.py
 
 bench: setup
 	$(BIN)/python bench/bench_generator.py

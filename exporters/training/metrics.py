@@ -23,6 +23,7 @@ from trainsignals.metric_catalog import PHASES
 
 from .disk import CheckpointDiskCollector, DiskUsageFn, WithoutCreated, real_disk_usage
 from .server import MetricsServer
+from .torchrun import LaunchEnv, read_env
 
 # Port scheme: one endpoint per rank, base + local_rank, so ranks of a node never collide.
 DEFAULT_BASE_PORT = 9850
@@ -148,6 +149,10 @@ class TrainingMetrics:
         if world_size < 1 or not 0 <= rank < world_size or local_rank < 0:
             raise ValueError(f"need 0 <= rank < world_size, got rank={rank} of {world_size}")
         self.rank, self.local_rank, self.world_size = rank, local_rank, world_size
+        self.restart_count = restart_count
+        self.launch = LaunchEnv(
+            rank, local_rank, world_size, local_rank + 1, restart_count=restart_count
+        )
         self.node = node or socket.gethostname()
         # Metrics live in an inner registry; the exposed one filters out the `_created`
         # series prometheus_client adds (not in the metric table, and noise to every scrape).
@@ -250,22 +255,25 @@ class TrainingMetrics:
     # --- construction from the launcher's environment ---------------------------------
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **kwargs: Any) -> TrainingMetrics:
-        """Read RANK, LOCAL_RANK, WORLD_SIZE and TORCHELASTIC_RESTART_COUNT as torchrun sets them.
+        """Configure from torchrun's variables (see torchrun.py); no argument is required.
 
         TRAINSIGNALS_STEP_TIME_BOUND_SECONDS, when set, is the spec's step-time bound.
         Missing variables mean a single-process run (rank 0 of 1, first incarnation). Other
-        arguments pass through to the constructor.
+        arguments pass through to the constructor. `metrics.launch` keeps what was read
+        (group_rank, restart_count, ...).
         """
-        env = os.environ if environ is None else environ
-        bound = env.get(STEP_TIME_BOUND_ENV)
-        return cls(
-            rank=int(env.get("RANK", "0")),
-            local_rank=int(env.get("LOCAL_RANK", "0")),
-            world_size=int(env.get("WORLD_SIZE", "1")),
-            restart_count=int(env.get("TORCHELASTIC_RESTART_COUNT", "0")),
+        launch = read_env(environ)
+        bound = (os.environ if environ is None else environ).get(STEP_TIME_BOUND_ENV)
+        metrics = cls(
+            rank=launch.rank,
+            local_rank=launch.local_rank,
+            world_size=launch.world_size,
+            restart_count=launch.restart_count,
             step_time_bound=float(bound) if bound else None,
             **kwargs,
         )
+        metrics.launch = launch
+        return metrics
 
     # --- the hot path ------------------------------------------------------------------
     def step(self, tokens: float = 0, samples: float = 0) -> _StepTimer:
