@@ -6,6 +6,7 @@ whatever the spec's selector is, so one Prometheus can hold many jobs' rules.
 
 from __future__ import annotations
 
+from .goodput import goodput_recordings
 from .gpu_sources import gpu_source
 from .promql import RuleContext, not_regex
 from .slo import slo_recordings
@@ -92,7 +93,11 @@ def recording_rules(ctx: RuleContext) -> list[dict]:
     gpu["node:trainsignals_gpus:count"] = (
         f"count by (node) (gpu:trainsignals_gpu_up:value{ctx.recorded()})"
     )
-    return [
-        {"record": name, "expr": expr, "labels": ctx.job_label}
-        for name, expr in (*job_recordings(ctx).items(), *gpu.items())
-    ] + slo_recordings(ctx)
+    return (
+        [
+            {"record": name, "expr": expr, "labels": ctx.job_label}
+            for name, expr in (*job_recordings(ctx).items(), *gpu.items())
+        ]
+        + goodput_recordings(ctx)
+        + slo_recordings(ctx)
+    )

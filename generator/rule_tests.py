@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 
 from .alerts import AlertRule, severity
+from .goodput_tests import goodput_tests, timeline_series
 from .gpu_sources import RawSeries, gpu_source
 from .promql import RuleContext, matchers
 from .series_notation import encode
@@ -175,6 +176,7 @@ def job_series(ctx: RuleContext, t: JobTimeline) -> list[RawSeries]:
             disk,
         )
         add("trainsignals_checkpoint_disk_size_bytes", [DISK_SIZE] * (t.minutes + 1), disk)
+        series.extend(timeline_series(labels, t.phase, t.steps_per_second, t.data_wait_share))
     return series
 
 
@@ -531,7 +533,8 @@ def rule_tests(ctx: RuleContext, alerts: list[AlertRule], rule_file: str) -> dic
     missing = enabled - {c.alert for c in cases}
     if missing:
         raise ValueError(f"no promtool fault case for {sorted(missing)}")
-    return promtool_suite(ctx, rule_file, [healthy_test(ctx), *(fault_test(ctx, c) for c in cases)])
+    tests = [healthy_test(ctx), *(fault_test(ctx, c) for c in cases), *goodput_tests(ctx)]
+    return promtool_suite(ctx, rule_file, tests)
 
 
 def promtool_suite(ctx: RuleContext, rule_file: str, tests: list[dict]) -> dict:
