@@ -7,7 +7,7 @@ and every inhibit rule can carry a comment explaining why it exists.
 
 from __future__ import annotations
 
-from .spec import JobSpec, Receiver
+from .spec import JobSpec, Receiver, Routing
 from .yaml_out import dump
 
 SEVERITIES = ("page", "ticket")
@@ -59,6 +59,16 @@ PROGRESS_SYMPTOMS = (
     "StepTimeAboveBound",
     "MfuBelowFloor",
     "DataLoaderStarved",
+)
+
+
+# What a job that makes no progress (or keeps crashing) also shows: one incident, one page.
+INCIDENT_CONSEQUENCES = (
+    "TrainingStalled",
+    "TrainingTargetsDown",
+    *PROGRESS_SYMPTOMS[1:],
+    "CheckpointTooOld",
+    "SloErrorBudgetBurnFast",
 )
 
 
@@ -126,6 +136,29 @@ INHIBIT_RULES: tuple[tuple[str, dict], ...] = (
         },
     ),
     (
+        "Self-healing jobs (recovery: auto_restart): a crash loop is the diagnosis of an "
+        "incident whose restarts keep failing; when the restarts finally stop, the lack of "
+        "progress that follows is the same incident, which already paged.",
+        {
+            "source_matchers": ['alertname="TrainingCrashLooping"', 'severity="page"'],
+            "target_matchers": ['alertname="TrainingNoProgress"'],
+            "equal": ["training_job"],
+        },
+    ),
+    (
+        "No progress (or a crash loop) beyond the restart budget is the page for the incident; "
+        "the stall, the missing ranks, the slowdown, the aging checkpoint and the goodput "
+        "burn it causes are the same incident.",
+        {
+            "source_matchers": [
+                'alertname=~"TrainingNoProgress|TrainingCrashLooping"',
+                'severity="page"',
+            ],
+            "target_matchers": [_alternation(INCIDENT_CONSEQUENCES)],
+            "equal": ["training_job"],
+        },
+    ),
+    (
         "If one alert exists both as page and as ticket for a job, the page covers the ticket.",
         {
             "source_matchers": ['severity="page"'],
@@ -136,6 +169,16 @@ INHIBIT_RULES: tuple[tuple[str, dict], ...] = (
 )
 
 
+def _team_routings(specs: list[JobSpec]) -> list[tuple[JobSpec, str, Routing]]:
+    """(spec, team, routing) for each job's team and, where set, its infra team."""
+    pairs = []
+    for spec in sorted(specs, key=lambda s: s.name):
+        pairs.append((spec, spec.team, spec.routing))
+        if spec.recovery.infra_team not in (None, spec.team):
+            pairs.append((spec, spec.infra_team, spec.recovery.infra_routing))
+    return pairs
+
+
 def team_receivers(specs: list[JobSpec]) -> dict[str, dict[str, Receiver | None]]:
     """{team: {severity: receiver or None}}, checking that a team's specs agree.
 
@@ -143,10 +186,10 @@ def team_receivers(specs: list[JobSpec]) -> dict[str, dict[str, Receiver | None]
     shares whatever receiver its team's other specs name.
     """
     chosen: dict[str, dict[str, tuple[Receiver, str] | None]] = {}
-    for spec in sorted(specs, key=lambda s: s.name):
-        team = chosen.setdefault(spec.team, dict.fromkeys(SEVERITIES))
+    for spec, team_name, routing in _team_routings(specs):
+        team = chosen.setdefault(team_name, dict.fromkeys(SEVERITIES))
         for severity in SEVERITIES:
-            receiver = getattr(spec.routing, severity)
+            receiver = getattr(routing, severity)
             if receiver is None:
                 continue
             seen = team[severity]
@@ -154,7 +197,7 @@ def team_receivers(specs: list[JobSpec]) -> dict[str, dict[str, Receiver | None]
                 team[severity] = (receiver, spec.name)
             elif seen[0] != receiver:
                 raise ValueError(
-                    f"specs {seen[1]!r} and {spec.name!r} of team {spec.team!r} disagree on "
+                    f"specs {seen[1]!r} and {spec.name!r} of team {team_name!r} disagree on "
                     f"routing.{severity} ({seen[0].kind} {seen[0].target!r} vs "
                     f"{receiver.kind} {receiver.target!r}); give them the same receiver"
                 )

@@ -42,6 +42,50 @@ def _training_average(ctx: RuleContext, expr: str) -> str:
     )
 
 
+def _recovery_alerts(ctx: RuleContext) -> list[AlertRule]:
+    """The symptoms that the self-healing loop (restart from checkpoint) failed."""
+    spec, o, r = ctx.spec, ctx.spec.objectives, ctx.recorded()
+    rec = spec.recovery
+    budget, pause_limit = rec.restart_budget, max(rec.restart_budget, o.max_pause)
+    # The last step of any rank, remembered through a restart or an outage (when every target
+    # is gone the recorded series stops, max_over_time keeps its last value).
+    since = (
+        f"time() - max_over_time(job:trainsignals_last_step:timestamp_max{r}"
+        f"[{ctx.range(rec.restart_window)}])"
+    )
+    window = format_duration(rec.restart_window)
+    return [
+        AlertRule(
+            "TrainingNoProgress",
+            f"({since} > {ctx.seconds(budget):g} unless on (training_job) "
+            f"job:trainsignals_phase_paused:max{r} == 1) or {since} > {ctx.seconds(pause_limit):g}",
+            60,
+            "{{ $labels.training_job }}: no training progress for {{ $value | humanizeDuration }}",
+            "No rank has completed a training step for {{ $value | humanizeDuration }}, longer "
+            f"than the restart budget of {format_duration(budget)} (or "
+            f"{format_duration(pause_limit)} in an announced eval/checkpoint pause). The job is "
+            "down, hung, or an automatic restart did not bring it back: the self-healing loop "
+            "failed and a human must act.",
+            "step_progress",
+            f"no step for > {format_duration(budget)}",
+            "instant",
+        ),
+        AlertRule(
+            "TrainingCrashLooping",
+            f"job:trainsignals_restarts:changes{window}{r} > {rec.max_restarts}",
+            60,
+            "{{ $labels.training_job }}: {{ $value }} restarts in " + window,
+            "The job restarted {{ $value }} times in the last " + window + " (allowed: "
+            f"{rec.max_restarts}). Automatic restarts keep failing: look for the node, GPU or "
+            "checkpoint that every restart trips over (the infra tickets of the same window name "
+            "it).",
+            "restarts",
+            f"> {rec.max_restarts} restarts in {window}",
+            window,
+        ),
+    ]
+
+
 def _job_alerts(ctx: RuleContext) -> list[AlertRule]:
     spec, o, r = ctx.spec, ctx.spec.objectives, ctx.recorded()
     expected_ranks = spec.shape.gpus
@@ -49,7 +93,8 @@ def _job_alerts(ctx: RuleContext) -> list[AlertRule]:
         AlertRule(
             "TrainingTargetsDown",
             f"job:trainsignals_ranks_up:sum{r} < {expected_ranks}",
-            120,
+            # Restarting ranks are missing for a while; only longer than that is news.
+            spec.recovery.restart_budget if spec.recovery.automatic else 120,
             "{{ $labels.training_job }}: only {{ $value }} of "
             f"{expected_ranks} training ranks are up",
             "Prometheus scrapes {{ $value }} healthy training targets where the spec expects "
@@ -454,7 +499,8 @@ def _slo_alerts(ctx: RuleContext) -> list[AlertRule]:
 
 def alert_rules(ctx: RuleContext) -> list[AlertRule]:
     """Every alert the spec enables, in catalogue order."""
-    by_name = {a.name: a for a in (*_job_alerts(ctx), *_node_alerts(ctx), *_slo_alerts(ctx))}
+    built = (*_recovery_alerts(ctx), *_job_alerts(ctx), *_node_alerts(ctx), *_slo_alerts(ctx))
+    by_name = {a.name: a for a in built}
     return [
         by_name[a.name]
         for a in BY_NAME.values()
@@ -463,7 +509,15 @@ def alert_rules(ctx: RuleContext) -> list[AlertRule]:
 
 
 def severity(ctx: RuleContext, name: str) -> str:
-    return ctx.spec.alerts.get(name, BY_NAME[name].default_severity)
+    """The spec's choice, else the catalogue's default for the job's recovery mode."""
+    return ctx.spec.alerts.get(name, BY_NAME[name].severity_for(ctx.spec.recovery.mode))
+
+
+def team(ctx: RuleContext, name: str) -> str:
+    """Hardware tickets go to whoever repairs hardware; pages to whoever must act now."""
+    if BY_NAME[name].owner == "infra" and severity(ctx, name) == "ticket":
+        return ctx.spec.infra_team
+    return ctx.spec.team
 
 
 def render_alert(ctx: RuleContext, alert: AlertRule) -> dict:
@@ -475,7 +529,7 @@ def render_alert(ctx: RuleContext, alert: AlertRule) -> dict:
     rule["labels"] = {
         "job": spec.name,
         "severity": severity(ctx, alert.name),
-        "team": spec.team,
+        "team": team(ctx, alert.name),
         "training_job": spec.name,
     }
     rule["annotations"] = {

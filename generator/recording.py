@@ -6,9 +6,10 @@ whatever the spec's selector is, so one Prometheus can hold many jobs' rules.
 
 from __future__ import annotations
 
+from .durations import format_duration
 from .goodput import goodput_recordings
 from .gpu_sources import gpu_source
-from .promql import RuleContext, not_regex
+from .promql import RuleContext, not_regex, regex
 from .slo import slo_recordings
 
 # Histogram quantiles shown on the dashboards and used by the step-time alert.
@@ -61,11 +62,19 @@ def job_recordings(ctx: RuleContext) -> dict[str, str]:
         "job:trainsignals_last_step:age_seconds": (
             f"time() - min(trainsignals_last_step_timestamp_seconds{raw})"
         ),
+        # Progress of any rank (all step together): survives restarts as the newest step.
+        "job:trainsignals_last_step:timestamp_max": (
+            f"max(trainsignals_last_step_timestamp_seconds{raw})"
+        ),
         "job:trainsignals_last_checkpoint:age_seconds": (
             f"time() - max(trainsignals_last_checkpoint_timestamp_seconds{raw})"
         ),
         # 1 only while every rank reports phase "train": pauses silence the training alerts.
         "job:trainsignals_phase_train:min": f"min(trainsignals_phase{ctx.raw(phase='train')})",
+        # An announced pause (eval, checkpoint) on any rank: no-progress waits longer.
+        "job:trainsignals_phase_paused:max": (
+            f"max(trainsignals_phase{ctx.raw(phase=regex('eval|checkpoint'))})"
+        ),
         "job:trainsignals_ranks_up:sum": f"sum(up{ctx.training_targets()}) or vector(0)",
         "node:trainsignals_targets_up:max": (
             f"max by (node) (up{ctx.training_targets()} or up{ctx.gpu_targets()})"
@@ -84,6 +93,27 @@ def job_recordings(ctx: RuleContext) -> dict[str, str]:
             f"sum by (node) (rate(node_network_transmit_bytes_total{physical}[{w5}]))"
         ),
     }
+    return rules | restart_recordings(ctx)
+
+
+def restart_recordings(ctx: RuleContext) -> dict[str, str]:
+    """Restarts as data: one per new incarnation of rank 0 (torchrun restarts every rank).
+
+    Rank 0's process start time changes once per restart, whatever node it lands on; a
+    restart's counter resets are handled by rate()/increase() and never look like a spike.
+    """
+    r = ctx.recorded()
+    windows = {"1h": 3600, "1d": 86400}
+    windows[format_duration(ctx.spec.recovery.restart_window)] = ctx.spec.recovery.restart_window
+    rules = {
+        "job:trainsignals_incarnation_start:max": (
+            f"max(trainsignals_process_start_time_seconds{ctx.raw(rank='0')})"
+        ),
+    }
+    for name, seconds in sorted(windows.items(), key=lambda item: item[1]):
+        rules[f"job:trainsignals_restarts:changes{name}"] = (
+            f"changes(job:trainsignals_incarnation_start:max{r}[{ctx.range(seconds)}])"
+        )
     return rules
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import accumulate
 
-from .alerts import AlertRule, severity
+from .alerts import AlertRule, severity, team
 from .goodput_tests import goodput_tests, timeline_series
 from .gpu_sources import RawSeries, gpu_source
 from .promql import RuleContext, matchers
@@ -44,6 +44,10 @@ class JobTimeline:
     dropped_per_minute: list[float] = field(default_factory=list)
     checkpoint_ok: list[bool] = field(default_factory=list)
     disk_free_ratio: list[float] = field(default_factory=list)
+    process_start: list[float] = field(default_factory=list)  # this incarnation's start time
+    # (first, last) minute with every rank gone; None: the job runs throughout. Counters of the
+    # incarnation after it start again from zero, as a restarted process's do.
+    outage: tuple[int, int] | None = None
 
     @property
     def step_time_bound(self) -> float:
@@ -89,6 +93,7 @@ class JobTimeline:
             self.dropped_per_minute.append(0.0)
             self.checkpoint_ok.append(True)
             self.disk_free_ratio.append(0.5)
+            self.process_start.append(0.0)
         if self.fault:
             for minute in range(self.minutes + 1):
                 self.fault(self, minute)
@@ -106,6 +111,28 @@ def healthy_phase(minute: int) -> str:
     if 150 <= minute < 160:
         return "eval"
     return "train"
+
+
+def restart(t: JobTimeline, first: int, last: int, startup: int = 2) -> None:
+    """Every rank dies at `first`, is gone until `last`, then a new incarnation starts up."""
+    t.outage = (first, last)
+    for m in range(first, t.minutes + 1):
+        t.process_start[m] = (last + 1) * 60.0
+        if m <= last + startup:
+            t.phase[m] = "startup"
+            t.tokens_per_second[m] = t.steps_per_second[m] = t.data_wait_share[m] = 0.0
+
+
+def _incarnations(t: JobTimeline, values: list, counter: bool) -> list:
+    """Cut an outage out of a series; a counter restarts from zero after it."""
+    if t.outage is None:
+        return values
+    first, last = t.outage
+    base = values[last + 1] if counter and last + 1 < len(values) else 0.0
+    return [
+        None if first <= m <= last else (v - base if counter and m > last and v is not None else v)
+        for m, v in enumerate(values)
+    ]
 
 
 def _cumulative(per_minute: list[float]) -> list[float]:
@@ -130,6 +157,8 @@ def job_series(ctx: RuleContext, t: JobTimeline) -> list[RawSeries]:
     last_step, last_ckpt = [], []
     step_ts = ckpt_ts = 0.0
     for minute in range(t.minutes + 1):
+        if minute and t.process_start[minute] != t.process_start[minute - 1]:
+            step_ts = ckpt_ts = t.process_start[minute]  # what a new process reports
         if t.steps_per_second[minute] > 0:
             step_ts = minute * 60.0
         previous = t.phase[minute - 1] if minute else "startup"
@@ -142,6 +171,7 @@ def job_series(ctx: RuleContext, t: JobTimeline) -> list[RawSeries]:
         labels = {**ctx.spec.selector_labels, "node": "node-0", "rank": str(rank)}
 
         def add(name: str, values: list, extra: dict | None = None, *, _labels=labels) -> None:
+            values = _incarnations(t, values, counter=name.endswith(("_total", "_sum", "_bucket")))
             series.append(RawSeries(name, {**_labels, **(extra or {})}, values))
 
         add("trainsignals_tokens_total", _cumulative([v * 60 * share for v in t.tokens_per_second]))
@@ -167,6 +197,7 @@ def job_series(ctx: RuleContext, t: JobTimeline) -> list[RawSeries]:
         add("trainsignals_batches_dropped_total", _cumulative(t.dropped_per_minute))
         add("trainsignals_last_step_timestamp_seconds", last_step)
         add("trainsignals_last_checkpoint_timestamp_seconds", last_ckpt)
+        add("trainsignals_process_start_time_seconds", t.process_start)
         for phase in ("startup", "warmup", "train", "eval", "checkpoint"):
             add("trainsignals_phase", [1 if p == phase else 0 for p in t.phase], {"phase": phase})
         disk = {"path": "/checkpoints"}
@@ -176,7 +207,8 @@ def job_series(ctx: RuleContext, t: JobTimeline) -> list[RawSeries]:
             disk,
         )
         add("trainsignals_checkpoint_disk_size_bytes", [DISK_SIZE] * (t.minutes + 1), disk)
-        series.extend(timeline_series(labels, t.phase, t.steps_per_second, t.data_wait_share))
+        for extra in timeline_series({}, t.phase, t.steps_per_second, t.data_wait_share):
+            add(extra.name, extra.values, extra.labels)
     return series
 
 
@@ -302,10 +334,30 @@ def fault_cases(ctx: RuleContext) -> list[FaultCase]:
         next(c for c in (13, 31, 43, 45) if c not in o.xid_page_codes),
     )
     memory_fault = (1 + o.gpu_memory_max_ratio) / 2
+    rec = ctx.spec.recovery
+
+    def crash_loop(t: JobTimeline, m: int) -> None:
+        # A new incarnation every 10 minutes: each one fails a little after it starts.
+        t.process_start[m] = 60.0 * (onset + 10 * ((m - onset) // 10))
+
+    def gone_for_good(t: JobTimeline, m: int) -> None:
+        if m == onset:
+            restart(t, onset, t.minutes)
+
     cases = [
         FaultCase(
+            "TrainingNoProgress",
+            rec.restart_budget // 60 + 3,
+            job_fault=gone_for_good,
+        ),
+        FaultCase(
+            "TrainingCrashLooping",
+            10 * (rec.max_restarts + 1) + 2,
+            job_fault=from_onset(crash_loop),
+        ),
+        FaultCase(
             "TrainingTargetsDown",
-            5,
+            (rec.restart_budget // 60 + 3) if rec.automatic else 5,
             targets_down=lambda kind, node, m: (
                 kind == "training" and node == "node-0" and m >= onset
             ),
@@ -460,7 +512,7 @@ def _expected_labels(ctx: RuleContext, case: FaultCase, node_labels: dict) -> st
         "alertstate": "firing",
         "job": spec.name,
         "severity": severity(ctx, case.alert),
-        "team": spec.team,
+        "team": team(ctx, case.alert),
         "training_job": spec.name,
     }
     for name in case.labels:
@@ -527,13 +579,53 @@ def healthy_test(ctx: RuleContext) -> dict:
     }
 
 
+RESTART_AT = 100  # minute the restart test's job dies; it is back 4 minutes later
+
+
+def restart_test(ctx: RuleContext) -> dict:
+    """auto_restart: a crash recovered well inside the restart budget reaches no pager."""
+    minutes = HEALTHY_HORIZON
+    down = (RESTART_AT, RESTART_AT + 3)
+    timeline = JobTimeline(ctx, minutes).build()
+    restart(timeline, *down)
+    pages = matchers({"training_job": ctx.job, "alertstate": "firing", "severity": "page"})
+    series = (
+        target_series(
+            ctx, minutes, lambda kind, node, m: kind == "training" and down[0] <= m <= down[1]
+        )
+        + gpu_series(ctx, minutes)
+        + job_series(ctx, timeline)
+    )
+    restarts = f"job:trainsignals_restarts:changes1h{ctx.recorded()}"
+    return {
+        "name": "a restart inside the restart budget raises no page and counts as one restart",
+        "interval": "1m",
+        "input_series": _input(series),
+        "promql_expr_test": [
+            {
+                "expr": f"count_over_time(ALERTS{pages}[{minutes}m])",
+                "eval_time": f"{minutes}m",
+                "exp_samples": [],
+            },
+            {
+                "expr": restarts,
+                "eval_time": f"{down[1] + 10}m",
+                "exp_samples": [{"labels": restarts, "value": 1}],
+            },
+        ],
+    }
+
+
 def rule_tests(ctx: RuleContext, alerts: list[AlertRule], rule_file: str) -> dict:
     enabled = {a.name for a in alerts}
     cases = [c for c in fault_cases(ctx) if c.alert in enabled]
     missing = enabled - {c.alert for c in cases}
     if missing:
         raise ValueError(f"no promtool fault case for {sorted(missing)}")
-    tests = [healthy_test(ctx), *(fault_test(ctx, c) for c in cases), *goodput_tests(ctx)]
+    tests = [healthy_test(ctx)]
+    if ctx.spec.recovery.automatic:
+        tests.append(restart_test(ctx))
+    tests += [*(fault_test(ctx, c) for c in cases), *goodput_tests(ctx)]
     return promtool_suite(ctx, rule_file, tests)
 
 

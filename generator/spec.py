@@ -167,6 +167,47 @@ class Routing(StrictModel):
     ticket: Receiver | None = None
 
 
+class Recovery(StrictModel):
+    """How the job heals itself, which decides what pages.
+
+    manual (default): nothing restarts the job but a human, so causes that stop it (a lost GPU,
+    a dead node, a crashed rank) page. auto_restart: torchrun or the scheduler restarts the job
+    from its last checkpoint and drains bad nodes, so a human is paged only when that loop
+    fails (no progress for longer than restart_budget, a crash loop, bad loss, stale
+    checkpoints, goodput burning); causes become tickets to infra_team.
+    """
+
+    mode: Literal["manual", "auto_restart"] = "manual"
+    # How long an automatic restart may take, crash to first step, before a human is needed.
+    restart_budget: Duration = 15 * 60
+    # Crash loop: more than max_restarts restarts within restart_window pages.
+    max_restarts: Annotated[int, Field(ge=1)] = 3
+    restart_window: Duration = 6 * 3600
+    # Who repairs hardware: GPU, node and fabric tickets go to this team (default: the job's).
+    infra_team: str | None = None
+    infra_routing: Routing = Routing()
+
+    @field_validator("infra_team")
+    @classmethod
+    def _safe_team(cls, value: str | None) -> str | None:
+        if value is not None and UNSAFE_LABEL_VALUE.search(value):
+            raise ValueError(f"{value!r} has quotes, braces or backslashes; remove them")
+        return value
+
+    @model_validator(mode="after")
+    def _budget_fits_window(self) -> Recovery:
+        if self.restart_window < self.restart_budget:
+            raise ValueError(
+                "restart_window must be at least restart_budget (count restarts over a window "
+                "longer than one restart may take), e.g. restart_window: 6h"
+            )
+        return self
+
+    @property
+    def automatic(self) -> bool:
+        return self.mode == "auto_restart"
+
+
 class Slo(StrictModel):
     """A service level objective on the job, alerted by multi-window burn rates.
 
@@ -201,6 +242,7 @@ class JobSpec(StrictModel):
     checkpoint_path: str = ""
     links: Links = Links()
     routing: Routing = Routing()
+    recovery: Recovery = Recovery()
     slos: tuple[Slo, ...] = ()
 
     @field_validator("slos")
@@ -252,6 +294,21 @@ class JobSpec(StrictModel):
             if problem:
                 raise ValueError(problem)
         return value
+
+    @model_validator(mode="after")
+    def _infra_routing_needs_team(self) -> JobSpec:
+        r = self.recovery
+        if (r.infra_routing.page or r.infra_routing.ticket) and r.infra_team in (None, self.team):
+            raise ValueError(
+                "recovery.infra_routing needs recovery.infra_team set to a team other than the "
+                "job's (routing is per team); or put the receivers in `routing`"
+            )
+        return self
+
+    @property
+    def infra_team(self) -> str:
+        """The team that repairs hardware: recovery.infra_team, else the job's own team."""
+        return self.recovery.infra_team or self.team
 
     @property
     def selector_labels(self) -> dict[str, str]:

@@ -152,6 +152,21 @@ METRICS: tuple[Metric, ...] = (
         "Unix time of the last successful checkpoint (process start until the first one).",
     ),
     Metric(
+        "trainsignals_process_start_time_seconds",
+        Kind.GAUGE,
+        T,
+        JOB,
+        "Unix time this process (incarnation) started: it changes once per restart.",
+    ),
+    Metric(
+        "trainsignals_incarnation",
+        Kind.GAUGE,
+        T,
+        JOB,
+        "This incarnation's number: restarts before it as the launcher counts them "
+        "(torchrun's TORCHELASTIC_RESTART_COUNT; 0 without one).",
+    ),
+    Metric(
         "trainsignals_phase",
         Kind.GAUGE,
         T,

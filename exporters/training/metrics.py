@@ -158,6 +158,7 @@ class TrainingMetrics:
         checkpoint_dir: str | os.PathLike[str] | None = None,
         *,
         start_time: float | None = None,
+        restart_count: int = 0,
         disk_usage: DiskUsageFn = real_disk_usage,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -230,6 +231,19 @@ class TrainingMetrics:
         started = time.time() if start_time is None else start_time
         self._last_step.set(started)
         self._last_checkpoint.set(started)
+        # Restarts as data: a new incarnation shows as a new start time (and, under torchrun,
+        # a higher restart count); the recording rules count restarts from rank 0's.
+        child(
+            Gauge,
+            "trainsignals_process_start_time_seconds",
+            "Unix time this process (incarnation) started: it changes once per restart.",
+        ).set(started)
+        child(
+            Gauge,
+            "trainsignals_incarnation",
+            "This incarnation's number: restarts before it as the launcher counts them "
+            "(torchrun's TORCHELASTIC_RESTART_COUNT; 0 without one).",
+        ).set(restart_count)
 
         info = Gauge(
             "trainsignals_training_info",
@@ -261,16 +275,17 @@ class TrainingMetrics:
     # --- construction from the launcher's environment ---------------------------------
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **kwargs: Any) -> TrainingMetrics:
-        """Read RANK, LOCAL_RANK and WORLD_SIZE as torchrun (and most launchers) set them.
+        """Read RANK, LOCAL_RANK, WORLD_SIZE and TORCHELASTIC_RESTART_COUNT as torchrun sets them.
 
-        Missing variables mean a single-process run (rank 0 of 1). Other arguments pass
-        through to the constructor.
+        Missing variables mean a single-process run (rank 0 of 1, first incarnation). Other
+        arguments pass through to the constructor.
         """
         env = os.environ if environ is None else environ
         return cls(
             rank=int(env.get("RANK", "0")),
             local_rank=int(env.get("LOCAL_RANK", "0")),
             world_size=int(env.get("WORLD_SIZE", "1")),
+            restart_count=int(env.get("TORCHELASTIC_RESTART_COUNT", "0")),
             **kwargs,
         )
 
