@@ -41,6 +41,9 @@ class Conditions:
     ecc_gpus: tuple[GpuRef, ...] = ()  # uncorrectable ECC errors and a pending row remap
     # (node, gpu, xid, seconds after onset): each injected once through the NVML event path.
     xids: tuple[tuple[int, int, int, int], ...] = ()
+    crash_job: bool = False  # every process dies at onset (a torchrun-style job failure)
+    restart_after: int | None = None  # seconds after onset the launcher has them all back
+    restore_seconds: int = 60  # the restarted job loads its last checkpoint for this long
 
 
 @dataclass(frozen=True)
@@ -232,3 +235,16 @@ _SCENARIOS = (
 )
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in _SCENARIOS}
+
+# Goodput's restart: not in the e2e alert matrix (what pages for it is the recovery mode's
+# business), used by the goodput tests and `trainsignals simulate --scenario restart`.
+RESTART = Scenario(
+    "restart",
+    "At fault_at (1h35m, 23m after the 1h12m checkpoint) every process dies; the launcher "
+    "restarts them 4m later: 2m start-up, 1m restoring the checkpoint, then the steps since "
+    "it are redone (lost progress) before the job moves forward again.",
+    Conditions(crash_job=True, restart_after=4 * MINUTE),
+    {},
+    duration=3 * HOUR,
+    fault_at=HOUR + 35 * MINUTE,
+)

@@ -74,7 +74,8 @@ def test_hang_is_other_and_global_step_goes_back_after_restart() -> None:
     run_steps(m, clock, 5, seconds=1.0, wait=0.0)
     clock.now += 30  # the next step never completes
     times, step = scraped(m)
-    assert times["other"] == pytest.approx(30)
+    # Shown as other once longer than the grace (twice the last step + 1 s).
+    assert times["other"] == pytest.approx(30 - 3)
     assert step == 5
     restarted = TrainingMetrics(node="n0", clock=clock)
     restarted.set_global_step(2)  # the last checkpoint
@@ -93,3 +94,24 @@ def test_failed_checkpoint_save_keeps_the_old_timestamp() -> None:
     (sample,) = families["trainsignals_last_checkpoint_timestamp_seconds"].samples
     assert sample.value == 1000.0
     assert m.current_phase == "startup"
+
+
+def test_counters_never_decrease_while_steps_run_slow_and_fast() -> None:
+    """Prometheus reads a decrease as a counter reset: the split must only ever grow."""
+    clock = Clock()
+    m = TrainingMetrics(node="n0", clock=clock)
+    m.phase("train")
+    previous = dict.fromkeys(ACTIVITIES, 0.0)
+    durations = [1.0, 1.0, 9.0, 0.5, 1.0, 30.0, 1.0]  # a long step shows as other first
+    for seconds in durations:
+        for part in range(4):  # scrapes inside the step, after its data wait arrived
+            clock.now += seconds / 4
+            if part == 1:
+                m.add_data_wait(0.1 * seconds)
+            times, _ = scraped(m)
+            for activity, value in times.items():
+                assert value >= previous[activity] - 1e-9, (activity, seconds, part)
+            previous = times
+        m.observe_step(seconds)
+    times, _ = scraped(m)
+    assert sum(times.values()) == pytest.approx(clock.now - 1000.0)

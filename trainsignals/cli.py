@@ -148,6 +148,7 @@ def explain(job: str, jobs_dir: Path) -> None:
 
 
 def _register_optional_commands() -> None:
+    from trainsignals.goodput import goodput_command
     from trainsignals.lint import lint_command
     from trainsignals.postmortem import postmortem_command
     from trainsignals.review import diff_command
@@ -157,6 +158,7 @@ def _register_optional_commands() -> None:
     main.add_command(diff_command)
     main.add_command(lint_command)
     main.add_command(postmortem_command)
+    main.add_command(goodput_command)
 
 
 _register_optional_commands()

@@ -138,6 +138,11 @@ class Prometheus:
             raise RuntimeError(f"{url}: {body.get('error', body)}")
         return body["data"]
 
+    def query(self, expr: str, at: float) -> list[dict]:
+        """Instant query at `at` (unix seconds): the result vector."""
+        self.log.append((f"query at {iso(at)}", expr))
+        return self._get("/api/v1/query", {"query": expr, "time": f"{at:.3f}"})["result"]
+
     def query_range(self, expr: str, start: float, end: float, step: float) -> list[dict]:
         self.log.append((f"query_range step={step:g}s", expr))
         data = self._get(

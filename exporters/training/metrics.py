@@ -264,6 +264,7 @@ class TrainingMetrics:
         self._phases["startup"].set(1)
 
         # Goodput time accounting (timeaccount.py): `clock` is Unix time (the simulator's own).
+        self._clock = clock
         self._account = TimeAccount(clock, started if start_time is not None else clock())
         inner.register(TimeAccountCollector(self._account, names, values))
 
@@ -304,16 +305,13 @@ class TrainingMetrics:
         """Record a step timed elsewhere (or simulated): the non-context-manager form."""
         self._duration.observe(seconds)
         self._steps.inc()
-        account = self._account
-        account.step_seconds += seconds
-        account.steps += 1
-        if not account.stepped:
-            account.first_step()
         if tokens:
             self._tokens.inc(tokens)
         if samples:
             self._samples.inc(samples)
-        self._last_step.set(time.time() if timestamp is None else timestamp)
+        now = self._clock() if timestamp is None else timestamp
+        self._last_step.set(now)
+        self._account.step_done(seconds, now)
 
     def loss(self, value: float) -> None:
         """Finite values set the gauge; NaN/inf count as non-finite and keep the last value."""

@@ -42,26 +42,31 @@ PHASE_ACTIVITY = {
     "eval": "eval",
     "checkpoint": "checkpoint_save",
 }
-_CLOSED = ("startup", "train", "checkpoint_save", "checkpoint_restore", "eval", "other")
 
 
 class TimeAccount:
-    """Clock time per activity since `start`, plus the hot path's running sums."""
+    """Clock time per activity since `start`; every exported value only ever grows.
+
+    While training, the time since the last step's end is open: when the next step completes
+    (`step_done`, with the timestamp the hot path already takes), the step's duration minus
+    its data wait is train, the wait is data_wait, and the rest of the interval (between
+    steps) is other. An open interval longer than `grace` (twice the last step, plus 1 s)
+    shows as other right away, so a hang is visible while it lasts; the at most `grace`
+    seconds still open are not exported yet.
+    """
 
     def __init__(self, clock: Callable[[], float], start: float) -> None:
         self._clock = clock
         self._lock = threading.Lock()
-        self._closed = dict.fromkeys(_CLOSED, 0.0)
+        self._seconds = dict.fromkeys(ACTIVITIES, 0.0)
         self._activity = "startup"
         self._wanted = "startup"  # what the phase asks for; startup lasts until the first step
-        self._since = start
-        # Written by the training loop without a lock (float adds), read under the lock.
-        self.step_seconds = 0.0
-        self.wait_seconds = 0.0
+        self._since = start  # start of the open interval (since the last step, in train)
+        self.wait_seconds = 0.0  # written by the training loop (float adds)
+        self._wait_mark = 0.0
+        self._grace = 60.0
         self.steps = 0
         self.stepped = False
-        self._train_step = self._train_wait = 0.0  # closed train intervals
-        self._mark_step = self._mark_wait = 0.0
         self.step_base = 0  # global step = step_base + steps
 
     def switch(self, activity: str) -> str:
@@ -71,46 +76,52 @@ class TimeAccount:
             self._wanted = activity
             if not self.stepped and activity == "train":
                 activity = "startup"  # time before the first step is start-up
-            self._switch_locked(activity)
+            self._switch_locked(activity, self._clock())
             return previous
 
-    def first_step(self) -> None:
-        """The first completed step ends start-up (the hot path calls this once)."""
-        with self._lock:
-            self.stepped = True
-            wanted = "train" if self._wanted == "startup" else self._wanted
-            if self._activity == "startup":
-                self._switch_locked(wanted)
-            self._wanted = wanted
-
-    def _switch_locked(self, activity: str) -> None:
+    def _switch_locked(self, activity: str, now: float) -> None:
         if activity == self._activity:
             return
-        now = self._clock()
-        self._closed[self._activity] += max(0.0, now - self._since)
-        if self._activity == "train":
-            self._train_step += self.step_seconds - self._mark_step
-            self._train_wait += self.wait_seconds - self._mark_wait
-        if activity == "train":
-            self._mark_step, self._mark_wait = self.step_seconds, self.wait_seconds
-        self._activity, self._since = activity, now
+        elapsed = max(0.0, now - self._since)
+        # Train time after the last step (before a pause) is other.
+        self._seconds["other" if self._activity == "train" else self._activity] += elapsed
+        self._activity, self._since, self._wait_mark = activity, now, self.wait_seconds
+
+    def step_done(self, seconds: float, now: float) -> None:
+        """A step of `seconds` ended at `now` (the hot path: one lock, a few float ops)."""
+        with self._lock:
+            self.steps += 1
+            if self._activity != "train":
+                if not self.stepped:  # the first step ends start-up
+                    self.stepped = True
+                    wanted = "train" if self._wanted in ("startup", "train") else self._wanted
+                    self._wanted = wanted
+                    if self._activity == "startup":
+                        self._switch_locked(wanted, now)
+                self._grace = 2.0 * seconds + 1.0
+                return
+            interval = max(0.0, now - self._since)
+            shown = max(0.0, interval - self._grace)  # already exported as other
+            other = max(interval - seconds, shown)
+            wait = min(max(self.wait_seconds - self._wait_mark, 0.0), interval - other)
+            totals = self._seconds
+            totals["train"] += interval - other - wait
+            totals["data_wait"] += wait
+            totals["other"] += other
+            self._since, self._wait_mark = now, self.wait_seconds
+            self._grace = 2.0 * seconds + 1.0
 
     def snapshot(self) -> dict[str, float]:
-        """Seconds per activity now; they add up to the time since start."""
+        """Seconds per activity now; they add up to the time since start, less the open
+        part of a training interval (at most `grace`)."""
         with self._lock:
-            seconds = dict(self._closed)
-            seconds[self._activity] += max(0.0, self._clock() - self._since)
-            in_steps, waiting = self._train_step, self._train_wait
+            seconds = dict(self._seconds)
+            elapsed = max(0.0, self._clock() - self._since)
             if self._activity == "train":
-                in_steps += self.step_seconds - self._mark_step
-                waiting += self.wait_seconds - self._mark_wait
-        train_time = seconds.pop("train")
-        data_wait = min(max(waiting, 0.0), train_time)
-        train = min(max(in_steps - waiting, 0.0), train_time - data_wait)
-        seconds["train"] = train
-        seconds["data_wait"] = data_wait
-        seconds["other"] += train_time - data_wait - train
-        return {a: seconds[a] for a in ACTIVITIES}
+                seconds["other"] += max(0.0, elapsed - self._grace)
+            else:
+                seconds[self._activity] += elapsed
+        return seconds
 
     @property
     def global_step(self) -> int:
