@@ -32,6 +32,9 @@ PANEL_IDS: dict[str, int] = {
     "disk": 30,
     "network": 31,
     "firing_alerts": 40,
+    # Goodput row (generator/goodput_panels.py).
+    "goodput": 50,
+    "badput": 51,
 }
 
 
