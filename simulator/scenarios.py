@@ -237,7 +237,7 @@ _SCENARIOS = (
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in _SCENARIOS}
 
 # Goodput's restart: not in the e2e alert matrix (what pages for it is the recovery mode's
-# business), used by the goodput tests: `Simulation(spec, "restart")` or `Simulation(spec, RESTART)`.
+# business), used by the goodput tests: `Simulation(spec, "restart")`.
 RESTART = Scenario(
     "restart",
     "At fault_at (1h35m, 23m after the 1h12m checkpoint) every process dies; the launcher "
