@@ -58,7 +58,8 @@ class TimeAccount:
     def __init__(self, clock: Callable[[], float], start: float) -> None:
         self._clock = clock
         self._lock = threading.Lock()
-        self._seconds = dict.fromkeys(ACTIVITIES, 0.0)
+        self._seconds = dict.fromkeys(ACTIVITIES, 0.0)  # closed time, but for the three below
+        self._train = self._wait = self._other = 0.0  # closed training intervals (hot path)
         self._activity = "startup"
         self._wanted = "startup"  # what the phase asks for; startup lasts until the first step
         self._since = start  # start of the open interval (since the last step, in train)
@@ -83,8 +84,10 @@ class TimeAccount:
         if activity == self._activity:
             return
         elapsed = max(0.0, now - self._since)
-        # Train time after the last step (before a pause) is other.
-        self._seconds["other" if self._activity == "train" else self._activity] += elapsed
+        if self._activity == "train":
+            self._other += elapsed  # train time after the last step (before a pause) is other
+        else:
+            self._seconds[self._activity] += elapsed
         self._activity, self._since, self._wait_mark = activity, now, self.wait_seconds
 
     def step_done(self, seconds: float, now: float) -> None:
@@ -100,22 +103,36 @@ class TimeAccount:
                         self._switch_locked(wanted, now)
                 self._grace = 2.0 * seconds + 1.0
                 return
-            interval = max(0.0, now - self._since)
-            shown = max(0.0, interval - self._grace)  # already exported as other
-            other = max(interval - seconds, shown)
-            wait = min(max(self.wait_seconds - self._wait_mark, 0.0), interval - other)
-            totals = self._seconds
-            totals["train"] += interval - other - wait
-            totals["data_wait"] += wait
-            totals["other"] += other
+            # Plain comparisons instead of min()/max(): this runs once per training step.
+            interval = now - self._since
+            if interval < 0.0:
+                interval = 0.0
+            other = interval - seconds
+            late = interval - self._grace  # already exported as other
+            if late > other:
+                other = late
+            if other < 0.0:
+                other = 0.0
+            room = interval - other
+            wait = self.wait_seconds - self._wait_mark
+            if wait > room:
+                wait = room
+            if wait < 0.0:
+                wait = 0.0
+            self._train += room - wait
+            self._wait += wait
+            self._other += other
             self._since, self._wait_mark = now, self.wait_seconds
-            self._grace = 2.0 * seconds + 1.0
+            self._grace = seconds + seconds + 1.0
 
     def snapshot(self) -> dict[str, float]:
         """Seconds per activity now; they add up to the time since start, less the open
         part of a training interval (at most `grace`)."""
         with self._lock:
             seconds = dict(self._seconds)
+            seconds["train"] += self._train
+            seconds["data_wait"] += self._wait
+            seconds["other"] += self._other
             elapsed = max(0.0, self._clock() - self._since)
             if self._activity == "train":
                 seconds["other"] += max(0.0, elapsed - self._grace)
