@@ -9,7 +9,7 @@ from __future__ import annotations
 from .durations import format_duration
 from .goodput import goodput_recordings
 from .gpu_sources import gpu_source
-from .promql import RuleContext, not_regex, regex
+from .promql import RuleContext, le_label, not_regex, regex
 from .slo import slo_recordings
 
 # Histogram quantiles shown on the dashboards and used by the step-time alert.
@@ -44,6 +44,15 @@ def job_recordings(ctx: RuleContext) -> dict[str, str]:
             f"histogram_quantile({q}, sum by (le) "
             f"(rate(trainsignals_step_duration_seconds_bucket{raw}[{w5}])))"
         )
+    bound = spec.objectives.step_time_max_seconds
+    if bound is not None:
+        # Exact, unlike an interpolated quantile: the share of steps slower than the bound,
+        # read from the bucket the instrumentation places at it (step_time_bound=...).
+        at_bound = ctx.raw(le=le_label(bound))
+        rules["job:trainsignals_step_duration_seconds:above_bound_ratio_rate5m"] = (
+            f"1 - sum(rate(trainsignals_step_duration_seconds_bucket{at_bound}[{w5}])) / "
+            f"sum(rate(trainsignals_step_duration_seconds_count{raw}[{w5}]))"
+        )
     rules |= {
         # Seconds of data wait per second of wall time = the share of time starved.
         "job:trainsignals_data_wait:ratio_rate5m": (
@@ -58,6 +67,10 @@ def job_recordings(ctx: RuleContext) -> dict[str, str]:
             f"sum(rate(trainsignals_steps_total{raw}[{w5}])))"
         ),
         "job:trainsignals_loss:avg": f"avg(trainsignals_loss{raw})",
+        # Smoothed over 10m: one noisy minute is neither a divergence nor a new best.
+        "job:trainsignals_loss:avg10m": (
+            f"avg_over_time(job:trainsignals_loss:avg{ctx.recorded()}[{ctx.range(600)}])"
+        ),
         # The slowest rank decides: a hung collective stops every rank, a straggler only one.
         "job:trainsignals_last_step:age_seconds": (
             f"time() - min(trainsignals_last_step_timestamp_seconds{raw})"

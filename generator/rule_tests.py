@@ -17,9 +17,12 @@ from itertools import accumulate
 from .alerts import AlertRule, severity, team
 from .goodput_tests import goodput_tests, timeline_series
 from .gpu_sources import RawSeries, gpu_source
-from .promql import RuleContext, matchers
+from .promql import RuleContext, le_label, matchers
 from .series_notation import encode
 
+# A healthy job runs close to its step-time bound: 3% of its steps are slower than the bound
+# (p95 under it), the rest between half the bound and the bound.
+HEALTHY_SLOW_STEPS = 0.03
 REPORTING_RANKS = 2  # ranks that carry job series in tests; rules aggregate over ranks
 FAULT_ONSET = 40  # minutes: startup and warm-up are over, the job trains
 HEALTHY_HORIZON = 600  # minutes the healthy test covers
@@ -37,7 +40,8 @@ class JobTimeline:
     phase: list[str] = field(default_factory=list)
     tokens_per_second: list[float] = field(default_factory=list)
     steps_per_second: list[float] = field(default_factory=list)
-    step_bucket: list[int] = field(default_factory=list)  # index of the bucket steps land in
+    # Share of steps slower than the step-time bound (the rest land just under it).
+    slow_step_share: list[float] = field(default_factory=list)
     data_wait_share: list[float] = field(default_factory=list)
     loss: list[float | None] = field(default_factory=list)
     nonfinite_per_minute: list[float] = field(default_factory=list)
@@ -86,7 +90,7 @@ class JobTimeline:
             self.phase.append(phase)
             self.tokens_per_second.append(self.healthy_tokens * speed if stepping else 0.0)
             self.steps_per_second.append(self.healthy_steps * speed if stepping else 0.0)
-            self.step_bucket.append(1)
+            self.slow_step_share.append(HEALTHY_SLOW_STEPS)
             self.data_wait_share.append(0.05 if stepping else 0.0)
             self.loss.append(2 + 8 / math.sqrt(minute + 10) if minute >= 5 else None)
             self.nonfinite_per_minute.append(0.0)
@@ -146,7 +150,8 @@ def _cumulative(per_minute: list[float]) -> list[float]:
 
 
 def step_buckets(bound: float) -> list[str]:
-    return [f"{bound / 2:g}", f"{bound:g}", f"{2 * bound:g}", f"{4 * bound:g}", "+Inf"]
+    """`le` labels as prometheus_client writes them, one of them exactly at the bound."""
+    return [le_label(b) for b in (bound / 2, bound, 2 * bound, 4 * bound)] + ["+Inf"]
 
 
 def job_series(ctx: RuleContext, t: JobTimeline) -> list[RawSeries]:
@@ -176,6 +181,7 @@ def job_series(ctx: RuleContext, t: JobTimeline) -> list[RawSeries]:
 
         add("trainsignals_tokens_total", _cumulative([v * 60 * share for v in t.tokens_per_second]))
         add("trainsignals_steps_total", _cumulative(steps_pm))
+        add("trainsignals_step_duration_seconds_count", _cumulative(steps_pm))
         # Seconds inside steps: steps run back to back while the job is stepping.
         add(
             "trainsignals_step_duration_seconds_sum",
@@ -185,7 +191,10 @@ def job_series(ctx: RuleContext, t: JobTimeline) -> list[RawSeries]:
             add(
                 "trainsignals_step_duration_seconds_bucket",
                 _cumulative(
-                    [s if t.step_bucket[m] <= index else 0.0 for m, s in enumerate(steps_pm)]
+                    [
+                        0.0 if index == 0 else s * (1 - t.slow_step_share[m]) if index == 1 else s
+                        for m, s in enumerate(steps_pm)
+                    ]
                 ),
                 {"le": le},
             )
@@ -284,6 +293,7 @@ class FaultCase:
     gpu_overrides: dict[str, Callable[[int], float | None]] | None = None
     onset: int = FAULT_ONSET
     extra_labels: dict[str, str] = field(default_factory=dict)
+    what: str = "on its fault"  # names the test when an alert has several faults
 
 
 def _after(onset: int, value: float, before: float | None = None):
@@ -317,11 +327,18 @@ def fault_cases(ctx: RuleContext) -> list[FaultCase]:
         if t.loss[m] is not None:
             t.loss[m] *= 4 * o.loss_spike_factor
 
+    def climb(t: JobTimeline, m: int) -> None:
+        if t.loss[m] is not None:
+            t.loss[m] = t.loss[onset] * (1 + 0.5 * (m - onset) / 60)
+
     def plateau(t: JobTimeline, m: int) -> None:
         t.loss[m] = t.loss[60]
 
     def drop(t: JobTimeline, m: int) -> None:
         t.dropped_per_minute[m] = t.steps_per_second[m] * 60 * 5 * o.dropped_batches_max_ratio
+
+    def fill_in_3h(t: JobTimeline, m: int) -> None:
+        t.disk_free_ratio[m] = max(0.0, 0.5 - 0.5 * (m - onset) / 180)
 
     def fill_disk(t: JobTimeline, m: int) -> None:
         t.disk_free_ratio[m] = max(0.01, 0.5 - 0.5 * (m - onset) / 330)
@@ -370,12 +387,21 @@ def fault_cases(ctx: RuleContext) -> list[FaultCase]:
                 lambda t, m: t.nonfinite_per_minute.__setitem__(m, o.nonfinite_losses_max + 1)
             ),
         ),
-        FaultCase("LossDiverging", 7, job_fault=from_onset(spike)),
+        FaultCase("LossDiverging", 9, job_fault=from_onset(spike)),
+        # A steady climb of 50% of the onset loss per hour: it passes spike_factor x its best
+        # after (factor - 1) / 0.5 hours; a trailing-hour baseline would climb along with it.
+        FaultCase(
+            "LossDiverging",
+            math.ceil(60 * (o.loss_spike_factor - 1) / 0.5) + 15,
+            job_fault=from_onset(climb),
+            what="on a steady climb",
+        ),
         FaultCase("ThroughputBelowFloor", 50, job_fault=from_onset(slow)),
         FaultCase(
             "StepTimeAboveBound",
             50,
-            job_fault=from_onset(lambda t, m: t.step_bucket.__setitem__(m, 3)),
+            # 10% of steps over the bound: p95 above it, the rest of the job unchanged.
+            job_fault=from_onset(lambda t, m: t.slow_step_share.__setitem__(m, 0.10)),
         ),
         FaultCase(
             "DataLoaderStarved",
@@ -413,6 +439,14 @@ def fault_cases(ctx: RuleContext) -> list[FaultCase]:
         ),
         FaultCase(
             "CheckpointDiskFillingUp", 200, labels=("node", "path"), job_fault=from_onset(fill_disk)
+        ),
+        # Half the disk gone in 3 hours: the ticket must come while there is time to act.
+        FaultCase(
+            "CheckpointDiskFillingUp",
+            40,
+            labels=("node", "path"),
+            job_fault=from_onset(fill_in_3h),
+            what="on a disk that fills in 3 hours",
         ),
         FaultCase(
             "NodeDown",
@@ -536,7 +570,7 @@ def fault_test(ctx: RuleContext, case: FaultCase) -> dict:
     )
     node_labels = {"node": "node-0", "gpu": "0", "path": "/checkpoints", "xid": xid}
     return {
-        "name": f"{case.alert} fires on its fault and not before",
+        "name": f"{case.alert} fires {case.what} and not before",
         "interval": "1m",
         "input_series": _input(series),
         "promql_expr_test": [

@@ -115,7 +115,11 @@ class Objectives(StrictModel):
     dropped_batches_max_ratio: Ratio = 0.01
     dropped_batches_window: Duration = 6 * 3600
     # Loss-curve sanity.
+    # Divergence: the loss (10m average) above loss_spike_factor x its best (lowest) 10m average
+    # of the last loss_divergence_window. A baseline of the trailing hour would climb with a
+    # slow divergence and never let it fire.
     loss_spike_factor: Annotated[float, Field(gt=1)] = 2.0
+    loss_divergence_window: Duration = 6 * 3600
     loss_plateau_window: Duration = 6 * 3600
     loss_plateau_min_improvement_ratio: Ratio = 0.01
     # Progress.

@@ -190,6 +190,7 @@ class Simulation:
             labels=self.spec.selector_labels,
             checkpoint_dir=self.spec.checkpoint_path or f"/checkpoints/{self.spec.name}",
             start_time=started,
+            step_time_bound=self.spec.objectives.step_time_max_seconds,
             disk_usage=lambda _path: DiskUsage(self.profile.disk_size_bytes, node.disk_free),
             clock=lambda: self._metrics_now,
         )
