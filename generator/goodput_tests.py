@@ -233,7 +233,7 @@ def goodput_tests(ctx: RuleContext) -> list[dict]:
     healthy, restart = Replay(healthy_minutes()), Replay(restart_minutes())
     return [
         {
-            "name": "goodput of a healthy job is its time in steps; the pauses are badput",
+            "name": "goodput: a healthy job's goodput is its time in steps; the pauses are badput",
             "interval": "1m",
             "input_series": [
                 {"series": s.selector(), "values": encode(s.values)} for s in healthy.series(ctx)
@@ -241,7 +241,7 @@ def goodput_tests(ctx: RuleContext) -> list[dict]:
             "promql_expr_test": _checks(ctx, healthy, 120) + _checks(ctx, healthy, 180),
         },
         {
-            "name": "a restart moves time into recovery, start-up, restore and lost progress",
+            "name": "goodput: a restart moves time to recovery, start-up, restore, lost progress",
             "interval": "1m",
             "input_series": [
                 {"series": s.selector(), "values": encode(s.values)} for s in restart.series(ctx)
