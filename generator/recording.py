@@ -9,6 +9,7 @@ from __future__ import annotations
 from .alert_catalog import NODE_HARDWARE_FAULTS
 from .durations import format_duration
 from .fabric import fabric_recordings
+from .goodput import goodput_recordings
 from .gpu_sources import gpu_source
 from .promql import RuleContext, le_label, matchers, not_regex, regex
 from .slo import slo_recordings
@@ -152,7 +153,11 @@ def recording_rules(ctx: RuleContext) -> list[dict]:
     gpu["node:trainsignals_gpus:count"] = (
         f"count by (node) (gpu:trainsignals_gpu_up:value{ctx.recorded()})"
     )
-    return [
-        {"record": name, "expr": expr, "labels": ctx.job_label}
-        for name, expr in (*job_recordings(ctx).items(), *gpu.items())
-    ] + slo_recordings(ctx)
+    return (
+        [
+            {"record": name, "expr": expr, "labels": ctx.job_label}
+            for name, expr in (*job_recordings(ctx).items(), *gpu.items())
+        ]
+        + goodput_recordings(ctx)
+        + slo_recordings(ctx)
+    )

@@ -8,6 +8,7 @@ the fault window and for a quiet window before it.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import struct
 import tempfile
@@ -241,6 +242,10 @@ def test_postmortem_of_a_real_nan_loss_incident(tmp_path: Path) -> None:
     firing = parse_when(cells[4])
     assert onset < firing < onset + 10, (onset, cells)
     assert "First page | NonFiniteLoss at" in text
+    # The incident's badput: a NaN loss keeps the steps going, so most of it is goodput.
+    ettr = re.search(r"Effective training time ratio in the window: ([0-9.]+)%", text)
+    assert ettr and 50 < float(ettr.group(1)) <= 100, text.split("## Impact")[1][:1500]
+    assert "| lost_progress |" in text and "| recovery |" in text
     assert "time to page: **" in text
     for owner in spec.owners:
         assert owner in text

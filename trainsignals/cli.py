@@ -178,6 +178,7 @@ def explain(job: str, jobs_dir: Path) -> None:
 
 
 def _register_optional_commands() -> None:
+    from trainsignals.goodput import goodput_command
     from trainsignals.lint import lint_command
     from trainsignals.postmortem import postmortem_command
     from trainsignals.readiness import readiness_command
@@ -191,6 +192,7 @@ def _register_optional_commands() -> None:
     main.add_command(postmortem_command)
     main.add_command(readiness_command)
     main.add_command(slurm_targets)
+    main.add_command(goodput_command)
 
 
 _register_optional_commands()

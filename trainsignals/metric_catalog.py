@@ -94,6 +94,20 @@ METRICS: tuple[Metric, ...] = (
     ),
     Metric("trainsignals_steps_total", Kind.COUNTER, T, JOB, "Optimizer steps completed."),
     Metric(
+        "trainsignals_time_seconds_total",
+        Kind.COUNTER,
+        T,
+        (*JOB, "activity"),
+        "Seconds of this process's life per activity (goodput accounting).",
+    ),
+    Metric(
+        "trainsignals_global_step",
+        Kind.GAUGE,
+        T,
+        JOB,
+        "The trainer's global step; back at the checkpoint's step after a restart.",
+    ),
+    Metric(
         "trainsignals_failed_steps_total",
         Kind.COUNTER,
         T,

@@ -31,6 +31,9 @@ import jinja2
 from trainsignals import __version__
 from trainsignals.generator.durations import format_duration
 from trainsignals.generator.spec import JobSpec
+from trainsignals.goodput import LABELS as BADPUT_LABELS
+from trainsignals.goodput import ROWS as BADPUT_ROWS
+from trainsignals.goodput import Breakdown, measure
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "generator" / "templates"
 DEFAULT_PROMETHEUS = "http://127.0.0.1:9090"
@@ -135,6 +138,11 @@ class Prometheus:
         if body.get("status") != "success":
             raise RuntimeError(f"{url}: {body.get('error', body)}")
         return body["data"]
+
+    def query(self, expr: str, at: float) -> list[dict]:
+        """Instant query at `at` (unix seconds): the result vector."""
+        self.log.append((f"query at {iso(at)}", expr))
+        return self._get("/api/v1/query", {"query": expr, "time": f"{at:.3f}"})["result"]
 
     def query_range(self, expr: str, start: float, end: float, step: float) -> list[dict]:
         self.log.append((f"query_range step={step:g}s", expr))
@@ -345,6 +353,7 @@ class Postmortem:
     prometheus: str
     step: float
     plot_step: float
+    badput: Breakdown | None = None  # goodput accounting over the window (trainsignals.goodput)
 
     @property
     def fired(self) -> list[AlertEvent]:
@@ -423,6 +432,12 @@ def collect(
             )
         )
     step_age = points(prom.query_range(f"{LAST_STEP_AGE}{selector}", start, end, step))
+    badput = None
+    if spec is not None:
+        try:  # the incident's badput: the goodput command's computation over the window
+            badput = measure(prom, spec, start, end)
+        except RuntimeError:
+            badput = None  # no time accounting in the window (older instrumentation)
     return Postmortem(
         job=job,
         start=start,
@@ -436,6 +451,7 @@ def collect(
         prometheus=prom.url,
         step=step,
         plot_step=plot_step,
+        badput=badput,
     )
 
 
@@ -450,7 +466,9 @@ def render(pm: Postmortem) -> str:
     )
     env.filters |= {"iso": iso, "human": human, "fmt": fmt}
     template = env.get_template("postmortem.md.j2")
-    return template.render(pm=pm, version=__version__, cell=_cell)
+    return template.render(
+        pm=pm, version=__version__, cell=_cell, badput_rows=BADPUT_ROWS, badput_labels=BADPUT_LABELS
+    )
 
 
 def _cell(value: object) -> str:
