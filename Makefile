@@ -35,6 +35,7 @@ check: setup
 	$(BIN)/trainsignals check
 	$(BIN)/trainsignals lint
 	promtool check rules alerts/*.rules.yaml
+	promtool check config deploy/prometheus/*.scrape.yaml
 	cd alerts && promtool test rules *.test.yaml
 	@if [ -f alerts/alertmanager.yaml ]; then amtool check-config alerts/alertmanager.yaml; fi
 
@@ -43,8 +44,9 @@ lint: $(VENV)/.installed
 
 # Two workers: the real-stack tests (Prometheus, Alertmanager, simulator; mostly waiting on
 # compressed time) stay together on one, everything else runs on the other.
+# PYTEST_ARGS narrows the run (tests/test_teardown.py kills a `make test` of one file).
 test: setup lint
-	$(BIN)/pytest -q -n 2 --dist loadgroup
+	$(BIN)/pytest -q -n 2 --dist loadgroup $(PYTEST_ARGS)
 
 bench: setup
 	$(BIN)/python bench/bench_generator.py

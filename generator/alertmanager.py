@@ -7,7 +7,9 @@ and every inhibit rule can carry a comment explaining why it exists.
 
 from __future__ import annotations
 
-from .spec import JobSpec, Receiver, Routing
+from .alert_catalog import ALERTS
+from .receivers import Receiver, Routing
+from .spec import JobSpec
 from .yaml_out import dump
 
 SEVERITIES = ("page", "ticket")
@@ -37,39 +39,12 @@ _PAGERDUTY_DESCRIPTION = "{{ .CommonAnnotations.summary }}"
 _SMTP_PLACEHOLDER = {"smtp_smarthost": "localhost:25", "smtp_from": "alertmanager@localhost"}
 
 # Per-GPU and per-node alerts a dead node explains (its exporter and ranks vanish with it).
-NODE_SCOPED = (
-    "GpuLost",
-    "GpuUncorrectableEccErrors",
-    "GpuXidCritical",
-    "GpuXidError",
-    "GpuRemappedRowsPending",
-    "GpuThermalThrottling",
-    "GpuPowerThrottling",
-    "GpuTemperatureHigh",
-    "GpuMemoryNearFull",
-    "GpuExporterDown",
-    "GpuExporterNvmlErrors",
-    "CheckpointDiskAlmostFull",
-    "CheckpointDiskFillingUp",
-)
-# Job-wide symptoms of ranks that stopped making progress.
-PROGRESS_SYMPTOMS = (
-    "TrainingStalled",
-    "ThroughputBelowFloor",
-    "StepTimeAboveBound",
-    "MfuBelowFloor",
-    "DataLoaderStarved",
-)
-
-
+NODE_SCOPED = tuple(a.name for a in ALERTS if a.node_scoped)
+# Job-wide symptoms of ranks that stopped making progress; the stall first, it explains the rest.
+PROGRESS_SYMPTOMS = tuple(a.name for a in ALERTS if a.progress_symptom)
+SLOWDOWN_SYMPTOMS = tuple(name for name in PROGRESS_SYMPTOMS if name != "TrainingStalled")
 # What a job that makes no progress (or keeps crashing) also shows: one incident, one page.
-INCIDENT_CONSEQUENCES = (
-    "TrainingStalled",
-    "TrainingTargetsDown",
-    *PROGRESS_SYMPTOMS[1:],
-    "CheckpointTooOld",
-    "SloErrorBudgetBurnFast",
-)
+INCIDENT_CONSEQUENCES = tuple(a.name for a in ALERTS if a.incident_consequence)
 
 
 def _alternation(names: tuple[str, ...] | list[str]) -> str:
@@ -131,7 +106,7 @@ INHIBIT_RULES: tuple[tuple[str, dict], ...] = (
         "runbook covers it: report the stall only.",
         {
             "source_matchers": ['alertname="TrainingStalled"'],
-            "target_matchers": [_alternation(PROGRESS_SYMPTOMS[1:])],
+            "target_matchers": [_alternation(SLOWDOWN_SYMPTOMS)],
             "equal": ["training_job"],
         },
     ),
@@ -146,12 +121,21 @@ INHIBIT_RULES: tuple[tuple[str, dict], ...] = (
         },
     ),
     (
+        "A job restarted onto a bad node is the diagnosis; the crash loop and the lack of "
+        "progress it leads to are the same incident, which already paged.",
+        {
+            "source_matchers": ['alertname="TrainingRestartsOnBadNode"', 'severity="page"'],
+            "target_matchers": ['alertname=~"TrainingCrashLooping|TrainingNoProgress"'],
+            "equal": ["training_job"],
+        },
+    ),
+    (
         "No progress (or a crash loop) beyond the restart budget is the page for the incident; "
         "the stall, the missing ranks, the slowdown, the aging checkpoint and the goodput "
         "burn it causes are the same incident.",
         {
             "source_matchers": [
-                'alertname=~"TrainingNoProgress|TrainingCrashLooping"',
+                'alertname=~"TrainingNoProgress|TrainingCrashLooping|TrainingRestartsOnBadNode"',
                 'severity="page"',
             ],
             "target_matchers": [_alternation(INCIDENT_CONSEQUENCES)],
@@ -198,8 +182,8 @@ def team_receivers(specs: list[JobSpec]) -> dict[str, dict[str, Receiver | None]
             elif seen[0] != receiver:
                 raise ValueError(
                     f"specs {seen[1]!r} and {spec.name!r} of team {team_name!r} disagree on "
-                    f"routing.{severity} ({seen[0].kind} {seen[0].target!r} vs "
-                    f"{receiver.kind} {receiver.target!r}); give them the same receiver"
+                    f"routing.{severity} ({seen[0].describe} vs {receiver.describe}); "
+                    "give them the same receiver"
                 )
     return {
         team: {sev: (value[0] if value else None) for sev, value in by_severity.items()}
@@ -208,14 +192,22 @@ def team_receivers(specs: list[JobSpec]) -> dict[str, dict[str, Receiver | None]
 
 
 def _receiver_config(name: str, receiver: Receiver) -> dict:
+    """One receiver; credentials are read by Alertmanager from files (`*_file`), never inlined."""
     if receiver.kind == "webhook":
-        return {"name": name, "webhook_configs": [{"url": receiver.target, "send_resolved": True}]}
+        webhook: dict = {"url": receiver.target, "send_resolved": True}
+        if receiver.secret is not None:
+            # Alertmanager 0.25 has no `url_file` on webhooks: the URL stays plain (it was
+            # checked to hold no credential) and the token is a bearer token from a file.
+            webhook["http_config"] = {
+                "authorization": {"type": "Bearer", "credentials_file": receiver.secret.path}
+            }
+        return {"name": name, "webhook_configs": [webhook]}
     if receiver.kind == "slack":
         return {
             "name": name,
             "slack_configs": [
                 {
-                    "api_url": receiver.target,
+                    "api_url_file": receiver.secret.path,
                     "send_resolved": True,
                     "title": _SLACK_TITLE,
                     "text": _SLACK_TEXT,
@@ -227,7 +219,7 @@ def _receiver_config(name: str, receiver: Receiver) -> dict:
             "name": name,
             "pagerduty_configs": [
                 {
-                    "routing_key": receiver.target,
+                    "routing_key_file": receiver.secret.path,
                     "send_resolved": True,
                     "description": _PAGERDUTY_DESCRIPTION,
                     "links": [

@@ -6,9 +6,10 @@ whatever the spec's selector is, so one Prometheus can hold many jobs' rules.
 
 from __future__ import annotations
 
+from .alert_catalog import NODE_HARDWARE_FAULTS
 from .durations import format_duration
 from .gpu_sources import gpu_source
-from .promql import RuleContext, not_regex, regex
+from .promql import RuleContext, le_label, matchers, not_regex, regex
 from .slo import slo_recordings
 
 # Histogram quantiles shown on the dashboards and used by the step-time alert.
@@ -43,6 +44,15 @@ def job_recordings(ctx: RuleContext) -> dict[str, str]:
             f"histogram_quantile({q}, sum by (le) "
             f"(rate(trainsignals_step_duration_seconds_bucket{raw}[{w5}])))"
         )
+    bound = spec.objectives.step_time_max_seconds
+    if bound is not None:
+        # Exact, unlike an interpolated quantile: the share of steps slower than the bound,
+        # read from the bucket the instrumentation places at it (step_time_bound=...).
+        at_bound = ctx.raw(le=le_label(bound))
+        rules["job:trainsignals_step_duration_seconds:above_bound_ratio_rate5m"] = (
+            f"1 - sum(rate(trainsignals_step_duration_seconds_bucket{at_bound}[{w5}])) / "
+            f"sum(rate(trainsignals_step_duration_seconds_count{raw}[{w5}]))"
+        )
     rules |= {
         # Seconds of data wait per second of wall time = the share of time starved.
         "job:trainsignals_data_wait:ratio_rate5m": (
@@ -57,6 +67,10 @@ def job_recordings(ctx: RuleContext) -> dict[str, str]:
             f"sum(rate(trainsignals_steps_total{raw}[{w5}])))"
         ),
         "job:trainsignals_loss:avg": f"avg(trainsignals_loss{raw})",
+        # Smoothed over 10m: one noisy minute is neither a divergence nor a new best.
+        "job:trainsignals_loss:avg10m": (
+            f"avg_over_time(job:trainsignals_loss:avg{ctx.recorded()}[{ctx.range(600)}])"
+        ),
         # The slowest rank decides: a hung collective stops every rank, a straggler only one.
         "job:trainsignals_last_step:age_seconds": (
             f"time() - min(trainsignals_last_step_timestamp_seconds{raw})"
@@ -113,6 +127,19 @@ def restart_recordings(ctx: RuleContext) -> dict[str, str]:
         rules[f"job:trainsignals_restarts:changes{name}"] = (
             f"changes(job:trainsignals_incarnation_start:max{r}[{ctx.range(seconds)}])"
         )
+    # 1 while a hardware fault alert names the node, 0 otherwise (every node the job's targets
+    # are on), so changes() over a window counts its incidents: two per incident that ended.
+    faults = matchers(
+        {
+            "alertname": regex("|".join(NODE_HARDWARE_FAULTS)),
+            "alertstate": "firing",
+            "training_job": ctx.job,
+        }
+    )
+    rules["node:trainsignals_hardware_fault:bool"] = (
+        f"(count by (node) (ALERTS{faults}) > bool 0) "
+        f"or on (node) 0 * node:trainsignals_targets_up:max{r}"
+    )
     return rules
 
 

@@ -21,7 +21,9 @@ from pydantic import (
 
 from trainsignals.gpu_models import DTYPES, PEAK_DENSE_FLOPS
 
+from .deploy import Deploy
 from .durations import format_duration, parse_duration
+from .receivers import Routing
 
 LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 JOB_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
@@ -115,7 +117,11 @@ class Objectives(StrictModel):
     dropped_batches_max_ratio: Ratio = 0.01
     dropped_batches_window: Duration = 6 * 3600
     # Loss-curve sanity.
+    # Divergence: the loss (10m average) above loss_spike_factor x its best (lowest) 10m average
+    # of the last loss_divergence_window. A baseline of the trailing hour would climb with a
+    # slow divergence and never let it fire.
     loss_spike_factor: Annotated[float, Field(gt=1)] = 2.0
+    loss_divergence_window: Duration = 6 * 3600
     loss_plateau_window: Duration = 6 * 3600
     loss_plateau_min_improvement_ratio: Ratio = 0.01
     # Progress.
@@ -152,19 +158,6 @@ class ScrapeJobs(StrictModel):
 class Links(StrictModel):
     runbook_base_url: str = "https://github.com/example/trainsignals/blob/main/runbooks"
     grafana_base_url: str = "http://localhost:3000"
-
-
-class Receiver(StrictModel):
-    """Where notifications of one severity go. Webhook is the default kind."""
-
-    kind: Literal["webhook", "slack", "pagerduty", "email"] = "webhook"
-    # webhook: URL; slack: channel webhook URL; pagerduty: routing key; email: address.
-    target: str
-
-
-class Routing(StrictModel):
-    page: Receiver | None = None
-    ticket: Receiver | None = None
 
 
 class Recovery(StrictModel):
@@ -243,6 +236,7 @@ class JobSpec(StrictModel):
     routing: Routing = Routing()
     recovery: Recovery = Recovery()
     slos: tuple[Slo, ...] = ()
+    deploy: Deploy = Deploy()  # scrape config, Slurm and Kubernetes (generator/deploy.py)
 
     @field_validator("slos")
     @classmethod

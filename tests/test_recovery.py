@@ -49,6 +49,7 @@ def test_auto_restart_pages_symptoms_and_tickets_causes_to_the_infra_team() -> N
         [
             "TrainingNoProgress",
             "TrainingCrashLooping",
+            "TrainingRestartsOnBadNode",
             "NonFiniteLoss",
             "LossDiverging",
             "ThroughputBelowFloor",
@@ -67,7 +68,7 @@ def test_auto_restart_pages_symptoms_and_tickets_causes_to_the_infra_team() -> N
 def test_auto_restart_budget_sets_no_progress_and_missing_rank_patience() -> None:
     rules = rendered(spec(mode="auto_restart", restart_budget="25m"))
     assert "> 1500" in rules["TrainingNoProgress"]["expr"]
-    assert rules["TrainingTargetsDown"]["for"] == "25m"
+    assert rules["TrainingTargetsDown"]["for"] == "30m"  # budget + 5m: no-progress pages first
     assert "> 3" in rules["TrainingCrashLooping"]["expr"]
 
 
@@ -146,10 +147,15 @@ def test_crash_loop_page_covers_the_no_progress_that_follows() -> None:
         and r["target_matchers"] == ['alertname="TrainingNoProgress"']
         for r in rules
     )
-    # No cause (a ticket in auto_restart) may ever silence the no-progress page.
+    # No cause (a ticket in auto_restart) may ever silence the no-progress page: only the
+    # two pages that diagnose the same incident more precisely do.
     for rule in rules:
         if any("TrainingNoProgress" in m for m in rule["target_matchers"]):
-            assert rule["source_matchers"][0] == 'alertname="TrainingCrashLooping"'
+            assert rule["source_matchers"][0] in (
+                'alertname="TrainingCrashLooping"',
+                'alertname="TrainingRestartsOnBadNode"',
+            )
+            assert 'severity="page"' in rule["source_matchers"]
 
 
 def test_instrumentation_reports_its_incarnation_from_torchrun() -> None:
