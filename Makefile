@@ -12,7 +12,9 @@ setup: $(VENV)/.installed tools
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	# torch first and pinned (CPU build): transformers and lightning would pull another.
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dev,hf,lightning]'
 	touch $@
 
 # promtool (Debian `prometheus`) and amtool (Debian `prometheus-alertmanager`); neither

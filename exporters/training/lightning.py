@@ -141,8 +141,8 @@ class TrainsignalsCallback(Callback):
     def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
         if self.metrics is None or self._clock is None:
             return
-        if trainer.sanity_checking or not trainer.training:
-            self.metrics.phase("startup" if trainer.sanity_checking else "train")
+        if trainer.sanity_checking:  # before the first step: still starting up
+            self.metrics.phase("startup")
             return
         self._set_train_phase(trainer)
         self._clock.resume()
