@@ -2,7 +2,8 @@
 
 No downloads: the model is built from a config with a 64-token vocabulary and trained on
 random tokens. Healthy training keeps the job's generated rules silent; NaN losses (injected by
-a forward hook) page NonFiniteLoss through Alertmanager.
+a forward hook) page NonFiniteLoss through Alertmanager. torch and transformers are imported
+inside the test (`make setup` installs them): collecting the suite stays fast.
 """
 
 from __future__ import annotations
@@ -10,21 +11,11 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-torch = pytest.importorskip("torch", reason="make setup installs torch (CPU build)")
-transformers = pytest.importorskip("transformers", reason="make setup installs transformers")
-
-from trainsignals.exporters.training.hf import TrainsignalsCallback  # noqa: E402
-
-from tests.frameworks.harness import (  # noqa: E402
-    Control,
-    healthy_then_nan,
-    monitored_run,
-    tiny_run_spec,
-)
+from tests.frameworks.harness import Control, healthy_then_nan, monitored_run, tiny_run_spec
 
 # Not in the "real-stack" xdist group: these train (CPU-bound, one torch thread) rather than
 # wait on compressed time, so they run beside the long e2e worker instead of after it.
@@ -33,68 +24,72 @@ pytestmark = pytest.mark.e2e
 VOCAB, SEQ, BATCH = 64, 16, 4
 
 
-class RandomTokens(torch.utils.data.Dataset):
-    def __len__(self) -> int:
-        return 10**6
+def hf_trainer(out: Path, control: Control, callback: Any) -> Any:
+    """A Trainer for a tiny GPT-2 on random tokens; eval takes ~1.5 s, saves every 200 steps."""
+    import torch
+    import transformers
 
-    def __getitem__(self, i: int) -> dict:
-        ids = torch.randint(0, VOCAB, (SEQ,), generator=torch.Generator().manual_seed(i))
-        return {"input_ids": ids, "labels": ids.clone()}
+    class RandomTokens(torch.utils.data.Dataset):
+        def __len__(self) -> int:
+            return 10**6
 
+        def __getitem__(self, i: int) -> dict:
+            ids = torch.randint(0, VOCAB, (SEQ,), generator=torch.Generator().manual_seed(i))
+            return {"input_ids": ids, "labels": ids.clone()}
 
-class StopWhenTold(transformers.TrainerCallback):
-    def __init__(self, control: Control) -> None:
-        self.control = control
+    class StopWhenTold(transformers.TrainerCallback):
+        def on_step_end(self, args, state, flow, **kwargs):  # type: ignore[no-untyped-def]
+            flow.should_training_stop = control.stop.is_set()
 
-    def on_step_end(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
-        control.should_training_stop = self.control.stop.is_set()
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    config = transformers.GPT2Config(
+        vocab_size=VOCAB, n_positions=SEQ, n_embd=32, n_layer=2, n_head=2
+    )
+    model = transformers.GPT2LMHeadModel(config)
+
+    def poison(module, args, output):  # type: ignore[no-untyped-def]
+        if control.poison.is_set() and module.training:
+            output.loss = output.loss * float("nan")
+        if not module.training:
+            time.sleep(0.1)  # an eval long enough (1.5 s) for a 1 s scrape to see
+        return output
+
+    model.register_forward_hook(poison)
+    args = transformers.TrainingArguments(
+        output_dir=str(out),
+        per_device_train_batch_size=BATCH,
+        per_device_eval_batch_size=BATCH,
+        max_steps=10**6,
+        warmup_steps=20,
+        eval_strategy="steps",
+        eval_steps=400,
+        save_steps=200,
+        save_total_limit=1,
+        logging_steps=50,
+        report_to=[],
+        use_cpu=True,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
+    return transformers.Trainer(
+        model=model,
+        args=args,
+        train_dataset=RandomTokens(),
+        eval_dataset=torch.utils.data.Subset(RandomTokens(), range(60)),
+        callbacks=[callback, StopWhenTold()],
+    )
 
 
 def test_hf_trainer_scraped_silent_when_healthy_pages_on_nan(tmp_path: Path) -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from trainsignals.exporters.training.hf import TrainsignalsCallback
+
     spec = tiny_run_spec("hf-tiny")
     callback = TrainsignalsCallback(job=spec.name, port=0)
 
     def train(control: Control) -> None:
-        torch.manual_seed(0)
-        torch.set_num_threads(1)
-        config = transformers.GPT2Config(
-            vocab_size=VOCAB, n_positions=SEQ, n_embd=32, n_layer=2, n_head=2
-        )
-        model = transformers.GPT2LMHeadModel(config)
-
-        def poison(module, args, output):  # type: ignore[no-untyped-def]
-            if control.poison.is_set() and module.training:
-                output.loss = output.loss * float("nan")
-            if not module.training:
-                time.sleep(0.1)  # an eval long enough (1.5 s) for a 1 s scrape to see
-            return output
-
-        model.register_forward_hook(poison)
-        args = transformers.TrainingArguments(
-            output_dir=str(tmp_path / "out"),
-            per_device_train_batch_size=BATCH,
-            per_device_eval_batch_size=BATCH,
-            max_steps=10**6,
-            warmup_steps=20,
-            eval_strategy="steps",
-            eval_steps=400,
-            save_steps=200,
-            save_total_limit=1,
-            logging_steps=50,
-            report_to=[],
-            use_cpu=True,
-            disable_tqdm=True,
-            dataloader_num_workers=0,
-        )
-        eval_set = torch.utils.data.Subset(RandomTokens(), range(60))
-        trainer = transformers.Trainer(
-            model=model,
-            args=args,
-            train_dataset=RandomTokens(),
-            eval_dataset=eval_set,
-            callbacks=[callback, StopWhenTold(control)],
-        )
-        trainer.train()
+        hf_trainer(tmp_path / "out", control, callback).train()
 
     def port() -> int | None:
         return callback.metrics.http_port if callback.metrics else None

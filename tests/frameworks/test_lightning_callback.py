@@ -1,27 +1,19 @@
 """Lightning Trainer + TrainsignalsCallback, a tiny torch.nn model on CPU, under real Prometheus.
 
 Healthy training keeps the job's generated rules silent; NaN losses page NonFiniteLoss through
-Alertmanager. ModelCheckpoint's saves go through the callback's timed save.
+Alertmanager. ModelCheckpoint's saves go through the callback's timed save. torch and
+lightning are imported inside the test (`make setup` installs them).
 """
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-torch = pytest.importorskip("torch", reason="make setup installs torch (CPU build)")
-L = pytest.importorskip("lightning", reason="make setup installs lightning")
-
-from trainsignals.exporters.training.lightning import TrainsignalsCallback  # noqa: E402
-
-from tests.frameworks.harness import (  # noqa: E402
-    Control,
-    healthy_then_nan,
-    monitored_run,
-    tiny_run_spec,
-)
+from tests.frameworks.harness import Control, healthy_then_nan, monitored_run, tiny_run_spec
 
 # Not in the "real-stack" xdist group: these train (CPU-bound, one torch thread) rather than
 # wait on compressed time, so they run beside the long e2e worker instead of after it.
@@ -30,72 +22,77 @@ pytestmark = pytest.mark.e2e
 VOCAB, SEQ, BATCH = 64, 16, 8
 
 
-class RandomTokens(torch.utils.data.Dataset):
-    def __init__(self, n: int) -> None:
-        self.n = n
+def fit(out: Path, control: Control, callback: Any) -> None:
+    """A tiny LM on random tokens; validation takes ~1.5 s, checkpoints every 200 steps."""
+    import lightning as L
+    import torch
 
-    def __len__(self) -> int:
-        return self.n
+    class RandomTokens(torch.utils.data.Dataset):
+        def __init__(self, n: int) -> None:
+            self.n = n
 
-    def __getitem__(self, i: int) -> dict:
-        ids = torch.randint(0, VOCAB, (SEQ,), generator=torch.Generator().manual_seed(i))
-        return {"input_ids": ids}
+        def __len__(self) -> int:
+            return self.n
 
+        def __getitem__(self, i: int) -> dict:
+            ids = torch.randint(0, VOCAB, (SEQ,), generator=torch.Generator().manual_seed(i))
+            return {"input_ids": ids}
 
-class TinyLM(L.LightningModule):
-    def __init__(self, control: Control) -> None:
-        super().__init__()
-        self.control = control
-        self.net = torch.nn.Sequential(
-            torch.nn.Embedding(VOCAB, 32), torch.nn.Linear(32, 32), torch.nn.ReLU(),
-            torch.nn.Linear(32, VOCAB),
-        )  # fmt: skip
+    class TinyLM(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = torch.nn.Sequential(
+                torch.nn.Embedding(VOCAB, 32), torch.nn.Linear(32, 32), torch.nn.ReLU(),
+                torch.nn.Linear(32, VOCAB),
+            )  # fmt: skip
 
-    def _loss(self, batch: dict) -> torch.Tensor:
-        ids = batch["input_ids"]
-        logits = self.net(ids[:, :-1])
-        return torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), ids[:, 1:].reshape(-1))
+        def _loss(self, batch: dict) -> torch.Tensor:
+            ids = batch["input_ids"]
+            logits = self.net(ids[:, :-1]).reshape(-1, VOCAB)
+            return torch.nn.functional.cross_entropy(logits, ids[:, 1:].reshape(-1))
 
-    def training_step(self, batch: dict, idx: int) -> torch.Tensor:
-        if self.control.stop.is_set():
-            self.trainer.should_stop = True
-        loss = self._loss(batch)
-        return loss * float("nan") if self.control.poison.is_set() else loss
+        def training_step(self, batch: dict, idx: int) -> torch.Tensor:
+            if control.stop.is_set():
+                self.trainer.should_stop = True
+            loss = self._loss(batch)
+            return loss * float("nan") if control.poison.is_set() else loss
 
-    def validation_step(self, batch: dict, idx: int) -> None:
-        time.sleep(0.1)  # an eval long enough (1.5 s) for a 1 s scrape to see
-        self.log("val_loss", self._loss(batch))
+        def validation_step(self, batch: dict, idx: int) -> None:
+            time.sleep(0.1)  # an eval long enough (1.5 s) for a 1 s scrape to see
+            self.log("val_loss", self._loss(batch))
 
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.SGD(self.parameters(), lr=0.05)
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=0.05)
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    trainer = L.Trainer(
+        default_root_dir=str(out),
+        accelerator="cpu",
+        devices=1,
+        max_steps=10**6,
+        val_check_interval=400,
+        num_sanity_val_steps=0,
+        callbacks=[callback, L.pytorch.callbacks.ModelCheckpoint(every_n_train_steps=200)],
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    loader = torch.utils.data.DataLoader(RandomTokens(10**6), batch_size=BATCH)
+    val = torch.utils.data.DataLoader(RandomTokens(BATCH * 15), batch_size=BATCH)
+    trainer.fit(TinyLM(), loader, val)
 
 
 def test_lightning_scraped_silent_when_healthy_pages_on_nan(tmp_path: Path) -> None:
+    from trainsignals.exporters.training.lightning import TrainsignalsCallback
+
     spec = tiny_run_spec("lightning-tiny")
     callback = TrainsignalsCallback(job=spec.name, port=0, warmup_steps=20)
-
-    def train(control: Control) -> None:
-        torch.manual_seed(0)
-        torch.set_num_threads(1)
-        loader = torch.utils.data.DataLoader(RandomTokens(10**6), batch_size=BATCH)
-        val = torch.utils.data.DataLoader(RandomTokens(BATCH * 15), batch_size=BATCH)
-        trainer = L.Trainer(
-            default_root_dir=str(tmp_path / "out"),
-            accelerator="cpu",
-            devices=1,
-            max_steps=10**6,
-            val_check_interval=400,
-            num_sanity_val_steps=0,
-            callbacks=[callback, L.pytorch.callbacks.ModelCheckpoint(every_n_train_steps=200)],
-            logger=False,
-            enable_progress_bar=False,
-            enable_model_summary=False,
-        )
-        trainer.fit(TinyLM(control), loader, val)
 
     def port() -> int | None:
         return callback.metrics.http_port if callback.metrics else None
 
+    train = lambda control: fit(tmp_path / "out", control, callback)  # noqa: E731
     with monitored_run(tmp_path, spec, train, port) as run:
         healthy_fired, notified = healthy_then_nan(run)
         job = f'training_job="{spec.name}"'
@@ -113,4 +110,4 @@ def test_lightning_scraped_silent_when_healthy_pages_on_nan(tmp_path: Path) -> N
     assert tokens == pytest.approx(steps * BATCH * SEQ, rel=0.05)
     assert saved is not None and saved > 0, "no checkpoint was marked saved"
     assert evals == 1, "the eval phase was never scraped"
-    assert list((tmp_path / "out").rglob("*.ckpt")), "ModelCheckpoint wrote nothing"
+    assert list((tmp_path / "out").rglob("*.ckpt")), "ModelCheckpoint wrote no .ckpt"

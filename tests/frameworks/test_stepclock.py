@@ -1,15 +1,14 @@
-"""StepClock and the Lightning batch helper: the framework-independent parts, on real tensors."""
+"""StepClock and the Lightning batch helper: the framework-independent parts, on real tensors.
+
+torch is imported inside the tests (`make setup` installs it): collection stays fast."""
 
 from __future__ import annotations
 
 import math
 
 import pytest
-
-torch = pytest.importorskip("torch", reason="make setup installs torch (CPU build)")
-
-from trainsignals.exporters.training import TrainingMetrics  # noqa: E402
-from trainsignals.exporters.training.stepclock import StepClock, mean_loss  # noqa: E402
+from trainsignals.exporters.training import TrainingMetrics
+from trainsignals.exporters.training.stepclock import StepClock, mean_loss
 
 
 def sample(metrics: TrainingMetrics, name: str) -> float:
@@ -20,6 +19,8 @@ def sample(metrics: TrainingMetrics, name: str) -> float:
 
 
 def test_mean_loss_of_micro_batches() -> None:
+    import torch
+
     assert mean_loss([torch.tensor(1.0), torch.tensor(3.0)]) == pytest.approx(2.0)
     assert mean_loss([2.5]) == 2.5
     assert math.isnan(mean_loss([torch.tensor(1.0), torch.tensor(float("inf"))]))
@@ -27,6 +28,8 @@ def test_mean_loss_of_micro_batches() -> None:
 
 
 def test_one_step_of_two_micro_batches() -> None:
+    import torch
+
     metrics = TrainingMetrics(labels={"training_job": "t"})
     clock = StepClock(metrics)
     clock.resume()
@@ -47,7 +50,7 @@ def test_one_step_of_two_micro_batches() -> None:
 
 
 def test_lightning_batch_shapes_and_missing_job() -> None:
-    pytest.importorskip("lightning", reason="make setup installs lightning")
+    import torch
     from trainsignals.exporters.training.lightning import (
         TrainsignalsCallback,
         batch_size_and_tokens,
