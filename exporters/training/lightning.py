@@ -22,11 +22,14 @@ from typing import Any
 from .metrics import TrainingMetrics
 from .stepclock import StepClock
 
+# `lightning` (lightning.pytorch) and the standalone `pytorch_lightning` each check callbacks
+# against their own Callback class: TrainsignalsCallback is for the first (the second when it
+# is the only one installed), PLTrainsignalsCallback for the second, built on first use.
 try:
-    from lightning.pytorch.callbacks import Callback
-except ImportError:  # the standalone `pytorch-lightning` package has the same Callback
+    from lightning.pytorch.callbacks import Callback as _LightningCallback
+except ImportError:
     try:
-        from pytorch_lightning.callbacks import Callback
+        from pytorch_lightning.callbacks import Callback as _LightningCallback
     except ImportError as exc:
         raise ImportError(
             "trainsignals.exporters.training.lightning needs Lightning: "
@@ -50,8 +53,8 @@ def batch_size_and_tokens(batch: Any, tokens_per_sample: int | None) -> tuple[in
     return samples, samples * (tokens_per_sample or 0)
 
 
-class TrainsignalsCallback(Callback):
-    """Add to `Trainer(callbacks=[...])`. Pass `metrics=` to use your own TrainingMetrics."""
+class _Hooks:
+    """The hooks; TrainsignalsCallback / PLTrainsignalsCallback add Lightning's base class."""
 
     def __init__(
         self,
@@ -151,3 +154,17 @@ class TrainsignalsCallback(Callback):
         assert self.metrics is not None
         warm = trainer.global_step < self._warmup_steps
         self.metrics.phase("warmup" if warm else "train")
+
+
+class TrainsignalsCallback(_Hooks, _LightningCallback):  # type: ignore[misc,valid-type]
+    """For `lightning.Trainer(callbacks=[...])`. `metrics=` uses your own TrainingMetrics."""
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PLTrainsignalsCallback":  # imported only when asked for
+        from pytorch_lightning.callbacks import Callback as PLCallback
+
+        cls = type(name, (_Hooks, PLCallback), {"__doc__": "For pytorch_lightning.Trainer."})
+        globals()[name] = cls
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -111,3 +111,41 @@ def test_lightning_scraped_silent_when_healthy_pages_on_nan(tmp_path: Path) -> N
     assert saved is not None and saved > 0, "no checkpoint was marked saved"
     assert evals == 1, "the eval phase was never scraped"
     assert list((tmp_path / "out").rglob("*.ckpt")), "ModelCheckpoint wrote no .ckpt"
+
+
+def test_standalone_pytorch_lightning_package(tmp_path: Path) -> None:
+    """`pytorch_lightning.Trainer` accepts PLTrainsignalsCallback and drives it the same way."""
+    import pytorch_lightning as pl
+    import torch
+    from trainsignals.exporters.training.lightning import PLTrainsignalsCallback
+
+    class Tiny(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(4, 1)
+
+        def training_step(self, batch: tuple, idx: int) -> torch.Tensor:
+            x, y = batch
+            return torch.nn.functional.mse_loss(self.layer(x), y)
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    data = torch.utils.data.TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+    callback = PLTrainsignalsCallback(job="pl-tiny", serve=False)
+    trainer = pl.Trainer(
+        default_root_dir=str(tmp_path), accelerator="cpu", devices=1, max_steps=6,
+        accumulate_grad_batches=2, callbacks=[callback], logger=False, enable_progress_bar=False,
+        enable_model_summary=False, enable_checkpointing=False,
+    )  # fmt: skip
+    trainer.fit(Tiny(), torch.utils.data.DataLoader(data, batch_size=4))
+    assert callback.metrics is not None
+    text = callback.metrics.exposition().decode()
+    values = {
+        line.split("{")[0]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith(("trainsignals_steps_total{", "trainsignals_samples_total{"))
+    }
+    # 6 optimizer steps of 2 micro-batches of 4 samples each
+    assert values == {"trainsignals_steps_total": 6, "trainsignals_samples_total": 48}
+    assert "trainsignals_loss{" in text
