@@ -54,6 +54,7 @@ class TrainsignalsCallback(TrainerCallback):
         self._hooks: list[Any] = []
         self._tokens_seen = 0
         self._training = False
+        self._before_eval: str | None = None
 
     # --- set-up --------------------------------------------------------------------------
     def _ensure_metrics(self, args: Any) -> StepClock:
@@ -128,16 +129,23 @@ class TrainsignalsCallback(TrainerCallback):
     # --- pauses -----------------------------------------------------------------------------
     def on_prediction_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.metrics is not None and self.metrics.current_phase != "eval":
-            self.metrics.phase("eval")  # an evaluation Trainer did not announce (evaluate())
+            # An evaluation on_step_end did not announce (trainer.evaluate() or predict()).
+            self._before_eval = self.metrics.current_phase
+            self.metrics.phase("eval")
 
     def on_evaluate(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.metrics is None or self._clock is None:
             return
-        if self._training and control.should_save:
+        if not self._training:
+            self.metrics.phase(self._before_eval or "startup")
+        elif control.should_save:
             self.metrics.phase("checkpoint")
         else:
             self._phase_for(state)
             self._clock.resume()
+        self._before_eval = None
+
+    on_predict = on_evaluate
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.metrics is None or self._clock is None:

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.e2e
 VOCAB, SEQ, BATCH = 64, 16, 4
 
 
-def hf_trainer(out: Path, control: Control, callback: Any) -> Any:
+def hf_trainer(out: Path, control: Control, callback: Any, **overrides: Any) -> Any:
     """A Trainer for a tiny GPT-2 on random tokens; eval takes ~1.5 s, saves every 200 steps."""
     import torch
     import transformers
@@ -39,7 +39,8 @@ def hf_trainer(out: Path, control: Control, callback: Any) -> Any:
 
     class StopWhenTold(transformers.TrainerCallback):
         def on_step_end(self, args, state, flow, **kwargs):  # type: ignore[no-untyped-def]
-            flow.should_training_stop = control.stop.is_set()
+            if control.stop.is_set():  # never clear it: max_steps sets it too
+                flow.should_training_stop = True
 
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -56,22 +57,22 @@ def hf_trainer(out: Path, control: Control, callback: Any) -> Any:
         return output
 
     model.register_forward_hook(poison)
-    args = transformers.TrainingArguments(
-        output_dir=str(out),
-        per_device_train_batch_size=BATCH,
-        per_device_eval_batch_size=BATCH,
-        max_steps=10**6,
-        warmup_steps=20,
-        eval_strategy="steps",
-        eval_steps=400,
-        save_steps=200,
-        save_total_limit=1,
-        logging_steps=50,
-        report_to=[],
-        use_cpu=True,
-        disable_tqdm=True,
-        dataloader_num_workers=0,
-    )
+    settings: dict[str, Any] = {
+        "per_device_train_batch_size": BATCH,
+        "per_device_eval_batch_size": BATCH,
+        "max_steps": 10**6,
+        "warmup_steps": 20,
+        "eval_strategy": "steps",
+        "eval_steps": 400,
+        "save_steps": 200,
+        "save_total_limit": 1,
+        "logging_steps": 50,
+        "report_to": [],
+        "use_cpu": True,
+        "disable_tqdm": True,
+        "dataloader_num_workers": 0,
+    }
+    args = transformers.TrainingArguments(output_dir=str(out), **{**settings, **overrides})
     return transformers.Trainer(
         model=model,
         args=args,
@@ -111,3 +112,39 @@ def test_hf_trainer_scraped_silent_when_healthy_pages_on_nan(tmp_path: Path) -> 
     assert tokens == pytest.approx(steps * BATCH * SEQ, rel=0.05)
     assert saved is not None and saved > 0, "on_save never marked a checkpoint"
     assert evals == 1, "the eval phase was never scraped"
+
+
+def test_hf_accumulation_token_count_and_standalone_evaluate(tmp_path: Path) -> None:
+    """No Prometheus: 5 optimizer steps of 2 micro-batches, Trainer's own token count, and an
+    evaluate() after training that restores the phase it interrupted."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from trainsignals.exporters.training.hf import TrainsignalsCallback
+
+    callback = TrainsignalsCallback(job="hf-accum", serve=False)
+    trainer = hf_trainer(
+        tmp_path / "out",
+        Control(),
+        callback,
+        max_steps=5,
+        gradient_accumulation_steps=2,
+        include_num_input_tokens_seen=True,
+        eval_strategy="no",
+        save_strategy="no",
+    )
+    trainer.train()
+    metrics = callback.metrics
+    assert metrics is not None
+    values = {
+        line.split("{")[0]: float(line.rsplit(" ", 1)[1])
+        for line in metrics.exposition().decode().splitlines()
+        if line.startswith(("trainsignals_steps_total{", "trainsignals_tokens_total{",
+                            "trainsignals_samples_total{"))
+    }  # fmt: skip
+    assert values == {
+        "trainsignals_steps_total": 5,
+        "trainsignals_tokens_total": 5 * 2 * BATCH * SEQ,
+        "trainsignals_samples_total": 5 * 2 * BATCH,
+    }
+    assert metrics.current_phase == "warmup"  # 5 steps, all within the 20 warmup steps
+    trainer.evaluate()
+    assert metrics.current_phase == "warmup"
