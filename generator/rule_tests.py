@@ -15,7 +15,7 @@ from itertools import accumulate
 from .alerts import AlertRule, severity, team
 from .fabric_tests import FABRIC_PORT
 from .faults import FAULT_ONSET, GPU_HEALTHY, FaultCase, JobTimeline, restart
-from .gpu_sources import RawSeries, gpu_source
+from .gpu_sources import RawSeries, gpu_source, test_uuid
 from .promql import RuleContext, le_label, matchers
 from .series_notation import encode
 from .xid_catalog import action_of
@@ -219,6 +219,7 @@ def fault_test(ctx: RuleContext, case: FaultCase) -> dict:
     node_labels = {
         "node": "node-0",
         "gpu": "0",
+        "uuid": test_uuid("node-0", 0),
         "path": "/checkpoints",
         "xid": xid,
         "action": action_of(xid),

@@ -1,8 +1,8 @@
 """HF transformers: a `TrainerCallback` that drives TrainingMetrics. Needs `trainsignals[hf]`.
 
-    from trainsignals.exporters.training.hf import TrainsignalsCallback
+    from trainsignals.exporters.training.hf import TrainSignalsCallback
 
-    trainer = Trainer(..., callbacks=[TrainsignalsCallback(job="llm-7b")])
+    trainer = Trainer(..., callbacks=[TrainSignalsCallback(job="llm-7b")])
 
 Ranks, world size and restarts come from torchrun's environment; /metrics is served on
 9850 + LOCAL_RANK; checkpoint disk gauges watch `args.output_dir`. Per optimizer step: its wall
@@ -29,7 +29,7 @@ except ImportError as exc:  # the base package does not need transformers
     ) from exc
 
 
-class TrainsignalsCallback(TrainerCallback):
+class TrainSignalsCallback(TrainerCallback):
     """Add to `Trainer(callbacks=[...])`. Pass `metrics=` to use your own TrainingMetrics."""
 
     def __init__(
@@ -40,13 +40,11 @@ class TrainsignalsCallback(TrainerCallback):
         metrics: TrainingMetrics | None = None,
         port: int | None = None,
         serve: bool = True,
+        **from_env: Any,
     ) -> None:
-        if metrics is None and job is None and labels is None:
-            raise ValueError(
-                "TrainsignalsCallback needs job= (the spec's name, the training_job label), "
-                "labels= (the spec's selector labels) or metrics="
-            )
-        self._labels = dict(labels or {"training_job": str(job)})
+        # No job/labels: the scrape config attaches the spec's selector labels (honor_labels).
+        self._labels = dict(labels if labels is not None else {"training_job": job} if job else {})
+        self._from_env = from_env  # more TrainingMetrics.from_env arguments (checkpoint_dir=...)
         self._port, self._serve = port, serve
         self.metrics: TrainingMetrics | None = metrics
         self._clock: StepClock | None = None
@@ -59,9 +57,8 @@ class TrainsignalsCallback(TrainerCallback):
     # --- set-up --------------------------------------------------------------------------
     def _ensure_metrics(self, args: Any) -> StepClock:
         if self.metrics is None:  # at Trainer init: early, and args.output_dir is known
-            self.metrics = TrainingMetrics.from_env(
-                labels=self._labels, checkpoint_dir=args.output_dir
-            )
+            kwargs = {"checkpoint_dir": args.output_dir, **self._from_env}
+            self.metrics = TrainingMetrics.from_env(labels=self._labels, **kwargs)
         if self._serve and self.metrics.http_port is None:
             self.metrics.start_http_server(self._port)
         if self._clock is None:

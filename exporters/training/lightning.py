@@ -1,8 +1,8 @@
 """Lightning: a `Callback` that drives TrainingMetrics. Needs `trainsignals[lightning]`.
 
-    from trainsignals.exporters.training.lightning import TrainsignalsCallback
+    from trainsignals.exporters.training.lightning import TrainSignalsCallback
 
-    trainer = lightning.Trainer(..., callbacks=[TrainsignalsCallback(job="llm-7b")])
+    trainer = lightning.Trainer(..., callbacks=[TrainSignalsCallback(job="llm-7b")])
 
 Ranks, world size and restarts come from torchrun's (or Lightning's own launcher's) RANK,
 LOCAL_RANK, WORLD_SIZE; /metrics on 9850 + LOCAL_RANK; checkpoint disk gauges watch
@@ -23,8 +23,8 @@ from .metrics import TrainingMetrics
 from .stepclock import StepClock
 
 # `lightning` (lightning.pytorch) and the standalone `pytorch_lightning` each check callbacks
-# against their own Callback class: TrainsignalsCallback is for the first (the second when it
-# is the only one installed), PLTrainsignalsCallback for the second, built on first use.
+# against their own Callback class: TrainSignalsCallback is for the first (the second when it
+# is the only one installed), PLTrainSignalsCallback for the second, built on first use.
 try:
     from lightning.pytorch.callbacks import Callback as _LightningCallback
 except ImportError:
@@ -54,7 +54,7 @@ def batch_size_and_tokens(batch: Any, tokens_per_sample: int | None) -> tuple[in
 
 
 class _Hooks:
-    """The hooks; TrainsignalsCallback / PLTrainsignalsCallback add Lightning's base class."""
+    """The hooks; TrainSignalsCallback / PLTrainSignalsCallback add Lightning's base class."""
 
     def __init__(
         self,
@@ -67,13 +67,11 @@ class _Hooks:
         tokens_per_sample: int | None = None,
         port: int | None = None,
         serve: bool = True,
+        **from_env: Any,
     ) -> None:
-        if metrics is None and job is None and labels is None:
-            raise ValueError(
-                "TrainsignalsCallback needs job= (the spec's name, the training_job label), "
-                "labels= (the spec's selector labels) or metrics="
-            )
-        self._labels = dict(labels or {"training_job": str(job)})
+        # No job/labels: the scrape config attaches the spec's selector labels (honor_labels).
+        self._labels = dict(labels if labels is not None else {"training_job": job} if job else {})
+        self._from_env = from_env  # more TrainingMetrics.from_env arguments (checkpoint_dir=...)
         self._checkpoint_dir = checkpoint_dir
         self._warmup_steps = warmup_steps
         self._tokens_per_sample = tokens_per_sample
@@ -86,7 +84,9 @@ class _Hooks:
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
         if self.metrics is None:
             folder = self._checkpoint_dir or trainer.default_root_dir
-            self.metrics = TrainingMetrics.from_env(labels=self._labels, checkpoint_dir=folder)
+            self.metrics = TrainingMetrics.from_env(
+                labels=self._labels, checkpoint_dir=folder, **self._from_env
+            )
         if self._serve and self.metrics.http_port is None:
             self.metrics.start_http_server(self._port)
         self._clock = self._clock or StepClock(self.metrics)
@@ -156,12 +156,12 @@ class _Hooks:
         self.metrics.phase("warmup" if warm else "train")
 
 
-class TrainsignalsCallback(_Hooks, _LightningCallback):  # type: ignore[misc,valid-type]
+class TrainSignalsCallback(_Hooks, _LightningCallback):  # type: ignore[misc,valid-type]
     """For `lightning.Trainer(callbacks=[...])`. `metrics=` uses your own TrainingMetrics."""
 
 
 def __getattr__(name: str) -> Any:
-    if name == "PLTrainsignalsCallback":  # imported only when asked for
+    if name == "PLTrainSignalsCallback":  # imported only when asked for
         from pytorch_lightning.callbacks import Callback as PLCallback
 
         cls = type(name, (_Hooks, PLCallback), {"__doc__": "For pytorch_lightning.Trainer."})

@@ -263,8 +263,7 @@ class TrainingMetrics:
         (group_rank, restart_count, ...).
         """
         launch = read_env(environ)
-        env = os.environ if environ is None else environ
-        bound = env.get(STEP_TIME_BOUND_ENV)
+        bound = (os.environ if environ is None else environ).get(STEP_TIME_BOUND_ENV)
         metrics = cls(
             rank=launch.rank,
             local_rank=launch.local_rank,

@@ -1,4 +1,4 @@
-"""HF transformers Trainer + TrainsignalsCallback, a 2-layer GPT-2 on CPU, under real Prometheus.
+"""HF transformers Trainer + TrainSignalsCallback, a 2-layer GPT-2 on CPU, under real Prometheus.
 
 No downloads: the model is built from a config with a 64-token vocabulary and trained on
 random tokens. Healthy training keeps the job's generated rules silent; NaN losses (injected by
@@ -84,10 +84,10 @@ def hf_trainer(out: Path, control: Control, callback: Any, **overrides: Any) -> 
 
 def test_hf_trainer_scraped_silent_when_healthy_pages_on_nan(tmp_path: Path) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from trainsignals.exporters.training.hf import TrainsignalsCallback
+    from trainsignals.exporters.training.hf import TrainSignalsCallback
 
     spec = tiny_run_spec("hf-tiny")
-    callback = TrainsignalsCallback(job=spec.name, port=0)
+    callback = TrainSignalsCallback(job=spec.name, port=0)
 
     def train(control: Control) -> None:
         hf_trainer(tmp_path / "out", control, callback).train()
@@ -118,9 +118,9 @@ def test_hf_accumulation_token_count_and_standalone_evaluate(tmp_path: Path) -> 
     """No Prometheus: 5 optimizer steps of 2 micro-batches, Trainer's own token count, and an
     evaluate() after training that restores the phase it interrupted."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from trainsignals.exporters.training.hf import TrainsignalsCallback
+    from trainsignals.exporters.training.hf import TrainSignalsCallback
 
-    callback = TrainsignalsCallback(job="hf-accum", serve=False)
+    callback = TrainSignalsCallback(job="hf-accum", serve=False)
     trainer = hf_trainer(
         tmp_path / "out",
         Control(),

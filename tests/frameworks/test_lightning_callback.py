@@ -1,4 +1,4 @@
-"""Lightning Trainer + TrainsignalsCallback, a tiny torch.nn model on CPU, under real Prometheus.
+"""Lightning Trainer + TrainSignalsCallback, a tiny torch.nn model on CPU, under real Prometheus.
 
 Healthy training keeps the job's generated rules silent; NaN losses page NonFiniteLoss through
 Alertmanager. ModelCheckpoint's saves go through the callback's timed save. torch and
@@ -84,10 +84,10 @@ def fit(out: Path, control: Control, callback: Any) -> None:
 
 
 def test_lightning_scraped_silent_when_healthy_pages_on_nan(tmp_path: Path) -> None:
-    from trainsignals.exporters.training.lightning import TrainsignalsCallback
+    from trainsignals.exporters.training.lightning import TrainSignalsCallback
 
     spec = tiny_run_spec("lightning-tiny")
-    callback = TrainsignalsCallback(job=spec.name, port=0, warmup_steps=20)
+    callback = TrainSignalsCallback(job=spec.name, port=0, warmup_steps=20)
 
     def port() -> int | None:
         return callback.metrics.http_port if callback.metrics else None
@@ -114,10 +114,10 @@ def test_lightning_scraped_silent_when_healthy_pages_on_nan(tmp_path: Path) -> N
 
 
 def test_standalone_pytorch_lightning_package(tmp_path: Path) -> None:
-    """`pytorch_lightning.Trainer` accepts PLTrainsignalsCallback and drives it the same way."""
+    """`pytorch_lightning.Trainer` accepts PLTrainSignalsCallback and drives it the same way."""
     import pytorch_lightning as pl
     import torch
-    from trainsignals.exporters.training.lightning import PLTrainsignalsCallback
+    from trainsignals.exporters.training.lightning import PLTrainSignalsCallback
 
     class Tiny(pl.LightningModule):
         def __init__(self) -> None:
@@ -132,7 +132,7 @@ def test_standalone_pytorch_lightning_package(tmp_path: Path) -> None:
             return torch.optim.SGD(self.parameters(), lr=0.01)
 
     data = torch.utils.data.TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
-    callback = PLTrainsignalsCallback(job="pl-tiny", serve=False)
+    callback = PLTrainSignalsCallback(job="pl-tiny", serve=False)
     trainer = pl.Trainer(
         default_root_dir=str(tmp_path), accelerator="cpu", devices=1, max_steps=6,
         accumulate_grad_batches=2, callbacks=[callback], logger=False, enable_progress_bar=False,

@@ -49,10 +49,10 @@ def test_one_step_of_two_micro_batches() -> None:
     assert sample(metrics, "trainsignals_tokens_total") == 138
 
 
-def test_lightning_batch_shapes_and_missing_job() -> None:
+def test_lightning_batch_shapes_and_unknown_argument() -> None:
     import torch
     from trainsignals.exporters.training.lightning import (
-        TrainsignalsCallback,
+        TrainSignalsCallback,
         batch_size_and_tokens,
     )
 
@@ -60,5 +60,7 @@ def test_lightning_batch_shapes_and_missing_job() -> None:
     assert batch_size_and_tokens({"input_ids": ids}, None) == (4, 64)
     assert batch_size_and_tokens((torch.zeros(8, 3), torch.zeros(8)), 10) == (8, 80)
     assert batch_size_and_tokens(torch.zeros(2, 5), None) == (2, 0)
-    with pytest.raises(ValueError, match="job="):
-        TrainsignalsCallback()
+    with pytest.raises(TypeError):  # a typo is not silently ignored: from_env rejects it
+        TrainSignalsCallback(
+            job="x", serve=False, checkpoint_dir="/tmp", chekpoint_dir="/tmp"
+        ).setup(None, None, "fit")
