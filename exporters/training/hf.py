@@ -34,7 +34,7 @@ class TrainSignalsCallback(TrainerCallback):
 
     def __init__(
         self,
-        job: str | None = None,
+        job: str | TrainingMetrics | None = None,
         *,
         labels: dict[str, str] | None = None,
         metrics: TrainingMetrics | None = None,
@@ -42,6 +42,8 @@ class TrainSignalsCallback(TrainerCallback):
         serve: bool = True,
         **from_env: Any,
     ) -> None:
+        if isinstance(job, TrainingMetrics):  # TrainSignalsCallback(metrics) also works
+            job, metrics = None, job
         # No job/labels: the scrape config attaches the spec's selector labels (honor_labels).
         self._labels = dict(labels if labels is not None else {"training_job": job} if job else {})
         self._from_env = from_env  # more TrainingMetrics.from_env arguments (checkpoint_dir=...)

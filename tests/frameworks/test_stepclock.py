@@ -64,3 +64,14 @@ def test_lightning_batch_shapes_and_unknown_argument() -> None:
         TrainSignalsCallback(
             job="x", serve=False, checkpoint_dir="/tmp", chekpoint_dir="/tmp"
         ).setup(None, None, "fit")
+
+
+def test_callbacks_take_metrics_positionally_and_labels_optionally() -> None:
+    from trainsignals.exporters.training.hf import TrainSignalsCallback as HF
+    from trainsignals.exporters.training.lightning import TrainSignalsCallback as Lightning
+
+    metrics = TrainingMetrics(labels={"training_job": "x"})
+    for cls in (HF, Lightning):
+        assert cls(metrics, serve=False).metrics is metrics
+        assert cls("llm-7b", serve=False)._labels == {"training_job": "llm-7b"}
+        assert cls(serve=False)._labels == {}  # the scrape config attaches the selector labels
