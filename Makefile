@@ -50,8 +50,10 @@ lint: $(VENV)/.installed
 # compressed time) stay together on one, everything else runs on the other.
 # The longer fault tests (`chaos_full`) run in `make chaos`; the short ones run here.
 # PYTEST_ARGS narrows the run (tests/test_teardown.py kills a `make test` of one file).
+# exec: the quotes make `make` run a shell; exec keeps pytest its direct child, so a SIGTERM
+# to make reaches the suite (tests/test_teardown.py).
 test: setup lint
-	$(BIN)/pytest -q -n 2 --dist loadgroup -m "not chaos_full" $(PYTEST_ARGS)
+	exec $(BIN)/pytest -q -n 2 --dist loadgroup -m "not chaos_full" $(PYTEST_ARGS)
 
 # Every fault test on the real pipeline (~8 min): Alertmanager and Prometheus killed and
 # restarted, a cluster member lost, a receiver answering 500, a failing rule, a stopped
