@@ -12,7 +12,6 @@ setup: $(VENV)/.installed tools
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
 	# torch pinned (a CPU build; unpinned pulls a multi-GB CUDA build) and installed before the
 	# HF/Lightning extras that depend on it: the callback tests train tiny models on CPU.
 	$(BIN)/pip install -q torch==2.13.0

@@ -1,94 +1,150 @@
-"""HF transformers: a tiny GPT-2 built in the test trains on CPU with TrainSignalsCallback,
-scraped by real Prometheus evaluating the job's generated rules: silent while healthy,
-NonFiniteLoss once the loss turns NaN. No download (HF_HUB_OFFLINE=1)."""
+"""HF transformers Trainer + TrainSignalsCallback, a 2-layer GPT-2 on CPU, under real Prometheus.
+
+No downloads: the model is built from a config with a 64-token vocabulary and trained on
+random tokens. Healthy training keeps the job's generated rules silent; NaN losses (injected by
+a forward hook) page NonFiniteLoss through Alertmanager. torch and transformers are imported
+inside the test (`make setup` installs them): collecting the suite stays fast.
+"""
 
 from __future__ import annotations
 
 import os
-import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-torch = pytest.importorskip("torch")  # installed by `make setup`; skipped only without extras
-transformers = pytest.importorskip("transformers")
+from tests.frameworks.harness import Control, healthy_then_nan, monitored_run, tiny_run_spec
 
-from trainsignals.exporters.training import TrainingMetrics  # noqa: E402
-from trainsignals.exporters.training.hf import TrainSignalsCallback  # noqa: E402
+# Not in the "real-stack" xdist group: these train (CPU-bound, one torch thread) rather than
+# wait on compressed time, so they run beside the long e2e worker instead of after it.
+pytestmark = pytest.mark.e2e
 
-from tests.conftest import require_tool  # noqa: E402
-from tests.frameworks.watch import NODE, cpu_spec, watch  # noqa: E402
-from trainsignals.stack import free_port  # noqa: E402
-
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("frameworks")]
-SEQ, BATCH = 8, 2
+VOCAB, SEQ, BATCH = 64, 16, 4
 
 
-class Stopper(transformers.TrainerCallback):
-    def __init__(self, stop: threading.Event) -> None:
-        self.stop = stop
+def hf_trainer(out: Path, control: Control, callback: Any, **overrides: Any) -> Any:
+    """A Trainer for a tiny GPT-2 on random tokens; eval takes ~1.5 s, saves every 200 steps."""
+    import torch
+    import transformers
 
-    def on_step_end(self, args, state, control, **kw):  # type: ignore[no-untyped-def]
-        time.sleep(0.05)  # a steady step rate, like a real job's
-        control.should_training_stop = self.stop.is_set()
+    class RandomTokens(torch.utils.data.Dataset):
+        def __len__(self) -> int:
+            return 10**6
 
+        def __getitem__(self, i: int) -> dict:
+            ids = torch.randint(0, VOCAB, (SEQ,), generator=torch.Generator().manual_seed(i))
+            return {"input_ids": ids, "labels": ids.clone()}
 
-def test_hf_trainer_silent_when_healthy_nonfinite_loss_on_nan(tmp_path: Path) -> None:
-    require_tool("prometheus")
-    spec = cpu_spec("hf-tiny")
-    port = free_port()
-    metrics = TrainingMetrics(node=NODE, labels=spec.selector_labels, checkpoint_dir=tmp_path)
-    callback = TrainSignalsCallback(metrics, port=port)
+    class StopWhenTold(transformers.TrainerCallback):
+        def on_step_end(self, args, state, flow, **kwargs):  # type: ignore[no-untyped-def]
+            if control.stop.is_set():  # never clear it: max_steps sets it too
+                flow.should_training_stop = True
 
-    def run(stop: threading.Event, nan: threading.Event) -> None:
-        torch.manual_seed(0)
-        config = transformers.GPT2Config(
-            vocab_size=64, n_positions=SEQ, n_embd=16, n_layer=1, n_head=2
-        )
-        model = transformers.GPT2LMHeadModel(config)
-
-        def poison(module, inputs, output):  # type: ignore[no-untyped-def]
-            if nan.is_set():
-                output["loss"] = output["loss"] * float("nan")
-            return output
-
-        model.register_forward_hook(poison)
-        ids = torch.randint(0, 64, (64, SEQ))
-        data = [{"input_ids": row, "labels": row} for row in ids]
-        args = transformers.TrainingArguments(
-            output_dir=str(tmp_path / "out"),
-            per_device_train_batch_size=BATCH,
-            max_steps=100_000,
-            logging_steps=1,
-            logging_nan_inf_filter=False,
-            include_num_input_tokens_seen=True,
-            save_strategy="steps",
-            save_steps=40,
-            save_only_model=True,
-            report_to="none",
-            use_cpu=True,
-            disable_tqdm=True,
-            dataloader_num_workers=0,
-        )
-        trainer = transformers.Trainer(
-            model=model, args=args, train_dataset=data, callbacks=[callback, Stopper(stop)]
-        )
-        trainer.train()
-
-    out = watch(tmp_path, spec, port, run)
-    assert out["errors"] == []
-    assert out["healthy_firing"] == set(), "healthy run: no alert pending or firing"
-    steps = out["steps"]
-    assert steps and float(steps[0]["value"][1]) > 20, "Prometheus scraped the steps"
-    assert "NonFiniteLoss" in out["nan_firing"]
-    text = metrics.exposition().decode()
-    assert "trainsignals_tokens_total" in text and 'phase="checkpoint"' in text
-    assert metrics.current_phase == "train"
-    # The Trainer saved checkpoints: the last-checkpoint time moved past the start.
-    assert any(
-        line.startswith("trainsignals_last_checkpoint_timestamp_seconds")
-        and float(line.rsplit(" ", 1)[1]) > time.time() - 120
-        for line in text.splitlines()
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    config = transformers.GPT2Config(
+        vocab_size=VOCAB, n_positions=SEQ, n_embd=32, n_layer=2, n_head=2
     )
+    model = transformers.GPT2LMHeadModel(config)
+
+    def poison(module, args, output):  # type: ignore[no-untyped-def]
+        if control.poison.is_set() and module.training:
+            output.loss = output.loss * float("nan")
+        if not module.training:
+            time.sleep(0.1)  # an eval long enough (1.5 s) for a 1 s scrape to see
+        return output
+
+    model.register_forward_hook(poison)
+    settings: dict[str, Any] = {
+        "per_device_train_batch_size": BATCH,
+        "per_device_eval_batch_size": BATCH,
+        "max_steps": 10**6,
+        "warmup_steps": 20,
+        "eval_strategy": "steps",
+        "eval_steps": 400,
+        "save_steps": 200,
+        "save_total_limit": 1,
+        "logging_steps": 50,
+        "report_to": [],
+        "use_cpu": True,
+        "disable_tqdm": True,
+        "dataloader_num_workers": 0,
+    }
+    args = transformers.TrainingArguments(output_dir=str(out), **{**settings, **overrides})
+    return transformers.Trainer(
+        model=model,
+        args=args,
+        train_dataset=RandomTokens(),
+        eval_dataset=torch.utils.data.Subset(RandomTokens(), range(60)),
+        callbacks=[callback, StopWhenTold()],
+    )
+
+
+def test_hf_trainer_scraped_silent_when_healthy_pages_on_nan(tmp_path: Path) -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from trainsignals.exporters.training.hf import TrainSignalsCallback
+
+    spec = tiny_run_spec("hf-tiny")
+    callback = TrainSignalsCallback(job=spec.name, port=0)
+
+    def train(control: Control) -> None:
+        hf_trainer(tmp_path / "out", control, callback).train()
+
+    def port() -> int | None:
+        return callback.metrics.http_port if callback.metrics else None
+
+    with monitored_run(tmp_path, spec, train, port) as run:
+        healthy_fired, notified = healthy_then_nan(run)
+        job = f'training_job="{spec.name}"'
+        steps = run.query_value(f"sum(trainsignals_steps_total{{{job}}})")
+        tokens = run.query_value(f"sum(trainsignals_tokens_total{{{job}}})")
+        saved = run.query_value(
+            f"max(trainsignals_last_checkpoint_timestamp_seconds{{{job}}})"
+            f" - max(trainsignals_process_start_time_seconds{{{job}}})"
+        )
+        evals = run.query_value(f'max_over_time(trainsignals_phase{{{job},phase="eval"}}[1h])')
+
+    assert healthy_fired == set(), f"healthy HF run fired {healthy_fired}"
+    assert "NonFiniteLoss" in notified, f"NaN losses notified only {notified}"
+    assert steps is not None and steps > 100
+    assert tokens == pytest.approx(steps * BATCH * SEQ, rel=0.05)
+    assert saved is not None and saved > 0, "on_save never marked a checkpoint"
+    assert evals == 1, "the eval phase was never scraped"
+
+
+def test_hf_accumulation_token_count_and_standalone_evaluate(tmp_path: Path) -> None:
+    """No Prometheus: 5 optimizer steps of 2 micro-batches, Trainer's own token count, and an
+    evaluate() after training that restores the phase it interrupted."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from trainsignals.exporters.training.hf import TrainSignalsCallback
+
+    callback = TrainSignalsCallback(job="hf-accum", serve=False)
+    trainer = hf_trainer(
+        tmp_path / "out",
+        Control(),
+        callback,
+        max_steps=5,
+        gradient_accumulation_steps=2,
+        include_num_input_tokens_seen=True,
+        eval_strategy="no",
+        save_strategy="no",
+    )
+    trainer.train()
+    metrics = callback.metrics
+    assert metrics is not None
+    values = {
+        line.split("{")[0]: float(line.rsplit(" ", 1)[1])
+        for line in metrics.exposition().decode().splitlines()
+        if line.startswith(("trainsignals_steps_total{", "trainsignals_tokens_total{",
+                            "trainsignals_samples_total{"))
+    }  # fmt: skip
+    assert values == {
+        "trainsignals_steps_total": 5,
+        "trainsignals_tokens_total": 5 * 2 * BATCH * SEQ,
+        "trainsignals_samples_total": 5 * 2 * BATCH,
+    }
+    assert metrics.current_phase == "warmup"  # 5 steps, all within the 20 warmup steps
+    trainer.evaluate()
+    assert metrics.current_phase == "warmup"
