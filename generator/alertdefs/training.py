@@ -16,17 +16,33 @@ onset = FAULT_ONSET
 # never alert. Averaging only the samples taken while training, pauses leave gaps instead.
 TRAINING_WINDOW = 900
 STEP_TIME_QUANTILE = 0.95  # the step-time bound is on p95
+RESTART_SETTLE = 300  # seconds after a restart before speed counts again (one rate window)
 
 
 def training(ctx: RuleContext) -> str:
     return f"on (training_job) job:trainsignals_phase_train:min{ctx.recorded()} == 1"
 
 
-def training_average(ctx: RuleContext, expr: str) -> str:
-    """`expr` averaged over the samples of the last 15 minutes taken while training."""
-    return (
-        f"avg_over_time(({expr} and {training(ctx)})[{ctx.range(TRAINING_WINDOW)}:{ctx.range(60)}])"
+def steady(ctx: RuleContext) -> str:
+    """Training, stepping and settled: the samples the speed averages may see.
+
+    A hang (no step for half of stall_after) is TrainingStalled's and TrainingNoProgress's
+    business, and the minutes after a restart ramp up from zero as rate() windows fill: neither
+    says the job is slow, and averaging them in paged ThroughputBelowFloor for hangs and
+    restarts that healed themselves (found by the fleet replay).
+    """
+    r, o = ctx.recorded(), ctx.spec.objectives
+    stalled = f"job:trainsignals_last_step:age_seconds{r} > {ctx.seconds(o.stall_after / 2):g}"
+    restarted = (
+        f"time() - job:trainsignals_incarnation_start:max{r} < {ctx.seconds(RESTART_SETTLE):g}"
     )
+    return f"{training(ctx)} unless on (training_job) ({stalled} or {restarted})"
+
+
+def training_average(ctx: RuleContext, expr: str) -> str:
+    """`expr` averaged over the steady training samples of the last 15 minutes."""
+    window = f"[{ctx.range(TRAINING_WINDOW)}:{ctx.range(60)}]"
+    return f"avg_over_time(({expr} and {steady(ctx)}){window})"
 
 
 @GROUP.alert(
@@ -226,7 +242,7 @@ def mfu_below_floor(ctx: RuleContext) -> Rule:
     return Rule(
         # MFU while training, averaged over the window: pauses are goodput's business, and a
         # phase gate outside the average would reset the 1h `for` at every checkpoint.
-        expr=f"avg_over_time((job:trainsignals_mfu:ratio_rate5m{r} and {training(ctx)})"
+        expr=f"avg_over_time((job:trainsignals_mfu:ratio_rate5m{r} and {steady(ctx)})"
         f"[{ctx.range(o.mfu_window)}:{ctx.range(300)}]) < {o.mfu_min_ratio:g}",
         for_seconds=3600,
         summary="{{ $labels.training_job }}: MFU {{ $value | humanizePercentage }} over "
