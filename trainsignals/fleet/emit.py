@@ -16,14 +16,16 @@ from pathlib import Path
 from trainsignals.exporters.training.metrics import STEP_BUCKETS
 
 from .history import GPUS_PER_NODE, MINUTE, gpu_uuid
-from .timeline import STEP_SECONDS, Minute
+from .timeline import Minute
 
 BLOCK_S = 2 * 3600
 TOKENS_PER_STEP = 15_630  # the stored slice of the job (16 GPUs at ~40% MFU of a 405B model)
 SAMPLES_PER_STEP = 2
 DISK_SIZE = 30e12
+SDC = "silent_data_corruption"
 PHASES = ("startup", "warmup", "train", "eval", "checkpoint")
 THROTTLE_REASONS = ("hw_thermal_slowdown", "sw_power_cap")
+NETWORK_SERIES = ("node_network_receive_bytes_total", "node_network_transmit_bytes_total")
 
 RankFn = Callable[[Minute], str]
 GpuFn = Callable[[Minute, object], str]
@@ -131,7 +133,8 @@ class Emitter:
                         yield f"{name}{{{labels}}} {self.epoch + getattr(s, attr)}{ts}"
                 if self._want("trainsignals_phase"):
                     for phase in PHASES:
-                        yield f'trainsignals_phase{{{labels},phase="{phase}"}} {int(phase == s.phase)}{ts}'
+                        on = int(phase == s.phase)
+                        yield f'trainsignals_phase{{{labels},phase="{phase}"}} {on}{ts}'
                 if self._want("trainsignals_step_duration_seconds_bucket"):
                     steps = int(s.steps)
                     for le in (*STEP_BUCKETS, "+Inf"):
@@ -142,7 +145,8 @@ class Emitter:
                         )
                 path = f'{labels},path="/checkpoints"'
                 if self._want("trainsignals_checkpoint_disk_free_bytes"):
-                    yield f"trainsignals_checkpoint_disk_free_bytes{{{path}}} {DISK_SIZE * 0.4:.0f}{ts}"
+                    free = DISK_SIZE * 0.4
+                    yield f"trainsignals_checkpoint_disk_free_bytes{{{path}}} {free:.0f}{ts}"
                 if self._want("trainsignals_checkpoint_disk_size_bytes"):
                     yield f"trainsignals_checkpoint_disk_size_bytes{{{path}}} {DISK_SIZE:.0f}{ts}"
             gpu_target = f'{sel},job="{self.gpu_job}",instance="{node}:9842",node="{node}"'
@@ -151,13 +155,16 @@ class Emitter:
             if node_down:
                 continue
             if self._want("node_network_receive_bytes_total"):
-                for name in ("node_network_receive_bytes_total", "node_network_transmit_bytes_total"):
+                for name in (
+                    "node_network_receive_bytes_total",
+                    "node_network_transmit_bytes_total",
+                ):
                     yield f'{name}{{{sel},node="{node}",device="ib0"}} {(m + 1) * 2.4e10:.0f}{ts}'
             faults = {(f_slot, gpu): f for f_slot, gpu, f in s.gpu_faults if f_slot == slot}
             for gpu in range(GPUS_PER_NODE):
                 yield from self._gpu_lines(s, m, gpu_target, node, gpu, faults.get((slot, gpu)), ts)
 
-    def _gpu_lines(self, s, m, target, node, gpu, fault, ts) -> Iterator[str]:  # noqa: ANN001
+    def _gpu_lines(self, s, m, target, node, gpu, fault, ts) -> Iterator[str]:
         labels = f'{target},gpu="{gpu}",uuid="{gpu_uuid(node, gpu)}",model="H100-SXM"'
         t = m * MINUTE
         struck = fault is not None and t >= fault.fault_s
@@ -171,8 +178,8 @@ class Emitter:
             "trainsignals_gpu_power_watts": "650" if s.alive else "90",
             "trainsignals_gpu_temperature_celsius": "95" if cause == "gpu_thermal" else "66",
             "trainsignals_gpu_sm_clock_hertz": "1.98e9",
-            "trainsignals_gpu_remapped_rows_pending": f"{int(struck and cause == 'gpu_hbm3')}",
-            "trainsignals_gpu_remapped_rows_failed": f"{int(struck and cause == 'silent_data_corruption')}",
+            "trainsignals_gpu_remapped_rows_pending": str(int(struck and cause == "gpu_hbm3")),
+            "trainsignals_gpu_remapped_rows_failed": str(int(struck and cause == SDC)),
         }
         if lost:  # a GPU off the bus answers nothing but its up flag
             values = {"trainsignals_gpu_up": "0"}
@@ -188,7 +195,8 @@ class Emitter:
                 yield f'trainsignals_gpu_throttle_active{{{labels},reason="{reason}"}} {active}{ts}'
         if not lost and self._want("trainsignals_gpu_ecc_errors_total"):
             ecc = int(struck and cause == "gpu_hbm3")
-            yield f'trainsignals_gpu_ecc_errors_total{{{labels},error_type="uncorrected"}} {ecc}{ts}'
+            ecc_labels = f'{labels},error_type="uncorrected"'
+            yield f"trainsignals_gpu_ecc_errors_total{{{ecc_labels}}} {ecc}{ts}"
         if struck and fault.xid is not None and self._want("trainsignals_gpu_xid_errors_total"):
             # The exporter's XID counter appears with the first event (the GPU's identity
             # labels stay readable from the driver's event even when the GPU is lost).
@@ -235,3 +243,13 @@ def _finish(running: subprocess.Popen | None, path: Path | None) -> None:
     if running.returncode != 0:
         raise RuntimeError(f"promtool could not import {path}: {err.strip()}")
     path.unlink()
+
+
+def import_openmetrics(paths: list[Path], blocks_dir: Path) -> None:
+    """Import OpenMetrics files (one per block) into blocks_dir, two promtools at a time."""
+    running: subprocess.Popen | None = None
+    previous: Path | None = None
+    for path in paths:
+        _finish(running, previous)
+        running, previous = _import(path, blocks_dir), path
+    _finish(running, previous)

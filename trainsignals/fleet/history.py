@@ -184,7 +184,12 @@ def build_history(days: float = FULL_DAYS, seed: int = 405) -> History:
         down = fault + cause.detect_s
         up = down + _pick(rng, RELAUNCH_S)
         interruption = Interruption(
-            cause.name, cause.scope, fault, down, up, up + _pick(rng, STARTUP_S),
+            cause.name,
+            cause.scope,
+            fault,
+            down,
+            up,
+            up + _pick(rng, STARTUP_S),
             node=members[index],
             gpu=rng.randrange(GPUS_PER_NODE) if cause.scope == "gpu" else None,
             xid=cause.xid,
@@ -201,19 +206,41 @@ def build_history(days: float = FULL_DAYS, seed: int = 405) -> History:
         down = t + MINUTE
         up = down + 2 * MINUTE
         history.interruptions.append(
-            Interruption("crash_loop", "node", t, down, up, up + 2 * MINUTE,
-                         node=loop.node, incident="crash_loop")
+            Interruption(
+                "crash_loop",
+                "node",
+                t,
+                down,
+                up,
+                up + 2 * MINUTE,
+                node=loop.node,
+                incident="crash_loop",
+            )
         )
         t += CRASH_LOOP_PERIOD_S
     # The hang and the leak end when a human restarts the job (the hang loses its progress).
     hang, leak = history.incidents[1], history.incidents[3]
     history.interruptions.append(
-        Interruption("hang", "job", hang.start_s, hang.end_s, hang.end_s + 2 * MINUTE,
-                     hang.end_s + 5 * MINUTE, incident="hang")
+        Interruption(
+            "hang",
+            "job",
+            hang.start_s,
+            hang.end_s,
+            hang.end_s + 2 * MINUTE,
+            hang.end_s + 5 * MINUTE,
+            incident="hang",
+        )
     )
     history.interruptions.append(
-        Interruption("manual_restart", "planned", leak.end_s, leak.end_s + CHECKPOINT_SAVE_S,
-                     leak.end_s + 3 * MINUTE, leak.end_s + 6 * MINUTE, incident="throughput_leak")
+        Interruption(
+            "manual_restart",
+            "planned",
+            leak.end_s,
+            leak.end_s + CHECKPOINT_SAVE_S,
+            leak.end_s + 3 * MINUTE,
+            leak.end_s + 6 * MINUTE,
+            incident="throughput_leak",
+        )
     )
     history.interruptions.sort(key=lambda i: i.fault_s)
     return history
@@ -223,9 +250,7 @@ def _pick(rng: random.Random, bounds: tuple[int, int]) -> int:
     return rng.randrange(bounds[0] // MINUTE, bounds[1] // MINUTE + 1) * MINUTE
 
 
-def _spread(
-    rng: random.Random, n: int, wall: int, blocked: list[tuple[int, int]]
-) -> list[int]:
+def _spread(rng: random.Random, n: int, wall: int, blocked: list[tuple[int, int]]) -> list[int]:
     """n fault times on whole minutes, at least 40 minutes apart, outside `blocked`.
 
     Uniform order statistics over the free time minus each event's 40 minutes, mapped back

@@ -23,7 +23,7 @@ from .prom import STEP_S
 _MATCHER = re.compile(r'^\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"?(.*?)"?\s*$')
 
 
-def _matcher(text: str):  # noqa: ANN202
+def _matcher(text: str):
     name, op, value = _MATCHER.match(text).groups()  # type: ignore[union-attr]
     if op in ("=~", "!~"):
         pattern = re.compile(f"^(?:{value})$")
@@ -31,7 +31,7 @@ def _matcher(text: str):  # noqa: ANN202
     return lambda labels: (labels.get(name, "") == value) == (op == "=")
 
 
-def _all(matchers: list[str]):  # noqa: ANN202
+def _all(matchers: list[str]):
     tests = [_matcher(m) for m in matchers]
     return lambda labels: all(t(labels) for t in tests)
 
@@ -84,8 +84,11 @@ class Alertmanager:
         config = yaml.safe_load(config_text)
         self.root = _route(config["route"], None)
         self.inhibit = [
-            (_all(r.get("source_matchers", [])), _all(r.get("target_matchers", [])),
-             tuple(r.get("equal", [])))
+            (
+                _all(r.get("source_matchers", [])),
+                _all(r.get("target_matchers", [])),
+                tuple(r.get("equal", [])),
+            )
             for r in config.get("inhibit_rules", [])
         ]
 
@@ -94,8 +97,12 @@ class Alertmanager:
             if not target(alert):  # type: ignore[operator]
                 continue
             for other in firing:
-                if other is not alert and source(other) and all(  # type: ignore[operator]
-                    other.get(e, "") == alert.get(e, "") for e in equal
+                if (
+                    other is not alert
+                    and source(other)
+                    and all(  # type: ignore[operator]
+                        other.get(e, "") == alert.get(e, "") for e in equal
+                    )
                 ):
                     return True
         return False
@@ -132,8 +139,11 @@ class Alertmanager:
                     if not live:
                         continue
                     route = routes[key]
-                    group = groups[key] = {"flush": ts + route.group_wait, "note": None,
-                                           "route": route}
+                    group = groups[key] = {
+                        "flush": ts + route.group_wait,
+                        "note": None,
+                        "route": route,
+                    }
                 if ts >= group["flush"]:
                     if live:
                         if group["note"] is None:

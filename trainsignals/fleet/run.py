@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from .emit import Emitter, referenced_metrics, unsupported
-from .evaluate import AlertEpisode, backfill_recordings, evaluate_alerts, evaluation_offset
+from .evaluate import AlertEpisode, backfill_recordings, evaluate_alerts
 from .history import MINUTE, History, build_history
 from .prom import Prometheus
 from .routing import Alertmanager, Notification
@@ -21,9 +21,7 @@ EPOCH = 1_767_571_200  # 2026-01-05T00:00:00Z, the replay's first second
 
 # Whole-run ETTR from the generated goodput recordings, first expression that answers wins.
 # `{job}` is the training_job label and `{wall}` the run length in seconds.
-GOODPUT_QUERIES = (
-    'avg_over_time(job:trainsignals_goodput:bool{{training_job="{job}"}}[{wall}s])',
-)
+GOODPUT_QUERIES = ('avg_over_time(job:trainsignals_goodput:bool{{training_job="{job}"}}[{wall}s])',)
 
 
 @dataclass
@@ -59,28 +57,26 @@ def run_replay(days: float, seed: int = 405, slots: int = 2, work: Path | None =
         data.mkdir()
         start, end = EPOCH + MINUTE, EPOCH + len(minutes) * MINUTE
         with Prometheus(data) as prom:
-            offset = evaluation_offset(prom, EPOCH, root)
             emitter = Emitter(
                 minutes,
                 spec.selector_labels,
                 (spec.scrape_jobs.training, spec.scrape_jobs.gpu),
                 wanted,
                 EPOCH,
-                offset,
             )
             clock = time.monotonic()
             replay.samples = emitter.write_blocks(root / "om", root / "raw-blocks")
             prom.restart_with(root / "raw-blocks")
             replay.seconds["series"] = time.monotonic() - clock
             clock = time.monotonic()
-            replay.tiers = backfill_recordings(prom, document, start, end + MINUTE, root)
+            replay.tiers = backfill_recordings(prom, document, start, end, root)
             replay.seconds["recording rules"] = time.monotonic() - clock
             clock = time.monotonic()
-            replay.episodes = evaluate_alerts(prom, document, start, end, offset)
+            replay.episodes = evaluate_alerts(prom, document, start, end)
             replay.seconds["alerts"] = time.monotonic() - clock
             for template in GOODPUT_QUERIES:
                 expr = template.format(job=spec.name, wall=end - start + MINUTE)
-                result = prom.range_query(expr, end + offset, end + offset)
+                result = prom.range_query(expr, end, end)
                 if result:
                     replay.ettr_measured = float(result[0]["values"][-1][1])
                     replay.ettr_query = expr
