@@ -209,11 +209,12 @@ class Emitter:
         running: subprocess.Popen | None = None
         previous: Path | None = None
         total = len(self.minutes)
-        for first in range(0, total, per_block):
-            path = work / f"block-{first // per_block:05d}.om"
+        # Minute m is sampled at epoch + 60 (m + 1): block files follow TSDB's two-hour blocks.
+        for block_first in range(-1, total, per_block):
+            path = work / f"block-{block_first + 1:06d}.om"
             lines = 0
             with path.open("w") as out:
-                for m in range(first, min(first + per_block, total)):
+                for m in range(max(0, block_first), min(block_first + per_block, total)):
                     chunk = list(self.minute_lines(m))
                     lines += len(chunk)
                     out.write("\n".join(chunk))

@@ -60,29 +60,37 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
+CHUNK_BLOCKS = 36  # three days of two-hour blocks per round of queries (bounded memory)
+
+
 def _record_tier(prom: Prometheus, rules: list[dict], start: int, end: int, work: Path) -> Path:
     """Evaluate one tier's rules as range queries at the evaluation step and import the
-    results as blocks: what promtool's rule backfiller does, in 10,000-step queries instead
-    of one query per rule and two-hour block (12x faster here)."""
-    per_block: dict[int, list[tuple[int, str]]] = {}
-    for rule in rules:
-        extra = {k: str(v) for k, v in (rule.get("labels") or {}).items()}
-        for series in prom.range_query(rule["expr"], start, end):
-            labels = {k: v for k, v in series["metric"].items() if k != "__name__"} | extra
-            text = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(labels.items()))
-            prefix = f"{rule['record']}{{{text}}} "
-            for ts, value in series["values"]:
-                at = round(float(ts))
-                per_block.setdefault((at - 1) // BLOCK_S, []).append((at, f"{prefix}{value} {at}"))
+    results as blocks: what promtool's rule backfiller does, in three-day queries instead of
+    one query per rule and two-hour block (12x faster here)."""
     out = work / "recorded-blocks"
     shutil.rmtree(out, ignore_errors=True)
-    files = []
-    for block, samples in sorted(per_block.items()):
-        path = work / f"recorded-{block}.om"
-        samples.sort(key=lambda sample: sample[0])
-        path.write_text("\n".join(line for _, line in samples) + "\n# EOF\n")
-        files.append(path)
-    import_openmetrics(files, out)
+    span = CHUNK_BLOCKS * BLOCK_S
+    first = start
+    while first <= end:
+        last = min(end, first - first % BLOCK_S + span - STEP_S)  # ends at a block boundary
+        per_block: dict[int, list[tuple[int, str]]] = {}
+        for rule in rules:
+            extra = {k: str(v) for k, v in (rule.get("labels") or {}).items()}
+            for series in prom.range_query(rule["expr"], first, last):
+                labels = {k: v for k, v in series["metric"].items() if k != "__name__"} | extra
+                text = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(labels.items()))
+                prefix = f"{rule['record']}{{{text}}} "
+                for ts, value in series["values"]:
+                    at = round(float(ts))
+                    per_block.setdefault(at // BLOCK_S, []).append((at, f"{prefix}{value} {at}"))
+        files = []
+        for block, samples in sorted(per_block.items()):
+            path = work / f"recorded-{block:05d}.om"
+            samples.sort(key=lambda sample: sample[0])
+            path.write_text("\n".join(line for _, line in samples) + "\n# EOF\n")
+            files.append(path)
+        import_openmetrics(files, out)
+        first = last + STEP_S
     return out
 
 

@@ -174,7 +174,7 @@ def build_history(days: float = FULL_DAYS, seed: int = 405) -> History:
     for kind, fault in zip(kinds, times, strict=True):
         if kind == "planned":
             down = fault + CHECKPOINT_SAVE_S  # an on-demand checkpoint, then a clean stop
-            up = down + rng.randrange(5, 11) * MINUTE
+            up = down + rng.randrange(4, 9) * MINUTE
             history.interruptions.append(
                 Interruption("planned", "planned", fault, down, up, up + _pick(rng, STARTUP_S))
             )
