@@ -35,6 +35,7 @@ check: setup
 	$(BIN)/trainsignals check
 	$(BIN)/trainsignals lint
 	promtool check rules alerts/*.rules.yaml
+	promtool check config deploy/prometheus/*.scrape.yaml
 	cd alerts && promtool test rules *.test.yaml
 	@if [ -f alerts/alertmanager.yaml ]; then amtool check-config alerts/alertmanager.yaml; fi
 

@@ -7,7 +7,8 @@ and every inhibit rule can carry a comment explaining why it exists.
 
 from __future__ import annotations
 
-from .spec import JobSpec, Receiver
+from .receivers import Receiver, Routing
+from .spec import JobSpec
 from .yaml_out import dump
 
 SEVERITIES = ("page", "ticket")
@@ -59,6 +60,16 @@ PROGRESS_SYMPTOMS = (
     "StepTimeAboveBound",
     "MfuBelowFloor",
     "DataLoaderStarved",
+)
+
+
+# What a job that makes no progress (or keeps crashing) also shows: one incident, one page.
+INCIDENT_CONSEQUENCES = (
+    "TrainingStalled",
+    "TrainingTargetsDown",
+    *PROGRESS_SYMPTOMS[1:],
+    "CheckpointTooOld",
+    "SloErrorBudgetBurnFast",
 )
 
 
@@ -126,6 +137,38 @@ INHIBIT_RULES: tuple[tuple[str, dict], ...] = (
         },
     ),
     (
+        "Self-healing jobs (recovery: auto_restart): a crash loop is the diagnosis of an "
+        "incident whose restarts keep failing; when the restarts finally stop, the lack of "
+        "progress that follows is the same incident, which already paged.",
+        {
+            "source_matchers": ['alertname="TrainingCrashLooping"', 'severity="page"'],
+            "target_matchers": ['alertname="TrainingNoProgress"'],
+            "equal": ["training_job"],
+        },
+    ),
+    (
+        "A job restarted onto a bad node is the diagnosis; the crash loop and the lack of "
+        "progress it leads to are the same incident, which already paged.",
+        {
+            "source_matchers": ['alertname="TrainingRestartsOnBadNode"', 'severity="page"'],
+            "target_matchers": ['alertname=~"TrainingCrashLooping|TrainingNoProgress"'],
+            "equal": ["training_job"],
+        },
+    ),
+    (
+        "No progress (or a crash loop) beyond the restart budget is the page for the incident; "
+        "the stall, the missing ranks, the slowdown, the aging checkpoint and the goodput "
+        "burn it causes are the same incident.",
+        {
+            "source_matchers": [
+                'alertname=~"TrainingNoProgress|TrainingCrashLooping|TrainingRestartsOnBadNode"',
+                'severity="page"',
+            ],
+            "target_matchers": [_alternation(INCIDENT_CONSEQUENCES)],
+            "equal": ["training_job"],
+        },
+    ),
+    (
         "If one alert exists both as page and as ticket for a job, the page covers the ticket.",
         {
             "source_matchers": ['severity="page"'],
@@ -136,6 +179,16 @@ INHIBIT_RULES: tuple[tuple[str, dict], ...] = (
 )
 
 
+def _team_routings(specs: list[JobSpec]) -> list[tuple[JobSpec, str, Routing]]:
+    """(spec, team, routing) for each job's team and, where set, its infra team."""
+    pairs = []
+    for spec in sorted(specs, key=lambda s: s.name):
+        pairs.append((spec, spec.team, spec.routing))
+        if spec.recovery.infra_team not in (None, spec.team):
+            pairs.append((spec, spec.infra_team, spec.recovery.infra_routing))
+    return pairs
+
+
 def team_receivers(specs: list[JobSpec]) -> dict[str, dict[str, Receiver | None]]:
     """{team: {severity: receiver or None}}, checking that a team's specs agree.
 
@@ -143,10 +196,10 @@ def team_receivers(specs: list[JobSpec]) -> dict[str, dict[str, Receiver | None]
     shares whatever receiver its team's other specs name.
     """
     chosen: dict[str, dict[str, tuple[Receiver, str] | None]] = {}
-    for spec in sorted(specs, key=lambda s: s.name):
-        team = chosen.setdefault(spec.team, dict.fromkeys(SEVERITIES))
+    for spec, team_name, routing in _team_routings(specs):
+        team = chosen.setdefault(team_name, dict.fromkeys(SEVERITIES))
         for severity in SEVERITIES:
-            receiver = getattr(spec.routing, severity)
+            receiver = getattr(routing, severity)
             if receiver is None:
                 continue
             seen = team[severity]
@@ -154,9 +207,9 @@ def team_receivers(specs: list[JobSpec]) -> dict[str, dict[str, Receiver | None]
                 team[severity] = (receiver, spec.name)
             elif seen[0] != receiver:
                 raise ValueError(
-                    f"specs {seen[1]!r} and {spec.name!r} of team {spec.team!r} disagree on "
-                    f"routing.{severity} ({seen[0].kind} {seen[0].target!r} vs "
-                    f"{receiver.kind} {receiver.target!r}); give them the same receiver"
+                    f"specs {seen[1]!r} and {spec.name!r} of team {team_name!r} disagree on "
+                    f"routing.{severity} ({seen[0].describe} vs {receiver.describe}); "
+                    "give them the same receiver"
                 )
     return {
         team: {sev: (value[0] if value else None) for sev, value in by_severity.items()}
@@ -165,14 +218,22 @@ def team_receivers(specs: list[JobSpec]) -> dict[str, dict[str, Receiver | None]
 
 
 def _receiver_config(name: str, receiver: Receiver) -> dict:
+    """One receiver; credentials are read by Alertmanager from files (`*_file`), never inlined."""
     if receiver.kind == "webhook":
-        return {"name": name, "webhook_configs": [{"url": receiver.target, "send_resolved": True}]}
+        webhook: dict = {"url": receiver.target, "send_resolved": True}
+        if receiver.secret is not None:
+            # Alertmanager 0.25 has no `url_file` on webhooks: the URL stays plain (it was
+            # checked to hold no credential) and the token is a bearer token from a file.
+            webhook["http_config"] = {
+                "authorization": {"type": "Bearer", "credentials_file": receiver.secret.path}
+            }
+        return {"name": name, "webhook_configs": [webhook]}
     if receiver.kind == "slack":
         return {
             "name": name,
             "slack_configs": [
                 {
-                    "api_url": receiver.target,
+                    "api_url_file": receiver.secret.path,
                     "send_resolved": True,
                     "title": _SLACK_TITLE,
                     "text": _SLACK_TEXT,
@@ -184,7 +245,7 @@ def _receiver_config(name: str, receiver: Receiver) -> dict:
             "name": name,
             "pagerduty_configs": [
                 {
-                    "routing_key": receiver.target,
+                    "routing_key_file": receiver.secret.path,
                     "send_resolved": True,
                     "description": _PAGERDUTY_DESCRIPTION,
                     "links": [

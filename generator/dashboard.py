@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from grafanalib import core as g
 
 from .alerts import AlertRule
+from .durations import format_duration
 from .gpu_sources import gpu_source
 from .grafana_normalize import grafanalib_json, normalize_dashboard
 from .panels import PANEL_IDS, dashboard_uid
@@ -424,8 +425,27 @@ class _Builder:
                 "short",
                 _red_below(spec.shape.gpus),
             ),
+            self.restarts(),
             *self.slo_budget(),
         ]
+
+    def restarts(self) -> g.Panel:
+        rec, r = self.spec.recovery, self.r
+        window = format_duration(rec.restart_window)
+        return self.series(
+            "restarts",
+            "Restarts",
+            f"Job restarts (new incarnations of rank 0) per hour, per day and per {window}: "
+            f"red past {rec.max_restarts} in {window}, where TrainingCrashLooping fires "
+            f"({rec.mode}).",
+            self.targets(
+                (f"job:trainsignals_restarts:changes1h{r}", "restarts 1h"),
+                (f"job:trainsignals_restarts:changes1d{r}", "restarts 1d"),
+                (f"job:trainsignals_restarts:changes{window}{r}", f"restarts {window}"),
+            ),
+            "short",
+            _red_above_count(rec.max_restarts),
+        )
 
     def slo_budget(self) -> list[g.Panel]:
         """Error budget left per SLO; only for specs that declare SLOs (else it is empty)."""

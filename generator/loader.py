@@ -8,6 +8,8 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
+from .kubernetes_alertmanager import secret_reference_problems
+from .secrets import secret_problems
 from .spec import JobSpec
 
 
@@ -68,12 +70,19 @@ def parse_spec(path: Path, text: str) -> JobSpec:
         raise SpecError([f"{path}{where}: not valid YAML ({exc}); fix the syntax"]) from None
     if not isinstance(data, dict):
         raise SpecError([f"{path}: (top level): a spec is a mapping; start with `name: <job>`"])
+    leaked = secret_problems(data)  # before validation: never echo a secret back in errors
+    if leaked:
+        raise SpecError([f"{path}: {line}" for line in leaked])
     try:
-        return JobSpec.model_validate(data)
+        spec = JobSpec.model_validate(data)
     except ValidationError as exc:
         raise SpecError(
             [f"{path}: {_field_path(e['loc'])}: {_describe(e)}" for e in exc.errors()]
         ) from None
+    unreferenced = secret_reference_problems(spec)  # deploy.kubernetes needs Secret names
+    if unreferenced:
+        raise SpecError([f"{path}: {line}" for line in unreferenced])
+    return spec
 
 
 def load_specs(paths: Iterable[Path]) -> list[JobSpec]:

@@ -20,6 +20,7 @@ PANEL_IDS: dict[str, int] = {
     "step_time_series": 16,
     "throughput_series": 17,
     "mfu_series": 18,
+    "restarts": 19,
     # Per node and per GPU.
     "gpu_utilization": 20,
     "gpu_memory": 21,

@@ -98,6 +98,7 @@ def generate(specs: list[tuple[JobSpec, str]], options: Options = Options()) -> 
 def generate_all(specs: list[tuple[JobSpec, str]], options: Options = Options()) -> dict[str, str]:
     """Per-job files plus what all jobs share: routing, runbooks and the metric table."""
     from .alertmanager import alertmanager_config
+    from .deploy_files import deploy_files
     from .metrics_doc import metrics_markdown
     from .oncall import oncall_files
     from .runbooks import render_runbooks
@@ -119,4 +120,5 @@ def generate_all(specs: list[tuple[JobSpec, str]], options: Options = Options())
     )
     files["docs/metrics.md"] = metrics_markdown()
     files |= oncall_files(specs, options)  # on-call load of all teams (generator/oncall.py)
+    files |= deploy_files(specs, files)  # scrape configs, Kubernetes (generator/deploy_files.py)
     return dict(sorted(files.items()))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from prometheus_client.utils import floatToGoString
+
 from .durations import format_duration
 from .spec import JobSpec
 
@@ -22,6 +24,11 @@ def regex(value: str) -> Op:
 
 def not_regex(value: str) -> Op:
     return Op("!~", value)
+
+
+def le_label(bound: float) -> str:
+    """A histogram bucket's `le` exactly as prometheus_client writes it ("2.5", "2.0")."""
+    return floatToGoString(bound)
 
 
 def matchers(labels: dict[str, str | Op]) -> str:

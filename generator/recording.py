@@ -6,8 +6,10 @@ whatever the spec's selector is, so one Prometheus can hold many jobs' rules.
 
 from __future__ import annotations
 
+from .alert_catalog import NODE_HARDWARE_FAULTS
+from .durations import format_duration
 from .gpu_sources import gpu_source
-from .promql import RuleContext, not_regex
+from .promql import RuleContext, le_label, matchers, not_regex, regex
 from .slo import slo_recordings
 
 # Histogram quantiles shown on the dashboards and used by the step-time alert.
@@ -42,6 +44,15 @@ def job_recordings(ctx: RuleContext) -> dict[str, str]:
             f"histogram_quantile({q}, sum by (le) "
             f"(rate(trainsignals_step_duration_seconds_bucket{raw}[{w5}])))"
         )
+    bound = spec.objectives.step_time_max_seconds
+    if bound is not None:
+        # Exact, unlike an interpolated quantile: the share of steps slower than the bound,
+        # read from the bucket the instrumentation places at it (step_time_bound=...).
+        at_bound = ctx.raw(le=le_label(bound))
+        rules["job:trainsignals_step_duration_seconds:above_bound_ratio_rate5m"] = (
+            f"1 - sum(rate(trainsignals_step_duration_seconds_bucket{at_bound}[{w5}])) / "
+            f"sum(rate(trainsignals_step_duration_seconds_count{raw}[{w5}]))"
+        )
     rules |= {
         # Seconds of data wait per second of wall time = the share of time starved.
         "job:trainsignals_data_wait:ratio_rate5m": (
@@ -56,15 +67,27 @@ def job_recordings(ctx: RuleContext) -> dict[str, str]:
             f"sum(rate(trainsignals_steps_total{raw}[{w5}])))"
         ),
         "job:trainsignals_loss:avg": f"avg(trainsignals_loss{raw})",
+        # Smoothed over 10m: one noisy minute is neither a divergence nor a new best.
+        "job:trainsignals_loss:avg10m": (
+            f"avg_over_time(job:trainsignals_loss:avg{ctx.recorded()}[{ctx.range(600)}])"
+        ),
         # The slowest rank decides: a hung collective stops every rank, a straggler only one.
         "job:trainsignals_last_step:age_seconds": (
             f"time() - min(trainsignals_last_step_timestamp_seconds{raw})"
+        ),
+        # Progress of any rank (all step together): survives restarts as the newest step.
+        "job:trainsignals_last_step:timestamp_max": (
+            f"max(trainsignals_last_step_timestamp_seconds{raw})"
         ),
         "job:trainsignals_last_checkpoint:age_seconds": (
             f"time() - max(trainsignals_last_checkpoint_timestamp_seconds{raw})"
         ),
         # 1 only while every rank reports phase "train": pauses silence the training alerts.
         "job:trainsignals_phase_train:min": f"min(trainsignals_phase{ctx.raw(phase='train')})",
+        # An announced pause (eval, checkpoint) on any rank: no-progress waits longer.
+        "job:trainsignals_phase_paused:max": (
+            f"max(trainsignals_phase{ctx.raw(phase=regex('eval|checkpoint'))})"
+        ),
         "job:trainsignals_ranks_up:sum": f"sum(up{ctx.training_targets()}) or vector(0)",
         "node:trainsignals_targets_up:max": (
             f"max by (node) (up{ctx.training_targets()} or up{ctx.gpu_targets()})"
@@ -83,6 +106,40 @@ def job_recordings(ctx: RuleContext) -> dict[str, str]:
             f"sum by (node) (rate(node_network_transmit_bytes_total{physical}[{w5}]))"
         ),
     }
+    return rules | restart_recordings(ctx)
+
+
+def restart_recordings(ctx: RuleContext) -> dict[str, str]:
+    """Restarts as data: one per new incarnation of rank 0 (torchrun restarts every rank).
+
+    Rank 0's process start time changes once per restart, whatever node it lands on; a
+    restart's counter resets are handled by rate()/increase() and never look like a spike.
+    """
+    r = ctx.recorded()
+    windows = {"1h": 3600, "1d": 86400}
+    windows[format_duration(ctx.spec.recovery.restart_window)] = ctx.spec.recovery.restart_window
+    rules = {
+        "job:trainsignals_incarnation_start:max": (
+            f"max(trainsignals_process_start_time_seconds{ctx.raw(rank='0')})"
+        ),
+    }
+    for name, seconds in sorted(windows.items(), key=lambda item: item[1]):
+        rules[f"job:trainsignals_restarts:changes{name}"] = (
+            f"changes(job:trainsignals_incarnation_start:max{r}[{ctx.range(seconds)}])"
+        )
+    # 1 while a hardware fault alert names the node, 0 otherwise (every node the job's targets
+    # are on), so changes() over a window counts its incidents: two per incident that ended.
+    faults = matchers(
+        {
+            "alertname": regex("|".join(NODE_HARDWARE_FAULTS)),
+            "alertstate": "firing",
+            "training_job": ctx.job,
+        }
+    )
+    rules["node:trainsignals_hardware_fault:bool"] = (
+        f"(count by (node) (ALERTS{faults}) > bool 0) "
+        f"or on (node) 0 * node:trainsignals_targets_up:max{r}"
+    )
     return rules
 
 

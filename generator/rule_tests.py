@@ -14,11 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import accumulate
 
-from .alerts import AlertRule, severity
+from .alerts import AlertRule, severity, team
 from .gpu_sources import RawSeries, gpu_source
-from .promql import RuleContext, matchers
+from .promql import RuleContext, le_label, matchers
 from .series_notation import encode
 
+# A healthy job runs close to its step-time bound: 3% of its steps are slower than the bound
+# (p95 under it), the rest between half the bound and the bound.
+HEALTHY_SLOW_STEPS = 0.03
 REPORTING_RANKS = 2  # ranks that carry job series in tests; rules aggregate over ranks
 FAULT_ONSET = 40  # minutes: startup and warm-up are over, the job trains
 HEALTHY_HORIZON = 600  # minutes the healthy test covers
@@ -36,13 +39,18 @@ class JobTimeline:
     phase: list[str] = field(default_factory=list)
     tokens_per_second: list[float] = field(default_factory=list)
     steps_per_second: list[float] = field(default_factory=list)
-    step_bucket: list[int] = field(default_factory=list)  # index of the bucket steps land in
+    # Share of steps slower than the step-time bound (the rest land just under it).
+    slow_step_share: list[float] = field(default_factory=list)
     data_wait_share: list[float] = field(default_factory=list)
     loss: list[float | None] = field(default_factory=list)
     nonfinite_per_minute: list[float] = field(default_factory=list)
     dropped_per_minute: list[float] = field(default_factory=list)
     checkpoint_ok: list[bool] = field(default_factory=list)
     disk_free_ratio: list[float] = field(default_factory=list)
+    process_start: list[float] = field(default_factory=list)  # this incarnation's start time
+    # (first, last) minute with every rank gone; None: the job runs throughout. Counters of the
+    # incarnation after it start again from zero, as a restarted process's do.
+    outage: tuple[int, int] | None = None
 
     @property
     def step_time_bound(self) -> float:
@@ -81,13 +89,14 @@ class JobTimeline:
             self.phase.append(phase)
             self.tokens_per_second.append(self.healthy_tokens * speed if stepping else 0.0)
             self.steps_per_second.append(self.healthy_steps * speed if stepping else 0.0)
-            self.step_bucket.append(1)
+            self.slow_step_share.append(HEALTHY_SLOW_STEPS)
             self.data_wait_share.append(0.05 if stepping else 0.0)
             self.loss.append(2 + 8 / math.sqrt(minute + 10) if minute >= 5 else None)
             self.nonfinite_per_minute.append(0.0)
             self.dropped_per_minute.append(0.0)
             self.checkpoint_ok.append(True)
             self.disk_free_ratio.append(0.5)
+            self.process_start.append(0.0)
         if self.fault:
             for minute in range(self.minutes + 1):
                 self.fault(self, minute)
@@ -107,6 +116,28 @@ def healthy_phase(minute: int) -> str:
     return "train"
 
 
+def restart(t: JobTimeline, first: int, last: int, startup: int = 2) -> None:
+    """Every rank dies at `first`, is gone until `last`, then a new incarnation starts up."""
+    t.outage = (first, last)
+    for m in range(first, t.minutes + 1):
+        t.process_start[m] = (last + 1) * 60.0
+        if m <= last + startup:
+            t.phase[m] = "startup"
+            t.tokens_per_second[m] = t.steps_per_second[m] = t.data_wait_share[m] = 0.0
+
+
+def _incarnations(t: JobTimeline, values: list, counter: bool) -> list:
+    """Cut an outage out of a series; a counter restarts from zero after it."""
+    if t.outage is None:
+        return values
+    first, last = t.outage
+    base = values[last + 1] if counter and last + 1 < len(values) else 0.0
+    return [
+        None if first <= m <= last else (v - base if counter and m > last and v is not None else v)
+        for m, v in enumerate(values)
+    ]
+
+
 def _cumulative(per_minute: list[float]) -> list[float]:
     """Counter values: the first minute's value is the starting point, not an increment.
 
@@ -118,7 +149,8 @@ def _cumulative(per_minute: list[float]) -> list[float]:
 
 
 def step_buckets(bound: float) -> list[str]:
-    return [f"{bound / 2:g}", f"{bound:g}", f"{2 * bound:g}", f"{4 * bound:g}", "+Inf"]
+    """`le` labels as prometheus_client writes them, one of them exactly at the bound."""
+    return [le_label(b) for b in (bound / 2, bound, 2 * bound, 4 * bound)] + ["+Inf"]
 
 
 def job_series(ctx: RuleContext, t: JobTimeline) -> list[RawSeries]:
@@ -129,6 +161,8 @@ def job_series(ctx: RuleContext, t: JobTimeline) -> list[RawSeries]:
     last_step, last_ckpt = [], []
     step_ts = ckpt_ts = 0.0
     for minute in range(t.minutes + 1):
+        if minute and t.process_start[minute] != t.process_start[minute - 1]:
+            step_ts = ckpt_ts = t.process_start[minute]  # what a new process reports
         if t.steps_per_second[minute] > 0:
             step_ts = minute * 60.0
         previous = t.phase[minute - 1] if minute else "startup"
@@ -141,10 +175,12 @@ def job_series(ctx: RuleContext, t: JobTimeline) -> list[RawSeries]:
         labels = {**ctx.spec.selector_labels, "node": "node-0", "rank": str(rank)}
 
         def add(name: str, values: list, extra: dict | None = None, *, _labels=labels) -> None:
+            values = _incarnations(t, values, counter=name.endswith(("_total", "_sum", "_bucket")))
             series.append(RawSeries(name, {**_labels, **(extra or {})}, values))
 
         add("trainsignals_tokens_total", _cumulative([v * 60 * share for v in t.tokens_per_second]))
         add("trainsignals_steps_total", _cumulative(steps_pm))
+        add("trainsignals_step_duration_seconds_count", _cumulative(steps_pm))
         # Seconds inside steps: steps run back to back while the job is stepping.
         add(
             "trainsignals_step_duration_seconds_sum",
@@ -154,7 +190,10 @@ def job_series(ctx: RuleContext, t: JobTimeline) -> list[RawSeries]:
             add(
                 "trainsignals_step_duration_seconds_bucket",
                 _cumulative(
-                    [s if t.step_bucket[m] <= index else 0.0 for m, s in enumerate(steps_pm)]
+                    [
+                        0.0 if index == 0 else s * (1 - t.slow_step_share[m]) if index == 1 else s
+                        for m, s in enumerate(steps_pm)
+                    ]
                 ),
                 {"le": le},
             )
@@ -166,6 +205,7 @@ def job_series(ctx: RuleContext, t: JobTimeline) -> list[RawSeries]:
         add("trainsignals_batches_dropped_total", _cumulative(t.dropped_per_minute))
         add("trainsignals_last_step_timestamp_seconds", last_step)
         add("trainsignals_last_checkpoint_timestamp_seconds", last_ckpt)
+        add("trainsignals_process_start_time_seconds", t.process_start)
         for phase in ("startup", "warmup", "train", "eval", "checkpoint"):
             add("trainsignals_phase", [1 if p == phase else 0 for p in t.phase], {"phase": phase})
         disk = {"path": "/checkpoints"}
@@ -250,6 +290,7 @@ class FaultCase:
     gpu_overrides: dict[str, Callable[[int], float | None]] | None = None
     onset: int = FAULT_ONSET
     extra_labels: dict[str, str] = field(default_factory=dict)
+    what: str = "on its fault"  # names the test when an alert has several faults
 
 
 def _after(onset: int, value: float, before: float | None = None):
@@ -283,11 +324,18 @@ def fault_cases(ctx: RuleContext) -> list[FaultCase]:
         if t.loss[m] is not None:
             t.loss[m] *= 4 * o.loss_spike_factor
 
+    def climb(t: JobTimeline, m: int) -> None:
+        if t.loss[m] is not None:
+            t.loss[m] = t.loss[onset] * (1 + 0.5 * (m - onset) / 60)
+
     def plateau(t: JobTimeline, m: int) -> None:
         t.loss[m] = t.loss[60]
 
     def drop(t: JobTimeline, m: int) -> None:
         t.dropped_per_minute[m] = t.steps_per_second[m] * 60 * 5 * o.dropped_batches_max_ratio
+
+    def fill_in_3h(t: JobTimeline, m: int) -> None:
+        t.disk_free_ratio[m] = max(0.0, 0.5 - 0.5 * (m - onset) / 180)
 
     def fill_disk(t: JobTimeline, m: int) -> None:
         t.disk_free_ratio[m] = max(0.01, 0.5 - 0.5 * (m - onset) / 330)
@@ -300,10 +348,49 @@ def fault_cases(ctx: RuleContext) -> list[FaultCase]:
         next(c for c in (13, 31, 43, 45) if c not in o.xid_page_codes),
     )
     memory_fault = (1 + o.gpu_memory_max_ratio) / 2
+    rec = ctx.spec.recovery
+
+    def crash_loop(t: JobTimeline, m: int) -> None:
+        # A new incarnation every 10 minutes: each one fails a little after it starts.
+        t.process_start[m] = 60.0 * (onset + 10 * ((m - onset) // 10))
+
+    def gone_for_good(t: JobTimeline, m: int) -> None:
+        if m == onset:
+            restart(t, onset, t.minutes)
+
     cases = [
         FaultCase(
+            "TrainingNoProgress",
+            rec.restart_budget // 60 + 3,
+            job_fault=gone_for_good,
+        ),
+        FaultCase(
+            "TrainingCrashLooping",
+            10 * (rec.max_restarts + 1) + 2,
+            job_fault=from_onset(crash_loop),
+        ),
+        # GPU 0 of node-0 lost twice, the job restarted after each: the node was not drained.
+        FaultCase(
+            "TrainingRestartsOnBadNode",
+            45,
+            labels=("node",),
+            targets_down=lambda kind, node, m: False,  # every node present: 0 between faults
+            job_fault=from_onset(
+                lambda t, m: t.process_start.__setitem__(
+                    m, 60.0 * (onset + 5 if m < onset + 35 else onset + 35)
+                )
+            ),
+            gpu_overrides={
+                source.presence_signal: lambda m: (
+                    (0 if source.reports_gpu_up else None)
+                    if onset <= m < onset + 10 or onset + 30 <= m < onset + 40
+                    else GPU_HEALTHY[source.presence_signal]
+                )
+            },
+        ),
+        FaultCase(
             "TrainingTargetsDown",
-            5,
+            (rec.restart_budget // 60 + 3) if rec.automatic else 5,
             targets_down=lambda kind, node, m: (
                 kind == "training" and node == "node-0" and m >= onset
             ),
@@ -316,12 +403,21 @@ def fault_cases(ctx: RuleContext) -> list[FaultCase]:
                 lambda t, m: t.nonfinite_per_minute.__setitem__(m, o.nonfinite_losses_max + 1)
             ),
         ),
-        FaultCase("LossDiverging", 7, job_fault=from_onset(spike)),
+        FaultCase("LossDiverging", 9, job_fault=from_onset(spike)),
+        # A steady climb of 50% of the onset loss per hour: it passes spike_factor x its best
+        # after (factor - 1) / 0.5 hours; a trailing-hour baseline would climb along with it.
+        FaultCase(
+            "LossDiverging",
+            math.ceil(60 * (o.loss_spike_factor - 1) / 0.5) + 15,
+            job_fault=from_onset(climb),
+            what="on a steady climb",
+        ),
         FaultCase("ThroughputBelowFloor", 50, job_fault=from_onset(slow)),
         FaultCase(
             "StepTimeAboveBound",
             50,
-            job_fault=from_onset(lambda t, m: t.step_bucket.__setitem__(m, 3)),
+            # 10% of steps over the bound: p95 above it, the rest of the job unchanged.
+            job_fault=from_onset(lambda t, m: t.slow_step_share.__setitem__(m, 0.10)),
         ),
         FaultCase(
             "DataLoaderStarved",
@@ -359,6 +455,14 @@ def fault_cases(ctx: RuleContext) -> list[FaultCase]:
         ),
         FaultCase(
             "CheckpointDiskFillingUp", 200, labels=("node", "path"), job_fault=from_onset(fill_disk)
+        ),
+        # Half the disk gone in 3 hours: the ticket must come while there is time to act.
+        FaultCase(
+            "CheckpointDiskFillingUp",
+            40,
+            labels=("node", "path"),
+            job_fault=from_onset(fill_in_3h),
+            what="on a disk that fills in 3 hours",
         ),
         FaultCase(
             "NodeDown",
@@ -458,7 +562,7 @@ def _expected_labels(ctx: RuleContext, case: FaultCase, node_labels: dict) -> st
         "alertstate": "firing",
         "job": spec.name,
         "severity": severity(ctx, case.alert),
-        "team": spec.team,
+        "team": team(ctx, case.alert),
         "training_job": spec.name,
     }
     for name in case.labels:
@@ -473,16 +577,16 @@ def fault_test(ctx: RuleContext, case: FaultCase) -> dict:
     series: list[RawSeries] = []
     if case.targets_down:
         series += target_series(ctx, minutes, case.targets_down)
-    elif case.gpu_overrides:
+    if case.gpu_overrides:
         series += gpu_series(ctx, minutes, case.gpu_overrides)
-    else:
+    if case.job_fault or not (case.targets_down or case.gpu_overrides):
         series += job_series(ctx, JobTimeline(ctx, minutes, case.job_fault).build())
     xid = next(
         (k.removeprefix("xid:") for k in case.gpu_overrides or {} if k.startswith("xid:")), ""
     )
     node_labels = {"node": "node-0", "gpu": "0", "path": "/checkpoints", "xid": xid}
     return {
-        "name": f"{case.alert} fires on its fault and not before",
+        "name": f"{case.alert} fires {case.what} and not before",
         "interval": "1m",
         "input_series": _input(series),
         "promql_expr_test": [
@@ -525,13 +629,53 @@ def healthy_test(ctx: RuleContext) -> dict:
     }
 
 
+RESTART_AT = 100  # minute the restart test's job dies; it is back 4 minutes later
+
+
+def restart_test(ctx: RuleContext) -> dict:
+    """auto_restart: a crash recovered well inside the restart budget reaches no pager."""
+    minutes = HEALTHY_HORIZON
+    down = (RESTART_AT, RESTART_AT + 3)
+    timeline = JobTimeline(ctx, minutes).build()
+    restart(timeline, *down)
+    pages = matchers({"training_job": ctx.job, "alertstate": "firing", "severity": "page"})
+    series = (
+        target_series(
+            ctx, minutes, lambda kind, node, m: kind == "training" and down[0] <= m <= down[1]
+        )
+        + gpu_series(ctx, minutes)
+        + job_series(ctx, timeline)
+    )
+    restarts = f"job:trainsignals_restarts:changes1h{ctx.recorded()}"
+    return {
+        "name": "a restart inside the restart budget raises no page and counts as one restart",
+        "interval": "1m",
+        "input_series": _input(series),
+        "promql_expr_test": [
+            {
+                "expr": f"count_over_time(ALERTS{pages}[{minutes}m])",
+                "eval_time": f"{minutes}m",
+                "exp_samples": [],
+            },
+            {
+                "expr": restarts,
+                "eval_time": f"{down[1] + 10}m",
+                "exp_samples": [{"labels": restarts, "value": 1}],
+            },
+        ],
+    }
+
+
 def rule_tests(ctx: RuleContext, alerts: list[AlertRule], rule_file: str) -> dict:
     enabled = {a.name for a in alerts}
     cases = [c for c in fault_cases(ctx) if c.alert in enabled]
     missing = enabled - {c.alert for c in cases}
     if missing:
         raise ValueError(f"no promtool fault case for {sorted(missing)}")
-    return promtool_suite(ctx, rule_file, [healthy_test(ctx), *(fault_test(ctx, c) for c in cases)])
+    tests = [healthy_test(ctx)]
+    if ctx.spec.recovery.automatic:
+        tests.append(restart_test(ctx))
+    return promtool_suite(ctx, rule_file, [*tests, *(fault_test(ctx, c) for c in cases)])
 
 
 def promtool_suite(ctx: RuleContext, rule_file: str, tests: list[dict]) -> dict:

@@ -16,7 +16,7 @@ import jinja2
 from trainsignals import __version__
 
 from .alert_catalog import ALERTS
-from .alerts import AlertRule, severity
+from .alerts import AlertRule, severity, team
 from .panels import PANEL_IDS, dashboard_uid
 from .promql import RuleContext
 
@@ -78,7 +78,7 @@ def _row(ctx: RuleContext, alert: AlertRule, source: str) -> JobRow:
     return JobRow(
         name=spec.name,
         source=source,
-        team=spec.team,
+        team=team(ctx, alert.name),
         severity=severity(ctx, alert.name),
         threshold=alert.threshold,
         window=alert.window,

@@ -21,7 +21,9 @@ from pydantic import (
 
 from trainsignals.gpu_models import DTYPES, PEAK_DENSE_FLOPS
 
+from .deploy import Deploy
 from .durations import format_duration, parse_duration
+from .receivers import Routing
 
 LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 JOB_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
@@ -115,7 +117,11 @@ class Objectives(StrictModel):
     dropped_batches_max_ratio: Ratio = 0.01
     dropped_batches_window: Duration = 6 * 3600
     # Loss-curve sanity.
+    # Divergence: the loss (10m average) above loss_spike_factor x its best (lowest) 10m average
+    # of the last loss_divergence_window. A baseline of the trailing hour would climb with a
+    # slow divergence and never let it fire.
     loss_spike_factor: Annotated[float, Field(gt=1)] = 2.0
+    loss_divergence_window: Duration = 6 * 3600
     loss_plateau_window: Duration = 6 * 3600
     loss_plateau_min_improvement_ratio: Ratio = 0.01
     # Progress.
@@ -154,17 +160,45 @@ class Links(StrictModel):
     grafana_base_url: str = "http://localhost:3000"
 
 
-class Receiver(StrictModel):
-    """Where notifications of one severity go. Webhook is the default kind."""
+class Recovery(StrictModel):
+    """How the job heals itself, which decides what pages.
 
-    kind: Literal["webhook", "slack", "pagerduty", "email"] = "webhook"
-    # webhook: URL; slack: channel webhook URL; pagerduty: routing key; email: address.
-    target: str
+    manual (default): nothing restarts the job but a human, so causes that stop it (a lost GPU,
+    a dead node, a crashed rank) page. auto_restart: torchrun or the scheduler restarts the job
+    from its last checkpoint and drains bad nodes, so a human is paged only when that loop
+    fails (no progress for longer than restart_budget, a crash loop, bad loss, stale
+    checkpoints, goodput burning); causes become tickets to infra_team.
+    """
 
+    mode: Literal["manual", "auto_restart"] = "manual"
+    # How long an automatic restart may take, crash to first step, before a human is needed.
+    restart_budget: Duration = 15 * 60
+    # Crash loop: more than max_restarts restarts within restart_window pages.
+    max_restarts: Annotated[int, Field(ge=1)] = 3
+    restart_window: Duration = 6 * 3600
+    # Who repairs hardware: GPU, node and fabric tickets go to this team (default: the job's).
+    infra_team: str | None = None
+    infra_routing: Routing = Routing()
 
-class Routing(StrictModel):
-    page: Receiver | None = None
-    ticket: Receiver | None = None
+    @field_validator("infra_team")
+    @classmethod
+    def _safe_team(cls, value: str | None) -> str | None:
+        if value is not None and UNSAFE_LABEL_VALUE.search(value):
+            raise ValueError(f"{value!r} has quotes, braces or backslashes; remove them")
+        return value
+
+    @model_validator(mode="after")
+    def _budget_fits_window(self) -> Recovery:
+        if self.restart_window < self.restart_budget:
+            raise ValueError(
+                "restart_window must be at least restart_budget (count restarts over a window "
+                "longer than one restart may take), e.g. restart_window: 6h"
+            )
+        return self
+
+    @property
+    def automatic(self) -> bool:
+        return self.mode == "auto_restart"
 
 
 class Slo(StrictModel):
@@ -200,7 +234,9 @@ class JobSpec(StrictModel):
     checkpoint_path: str = ""
     links: Links = Links()
     routing: Routing = Routing()
+    recovery: Recovery = Recovery()
     slos: tuple[Slo, ...] = ()
+    deploy: Deploy = Deploy()  # scrape config, Slurm and Kubernetes (generator/deploy.py)
 
     @field_validator("slos")
     @classmethod
@@ -251,6 +287,21 @@ class JobSpec(StrictModel):
             if problem:
                 raise ValueError(problem)
         return value
+
+    @model_validator(mode="after")
+    def _infra_routing_needs_team(self) -> JobSpec:
+        r = self.recovery
+        if (r.infra_routing.page or r.infra_routing.ticket) and r.infra_team in (None, self.team):
+            raise ValueError(
+                "recovery.infra_routing needs recovery.infra_team set to a team other than the "
+                "job's (routing is per team); or put the receivers in `routing`"
+            )
+        return self
+
+    @property
+    def infra_team(self) -> str:
+        """The team that repairs hardware: recovery.infra_team, else the job's own team."""
+        return self.recovery.infra_team or self.team
 
     @property
     def selector_labels(self) -> dict[str, str]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .pipeline import GENERATED_MARK
 
-MANAGED_DIRS = ("alerts", "dashboards", "runbooks", "docs")
+MANAGED_DIRS = ("alerts", "dashboards", "runbooks", "docs", "deploy")
 
 
 def _is_generated(path: Path) -> bool:

@@ -11,6 +11,7 @@ from .profile import JobProfile
 
 HOT_CELSIUS = 91.0
 THERMAL_REASONS = {"sw_thermal_slowdown", "hw_thermal_slowdown"}
+GPM_BEFORE_HOPPER = ("A100", "L40S")  # boards without NVML GPM: no SM / tensor activity
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ def make_gpus(profile: JobProfile, node: int, count: int) -> list[FakeGpu]:
             power_limit_watts=profile.gpu_power_limit_watts,
             power_watts=0.1 * profile.gpu_power_limit_watts,
             nvlink_up=[True] * profile.nvlinks,
+            gpm_supported=not any(board in profile.gpu_name for board in GPM_BEFORE_HOPPER),
         )
         for i in range(count)
     ]
@@ -50,6 +52,16 @@ def utilization(load: GpuLoad) -> float:
     return 0.55 if load.phase == "eval" else 0.12
 
 
+def activity(load: GpuLoad, util: float) -> tuple[float, float]:
+    """(SM active, tensor active) as GPM reports them: a hung collective keeps a kernel
+    running (utilization 1.0) on a few SMs with idle tensor pipes."""
+    if load.stalled and load.alive:
+        return 0.08, 0.0
+    if load.phase in ("train", "warmup"):
+        return 0.88 * util, 0.62 * util
+    return 0.6 * util, 0.25 * util
+
+
 def update_gpu(gpu: FakeGpu, load: GpuLoad, pid: int, dt_real: float, rng: random.Random) -> None:
     """Set the gauges of one tick and advance energy by dt_real (per real second)."""
     util = min(1.0, max(0.0, utilization(load) + rng.gauss(0.0, 0.01)))
@@ -59,6 +71,7 @@ def update_gpu(gpu: FakeGpu, load: GpuLoad, pid: int, dt_real: float, rng: rando
     used = int(gpu.memory_total_bytes * (0.75 + rng.uniform(-0.005, 0.005))) if busy_memory else 0
     gpu.utilization_ratio = util
     gpu.memory_utilization_ratio = 0.4 * util
+    gpu.sm_active_ratio, gpu.tensor_active_ratio = activity(load, util)
     gpu.memory_used_bytes = used if load.alive else 512 * 2**20
     gpu.power_watts = power
     gpu.energy_joules += power * dt_real

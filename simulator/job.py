@@ -163,6 +163,7 @@ class Simulation:
                     labels=labels,
                     checkpoint_dir=self.spec.checkpoint_path or f"/checkpoints/{self.spec.name}",
                     start_time=self.start_time,
+                    step_time_bound=self.spec.objectives.step_time_max_seconds,
                     disk_usage=lambda _path, node=node: DiskUsage(
                         self.profile.disk_size_bytes, node.disk_free
                     ),

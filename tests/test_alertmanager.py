@@ -36,14 +36,14 @@ def two_teams() -> list[JobSpec]:
             "vision-a",
             "vision",
             {
-                "page": {"kind": "slack", "target": "https://hooks.slack.example.com/v"},
+                "page": {"kind": "slack", "secret": {"name": "vision-slack", "key": "url"}},
                 "ticket": {"kind": "email", "target": "vision@example.com"},
             },
         ),
         make_spec(
             "vision-b",
             "vision",
-            {"page": {"kind": "slack", "target": "https://hooks.slack.example.com/v"}},
+            {"page": {"kind": "slack", "secret": {"name": "vision-slack", "key": "url"}}},
         ),
         make_spec("speech", "speech"),
     ]
@@ -118,7 +118,13 @@ def test_routing_tree_and_timing() -> None:
     assert route["receiver"] == "default"
     assert route["group_by"] == ["training_job", "alertname"]
     teams = [r["matchers"] for r in route["routes"]]
-    assert teams == [['team="applied-ml"'], ['team="foundation-models"'], ['team="ml-research"']]
+    # gpu-infra: gpt-70b-pretrain's recovery.infra_team, which gets its hardware tickets.
+    assert teams == [
+        ['team="applied-ml"'],
+        ['team="foundation-models"'],
+        ['team="gpu-infra"'],
+        ['team="ml-research"'],
+    ]
     page, ticket = route["routes"][0]["routes"]
     assert page["matchers"] == ['severity="page"'] and page["receiver"] == "applied-ml-page"
     assert (page["group_wait"], page["group_interval"], page["repeat_interval"]) == (
@@ -154,14 +160,23 @@ def test_receivers_from_spec_routing() -> None:
     receivers = receivers_by_name(alertmanager_config(example_specs(), HEADER))
     assert receivers["default"] == {"name": "default"}
     pd = receivers["foundation-models-page"]["pagerduty_configs"][0]
-    assert pd["routing_key"] == "fm-training-routing-key"
+    assert pd["routing_key_file"] == "/etc/alertmanager/secrets/fm-training-pagerduty/routing-key"
     assert "summary" in pd["description"]
     assert [link["text"] for link in pd["links"]] == ["Runbook", "Dashboard"]
     slack = receivers["foundation-models-ticket"]["slack_configs"][0]
-    assert slack["api_url"] == "https://hooks.slack.example.com/services/fm-training"
+    assert slack["api_url_file"] == "/etc/alertmanager/secrets/fm-training-slack/webhook-url"
     assert "runbook_url" in slack["text"] and "description" in slack["text"]
     hook = receivers["applied-ml-ticket"]["webhook_configs"][0]
-    assert hook == {"url": "https://tickets.example.com/hooks/applied-ml", "send_resolved": True}
+    assert hook == {
+        "url": "https://tickets.example.com/hooks/applied-ml",
+        "send_resolved": True,
+        "http_config": {
+            "authorization": {
+                "type": "Bearer",
+                "credentials_file": "/etc/alertmanager/secrets/applied-ml-tickets/token",
+            }
+        },
+    }
 
 
 def test_team_without_routing_gets_placeholder_webhook() -> None:
@@ -193,20 +208,21 @@ def test_email_gets_smtp_global_or_the_callers() -> None:
 
 def test_conflicting_routing_names_both_specs_and_field() -> None:
     specs = [
-        make_spec("job-one", "nlp", {"page": {"kind": "pagerduty", "target": "key-1"}}),
-        make_spec("job-two", "nlp", {"page": {"kind": "pagerduty", "target": "key-2"}}),
+        make_spec("job-one", "nlp", {"page": {"kind": "pagerduty", "secret": {"file": "/s/k1"}}}),
+        make_spec("job-two", "nlp", {"page": {"kind": "pagerduty", "secret": {"file": "/s/k2"}}}),
     ]
     with pytest.raises(ValueError) as error:
         alertmanager_config(specs, HEADER)
     message = str(error.value)
     assert "job-one" in message and "job-two" in message and "routing.page" in message
+    assert "/s/k1" in message and "/s/k2" in message
 
 
 def test_agreeing_routing_is_merged() -> None:
-    receiver = {"page": {"kind": "pagerduty", "target": "key-1"}}
+    receiver = {"page": {"kind": "pagerduty", "secret": {"file": "/s/k1"}}}
     specs = [make_spec("job-one", "nlp", receiver), make_spec("job-two", "nlp", receiver)]
     teams = team_receivers(specs)
-    assert teams["nlp"]["page"].target == "key-1" and teams["nlp"]["ticket"] is None
+    assert teams["nlp"]["page"].secret.path == "/s/k1" and teams["nlp"]["ticket"] is None
 
 
 def inhibit_rules(text: str) -> list[dict]:

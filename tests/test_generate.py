@@ -70,7 +70,7 @@ def test_cli_check_fails_on_drift(tmp_path: Path, repo_root: Path) -> None:
     ok = runner.invoke(main, ["check", "--jobs", str(jobs), "--out", str(tmp_path)])
     assert ok.exit_code == 0, ok.output
     path = tmp_path / "alerts/llama-8b-finetune.rules.yaml"
-    path.write_text(path.read_text().replace("> 2.5", "> 25"))
+    path.write_text(path.read_text().replace('le="2.5"', 'le="25"'))
     failed = runner.invoke(main, ["check", "--jobs", str(jobs), "--out", str(tmp_path)])
     assert failed.exit_code == 1
     assert "differs: alerts/llama-8b-finetune.rules.yaml" in failed.output

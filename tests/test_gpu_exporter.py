@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
-from trainsignals.exporters.gpu.fake_backend import FakeBackend, FakeGpu
+from trainsignals.exporters.gpu.fake_backend import FakeBackend, FakeGpu, FakeMigInstance
 from trainsignals.exporters.gpu.server import Exporter, build_exporter, build_registry
 
-from trainsignals.metric_catalog import METRICS, THROTTLE_REASONS, Component
+from trainsignals.metric_catalog import (
+    METRICS,
+    POWER_THROTTLE_REASONS,
+    THERMAL_THROTTLE_REASONS,
+    THROTTLE_REASONS,
+    Component,
+)
 
 from .gpu_samples import scrape, value
 
@@ -38,19 +45,37 @@ def busy_gpu(index: int) -> FakeGpu:
         nvlink_errors={(1, "replay"): 7, (1, "crc_flit"): 2},
         fan_speed_ratios=[0.3, 0.35],
         processes=[(4242, "python3", 50 * 2**30)],
+        sm_active_ratio=0.75,
+        tensor_active_ratio=0.5,
+    )
+
+
+def mig_gpu(index: int) -> FakeGpu:
+    """An H100 in MIG mode with a 3g.40gb and a 1g.10gb GPU instance."""
+    return FakeGpu(
+        index,
+        mig=[
+            FakeMigInstance(1, "3g.40gb", 40 * 2**30, 30 * 2**30, 0.6, 0.4),
+            FakeMigInstance(9, "1g.10gb", 10 * 2**30, 2**30, 0.1, 0.0),
+        ],
     )
 
 
 @pytest.fixture
 def exporter() -> Iterator[Exporter]:
-    ex = build_exporter(FakeBackend([busy_gpu(0), FakeGpu(1)]), "node-a", {"training_job": "llama"})
+    backend = FakeBackend([busy_gpu(0), FakeGpu(1), mig_gpu(2)])
+    ex = build_exporter(backend, "node-a", {"training_job": "llama"})
     yield ex
     ex.close()
 
 
 def test_every_gpu_metric_of_the_catalog_is_served_with_its_labels(exporter: Exporter) -> None:
     exporter.collector.backend.inject_xid(0, 79)  # type: ignore[attr-defined]
-    samples = scrape(exporter)
+    deadline = time.monotonic() + 10  # the XID thread delivers the event
+    while value(samples := scrape(exporter), "trainsignals_gpu_xid_errors_total", gpu="0") is None:
+        assert time.monotonic() < deadline, "XID 79 never counted"
+        time.sleep(0.05)
+    samples = scrape(exporter)  # GPM reports from the second sample on
     for metric in (m for m in METRICS if m.component is Component.GPU_EXPORTER):
         if metric.name == "trainsignals_gpu_exporter_nvml_errors_total":
             continue  # only present after an error; covered by the fault tests
@@ -92,20 +117,34 @@ def test_values_are_in_base_units(exporter: Exporter) -> None:
     assert value(s, "trainsignals_gpu_info", pci_bus_id="00000000:18:00.0", **g0) == 1
 
 
-def test_throttle_reasons_are_one_series_each(exporter: Exporter) -> None:
+def test_throttle_reasons_alerts_read_always_others_while_active(exporter: Exporter) -> None:
+    backend = exporter.collector.backend
+    backend.gpus[1].throttle_reasons = {"gpu_idle"}  # type: ignore[attr-defined]
     s = scrape(exporter)
-    active = {
-        r: value(s, "trainsignals_gpu_throttle_active", gpu="0", reason=r) for r in THROTTLE_REASONS
+
+    def reasons(gpu: str) -> dict[str, float | None]:
+        return {
+            r: value(s, "trainsignals_gpu_throttle_active", gpu=gpu, reason=r)
+            for r in THROTTLE_REASONS
+        }
+
+    alerted = {*THERMAL_THROTTLE_REASONS, *POWER_THROTTLE_REASONS}
+    assert reasons("0") == {
+        r: 1.0 if r in {"sw_power_cap", "hw_thermal_slowdown"} else 0.0 if r in alerted else None
+        for r in THROTTLE_REASONS
     }
-    assert active == {
-        r: (1.0 if r in {"sw_power_cap", "hw_thermal_slowdown"} else 0.0) for r in THROTTLE_REASONS
+    assert reasons("1") == {
+        r: 1.0 if r == "gpu_idle" else 0.0 if r in alerted else None for r in THROTTLE_REASONS
     }
 
 
 def test_nvlink_fans_and_processes_where_present(exporter: Exporter) -> None:
     s = scrape(exporter)
-    assert value(s, "trainsignals_gpu_nvlink_up", gpu="0", link="0") == 1
+    # Per link only for a link that is down or counted errors: link 1, not link 0.
+    assert value(s, "trainsignals_gpu_nvlink_up", gpu="0", link="0") is None
     assert value(s, "trainsignals_gpu_nvlink_up", gpu="0", link="1") == 0
+    assert value(s, "trainsignals_gpu_nvlink_links_down", gpu="0") == 1
+    assert value(s, "trainsignals_gpu_nvlink_errors_all_links_total", gpu="0") == 9
     assert (
         value(s, "trainsignals_gpu_nvlink_errors_total", gpu="0", link="1", error_type="replay")
         == 7
@@ -122,7 +161,7 @@ def test_nvlink_fans_and_processes_where_present(exporter: Exporter) -> None:
         == 50 * 2**30
     )
     # GPU 1 is an SXM board without NVLink wiring, fans or processes: absent, still up.
-    for name in ("nvlink_up", "fan_speed_ratio", "process_memory_used_bytes"):
+    for name in ("nvlink_links_down", "fan_speed_ratio", "process_memory_used_bytes"):
         assert not [k for k in s if k[0] == f"trainsignals_gpu_{name}" and ("gpu", "1") in k[1]]
     assert value(s, "trainsignals_gpu_up", gpu="1") == 1
 
@@ -131,7 +170,7 @@ def test_counters_are_exposed_as_counters(exporter: Exporter) -> None:
     text = generate_latest(exporter.registry).decode()
     types = {f.name: f.type for f in text_string_to_metric_families(text)}
     assert types["trainsignals_gpu_energy_joules"] == "counter"
-    assert types["trainsignals_gpu_xid_errors"] == "counter"
+    assert types["trainsignals_gpu_nvlink_errors_all_links"] == "counter"
     assert types["trainsignals_gpu_ecc_errors"] == "counter"
     assert types["trainsignals_gpu_utilization_ratio"] == "gauge"
 

@@ -183,3 +183,22 @@ def test_cli_fake_serves_n_gpus() -> None:
 def test_process_names_come_from_proc() -> None:
     assert process_name(os.getpid()) == Path(f"/proc/{os.getpid()}/comm").read_text().strip()
     assert process_name(2**22 + 1) == "unknown"  # above pid_max: never a process
+
+
+def test_cli_detail_flags_reach_the_exporter() -> None:
+    runner = CliRunner()
+    bad = runner.invoke(main, ["--fake", "1", "--seed-xids", "79,x"])
+    assert bad.exit_code == 2 and "XID codes" in bad.output
+    reserved = runner.invoke(main, ["--fake", "1", "--label", "GPU_I_ID=3"])
+    assert reserved.exit_code == 2 and "sets itself" in reserved.output
+    text = _scrape_process(
+        ["--fake", "1", "--nvlink-per-link", "--all-throttle-reasons", "--seed-xids", "hardware"]
+    )
+    names = [s.name for f in text_string_to_metric_families(text) for s in f.samples]
+    assert names.count("trainsignals_gpu_nvlink_up") == 18
+    assert names.count("trainsignals_gpu_throttle_active") == 9
+    assert names.count("trainsignals_gpu_xid_errors_total") == 8
+    default = _scrape_process(["--fake", "1", "--no-gpm"])
+    assert "trainsignals_gpu_nvlink_up" not in default
+    assert "trainsignals_gpu_xid_errors_total" not in default
+    assert "trainsignals_gpu_nvlink_links_down" in default

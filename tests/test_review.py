@@ -158,7 +158,8 @@ def test_recording_rules_and_dashboard_panels(generated: dict[str, str]) -> None
     recording[0]["expr"] = recording[0]["expr"].replace("[5m]", "[10m]")
     recording.append({"record": "job:trainsignals_new:sum", "expr": "sum(up)"})
     del recording[1]
-    alerting.append({**alerting[0], "alert": "BrandNewPage"})
+    page = next(a for a in alerting if a["labels"]["severity"] == "page")
+    alerting.append({**page, "alert": "BrandNewPage"})
     dashboard = json.loads(generated[DASHBOARD])
     dashboard["panels"][0]["title"] = "Step time p99"
     removed = dashboard["panels"].pop(1)

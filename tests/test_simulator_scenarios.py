@@ -231,6 +231,10 @@ def test_starvation_raises_data_wait_and_lowers_utilization(spec: JobSpec) -> No
 def test_hang_freezes_steps_in_train_with_busy_gpus(spec: JobSpec) -> None:
     with make(spec, "hang") as sim:
         p = Probe(sim)
+        sim.advance_to(sim.fault_at - sim.tick)
+        p.gpu("trainsignals_gpu_up")  # a first GPM sample to compare with
+        assert p.gpu("trainsignals_gpu_sm_active_ratio") > 0.3  # training or eval
+        assert p.gpu("trainsignals_gpu_tensor_active_ratio") > 0.1
         sim.advance_to(sim.fault_at + 1 * MIN)
         steps = p.training("trainsignals_steps_total")
         last = p.training("trainsignals_last_step_timestamp_seconds")
@@ -240,6 +244,9 @@ def test_hang_freezes_steps_in_train_with_busy_gpus(spec: JobSpec) -> None:
         assert age > sim.spec.objectives.stall_after
         assert p.phase() == "train"
         assert p.gpu("trainsignals_gpu_utilization_ratio") > 0.95
+        # GPM tells the hang apart: the spinning collective keeps few SMs and no tensor pipe busy.
+        assert p.gpu("trainsignals_gpu_sm_active_ratio") < 0.2
+        assert p.gpu("trainsignals_gpu_tensor_active_ratio") == 0
 
 
 def test_crash_node_down_and_gpu_lost_take_endpoints_away(spec: JobSpec) -> None:
@@ -348,7 +355,8 @@ def test_xids_reach_the_exporter(spec: JobSpec) -> None:
         p = Probe(sim)
         name = "trainsignals_gpu_xid_errors_total"
         sim.advance_to(sim.fault_at - sim.tick)
-        assert p.gpu(name, gpu=0, xid="74") == 0
+        # Codes are not seeded at 0 by default: none before the fault.
+        assert values(sim.scrape(sim.targets()[4]), name, gpu="0", xid="74") == []
         sim.advance_to(sim.fault_at + 3 * MIN)
         # The exporter's XID thread polls its queue every 0.5 s: wait for it, bounded.
         deadline = time.monotonic() + 10

@@ -152,11 +152,13 @@ def _register_optional_commands() -> None:
     from trainsignals.postmortem import postmortem_command
     from trainsignals.review import diff_command
     from trainsignals.simulator.cli import simulate
+    from trainsignals.slurm import slurm_targets
 
     main.add_command(simulate)
     main.add_command(diff_command)
     main.add_command(lint_command)
     main.add_command(postmortem_command)
+    main.add_command(slurm_targets)
 
 
 _register_optional_commands()

@@ -58,7 +58,8 @@ GPU = ("node", "gpu", "uuid", "model")
 # legitimate pause that is bounded by the spec's `max_pause`.
 PHASES = ("startup", "warmup", "train", "eval", "checkpoint")
 
-# Clock-event ("throttle") reasons reported one series each, NVML's names in snake case.
+# Clock-event ("throttle") reasons, NVML's names in snake case. The exporter always reports
+# the thermal and power reasons (alerts take their share of time), the others while active.
 THROTTLE_REASONS = (
     "gpu_idle",
     "applications_clocks_setting",
@@ -138,6 +139,21 @@ METRICS: tuple[Metric, ...] = (
         "Unix time of the last successful checkpoint (process start until the first one).",
     ),
     Metric(
+        "trainsignals_process_start_time_seconds",
+        Kind.GAUGE,
+        T,
+        JOB,
+        "Unix time this process (incarnation) started: it changes once per restart.",
+    ),
+    Metric(
+        "trainsignals_incarnation",
+        Kind.GAUGE,
+        T,
+        JOB,
+        "This incarnation's number: restarts before it as the launcher counts them "
+        "(torchrun's TORCHELASTIC_RESTART_COUNT; 0 without one).",
+    ),
+    Metric(
         "trainsignals_phase",
         Kind.GAUGE,
         T,
@@ -181,6 +197,20 @@ METRICS: tuple[Metric, ...] = (
         GPU,
         "Share of time device memory was read or written.",
     ),
+    Metric(
+        "trainsignals_gpu_sm_active_ratio",
+        Kind.GAUGE,
+        G,
+        GPU,
+        "Share of SMs that had work, since the previous scrape (NVML GPM SM_UTIL, Hopper on).",
+    ),
+    Metric(
+        "trainsignals_gpu_tensor_active_ratio",
+        Kind.GAUGE,
+        G,
+        GPU,
+        "Share of time tensor pipes were busy, since the previous scrape (GPM ANY_TENSOR_UTIL).",
+    ),
     Metric("trainsignals_gpu_memory_used_bytes", Kind.GAUGE, G, GPU, "Device memory used."),
     Metric("trainsignals_gpu_memory_total_bytes", Kind.GAUGE, G, GPU, "Device memory in all."),
     Metric(
@@ -209,7 +239,8 @@ METRICS: tuple[Metric, ...] = (
         Kind.GAUGE,
         G,
         (*GPU, "reason"),
-        "1 while the clocks-event (throttle) reason is active, one series per reason.",
+        "1 while the clocks-event (throttle) reason is active; thermal and power reasons always, "
+        "others only while active.",
     ),
     Metric(
         "trainsignals_gpu_ecc_errors_total",
@@ -253,13 +284,33 @@ METRICS: tuple[Metric, ...] = (
         GPU,
         "PCIe receive throughput (NVML sample over 20 ms).",
     ),
-    Metric("trainsignals_gpu_nvlink_up", Kind.GAUGE, G, (*GPU, "link"), "1 when the link is up."),
+    Metric(
+        "trainsignals_gpu_nvlink_links_down",
+        Kind.GAUGE,
+        G,
+        GPU,
+        "NVLink links of this GPU that are down (0 when all are up).",
+    ),
+    Metric(
+        "trainsignals_gpu_nvlink_errors_all_links_total",
+        Kind.COUNTER,
+        G,
+        GPU,
+        "NVLink error counts of all links and types together (replay, recovery, CRC).",
+    ),
+    Metric(
+        "trainsignals_gpu_nvlink_up",
+        Kind.GAUGE,
+        G,
+        (*GPU, "link"),
+        "1 when the link is up; only for links that were down or had errors (or all links).",
+    ),
     Metric(
         "trainsignals_gpu_nvlink_errors_total",
         Kind.COUNTER,
         G,
         (*GPU, "link", "error_type"),
-        "NVLink error counters (replay, recovery, crc_flit, crc_data).",
+        "NVLink error counters (replay, recovery, crc_flit, crc_data) of the links nvlink_up has.",
     ),
     Metric(
         "trainsignals_gpu_fan_speed_ratio",
@@ -274,6 +325,22 @@ METRICS: tuple[Metric, ...] = (
         G,
         (*GPU, "pid", "process_name"),
         "Device memory used by one process.",
+    ),
+    # MIG GPU instances, labelled as dcgm-exporter labels them (GPU_I_ID, GPU_I_PROFILE).
+    *(
+        Metric(name, Kind.GAUGE, G, (*GPU, "GPU_I_ID", "GPU_I_PROFILE"), help_)
+        for name, help_ in (
+            ("trainsignals_gpu_mig_memory_used_bytes", "Memory used in the MIG GPU instance."),
+            ("trainsignals_gpu_mig_memory_total_bytes", "Memory of the MIG GPU instance."),
+            (
+                "trainsignals_gpu_mig_sm_active_ratio",
+                "Share of the instance's SMs that had work (GPM, Hopper on).",
+            ),
+            (
+                "trainsignals_gpu_mig_tensor_active_ratio",
+                "Share of time the instance's tensor pipes were busy (GPM, Hopper on).",
+            ),
+        )
     ),
     Metric(
         "trainsignals_gpu_exporter_nvml_errors_total",

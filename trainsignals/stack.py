@@ -25,6 +25,7 @@ from pathlib import Path
 
 from trainsignals.generator.alertmanager import alertmanager_config
 from trainsignals.generator.pipeline import Options, generate_job, header
+from trainsignals.generator.scrape_config import scrape_configs as generated_scrape_configs
 from trainsignals.generator.spec import JobSpec
 from trainsignals.generator.yaml_out import dump
 
@@ -140,22 +141,15 @@ class WebhookReceiver:
 def prometheus_config(
     specs: Sequence[JobSpec], targets_dirs: Sequence[Path], rule_files: Sequence[Path], am: str
 ) -> str:
-    """prometheus.yml: 1 s scrape/eval, file_sd on the simulators' training.json / gpu.json."""
-    kinds = {"training": set(), "gpu": set()}
-    for spec in specs:
-        kinds["training"].add(spec.scrape_jobs.training)
-        kinds["gpu"].add(spec.scrape_jobs.gpu)
-    scrape_configs = []
-    for kind, jobs in kinds.items():
-        files = [str(d / f"{kind}.json") for d in targets_dirs]
-        for job in sorted(jobs):
-            scrape_configs.append(
-                {
-                    "job_name": job,
-                    "honor_labels": True,
-                    "file_sd_configs": [{"files": files, "refresh_interval": "1s"}],
-                }
-            )
+    """prometheus.yml: 1 s scrape/eval; each spec's generated scrape configs
+    (generator/scrape_config.py) read the file_sd files of its simulator's targets dir."""
+    if len(specs) != len(targets_dirs):
+        raise ValueError("give one targets dir per spec (the simulator's --targets-dir)")
+    scrape_configs = [
+        config
+        for spec, folder in zip(specs, targets_dirs, strict=True)
+        for config in generated_scrape_configs(spec, str(folder), refresh_interval="1s")
+    ]
     config = {
         "global": {
             "scrape_interval": f"{SCRAPE_SECONDS}s",

@@ -43,6 +43,8 @@ NVML_FUNCTIONS: dict[str, str] = {
     "nvlink": "nvmlDeviceGetNvLinkState",
     "fan_speeds": "nvmlDeviceGetFanSpeed_v2",
     "processes": "nvmlDeviceGetComputeRunningProcesses",
+    "gpm": "nvmlGpmMetricsGet",
+    "mig_instances": "nvmlDeviceGetMigMode",
     "wait_xid": "nvmlEventSetWait_v2",
 }
 
@@ -89,6 +91,26 @@ class GpuProcess:
     pid: int
     name: str
     used_bytes: int
+
+
+@dataclass(frozen=True)
+class Activity:
+    """GPM profiling ratios 0..1 over the time since the previous sample (Hopper and newer);
+    None where NVML does not report that metric for this GPU."""
+
+    sm_active: float | None  # NVML_GPM_METRIC_SM_UTIL: share of SMs with a warp assigned
+    tensor_active: float | None  # NVML_GPM_METRIC_ANY_TENSOR_UTIL: tensor pipes busy
+
+
+@dataclass(frozen=True)
+class MigInstance:
+    """One MIG GPU instance, named as dcgm-exporter names it (GPU_I_ID, GPU_I_PROFILE)."""
+
+    gpu_instance_id: int
+    profile: str  # e.g. "1g.10gb", nvidia-smi's profile name without "MIG "
+    memory_total_bytes: int
+    memory_used_bytes: int
+    activity: Activity | None  # None until two GPM samples exist, or without GPM
 
 
 @dataclass(frozen=True)
@@ -174,6 +196,17 @@ class GpuBackend(ABC):
 
     @abstractmethod
     def processes(self, index: int) -> list[GpuProcess]: ...
+
+    # Not abstract: a backend without them reports "not supported", which the collector
+    # remembers, so older backends keep working.
+    def gpm(self, index: int) -> Activity | None:
+        """GPM activity since the previous call for this GPU; None on the first call (GPM
+        needs two samples). Raise not_supported where the GPU has no GPM (before Hopper)."""
+        raise BackendError(NVML_FUNCTIONS["gpm"], NOT_SUPPORTED)
+
+    def mig_instances(self, index: int) -> list[MigInstance]:
+        """MIG GPU instances; [] with MIG mode off; not_supported where the GPU has no MIG."""
+        raise BackendError(NVML_FUNCTIONS["mig_instances"], NOT_SUPPORTED)
 
     @abstractmethod
     def wait_xid(self, timeout_s: float) -> list[XidEvent]:

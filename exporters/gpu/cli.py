@@ -12,7 +12,7 @@ from types import FrameType
 
 import click
 from trainsignals.exporters.gpu.backend import BackendError, GpuBackend
-from trainsignals.exporters.gpu.collector import CollectOptions
+from trainsignals.exporters.gpu.collector import SEEDED_XIDS, CollectOptions
 from trainsignals.exporters.gpu.server import DEFAULT_PORT, build_exporter, serve
 
 log = logging.getLogger("trainsignals.exporters.gpu")
@@ -36,6 +36,8 @@ _RESERVED = {
     "version",
     "driver_version",
     "nvml_version",
+    "GPU_I_ID",
+    "GPU_I_PROFILE",
 }
 
 # What an nvmlInit failure most likely means, and what to do about it.
@@ -60,6 +62,19 @@ def _parse_gpus(
         return sorted({int(part) for part in value.split(",") if part.strip()})
     except ValueError:
         raise click.BadParameter(f"{value!r}: expected GPU indices like 0,1,3") from None
+
+
+def _parse_xids(_ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[int, ...]:
+    if not value:
+        return ()
+    if value == "hardware":
+        return SEEDED_XIDS
+    try:
+        return tuple(sorted({int(part) for part in value.split(",") if part.strip()}))
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r}: expected XID codes like 48,79 or the word hardware"
+        ) from None
 
 
 def _parse_labels(
@@ -136,6 +151,28 @@ def _backend(fake: int | None) -> GpuBackend:
     is_flag=True,
     help="Skip PCIe throughput (NVML samples it for 2 x 20 ms per GPU per scrape).",
 )
+@click.option("--no-gpm", is_flag=True, help="Skip GPM SM and tensor activity (Hopper on).")
+@click.option("--no-mig", is_flag=True, help="Skip MIG GPU instances.")
+@click.option(
+    "--nvlink-per-link",
+    is_flag=True,
+    help="State and error counters of every NVLink link (default: only of links that were "
+    "down or counted errors; per GPU always links down and all errors summed).",
+)
+@click.option(
+    "--all-throttle-reasons",
+    is_flag=True,
+    help="One series per throttle reason at 0 or 1 (default: the thermal and power reasons "
+    "always, the others only while active).",
+)
+@click.option(
+    "--seed-xids",
+    callback=_parse_xids,
+    metavar="48,79,...|hardware",
+    help="XID codes exported at 0 from the start, one series per GPU each ('hardware': "
+    + ",".join(map(str, SEEDED_XIDS))
+    + "); default none, a code appears when first seen.",
+)
 @click.option(
     "--tls-cert",
     type=click.Path(exists=True, dir_okay=False),
@@ -180,6 +217,11 @@ def main(
     no_processes: bool,
     no_nvlink: bool,
     no_pcie: bool,
+    no_gpm: bool,
+    no_mig: bool,
+    nvlink_per_link: bool,
+    all_throttle_reasons: bool,
+    seed_xids: tuple[int, ...],
     tls_cert: str | None,
     tls_key: str | None,
     keep_serving_on_init_failure: bool,
@@ -197,6 +239,11 @@ def main(
         processes=not no_processes,
         nvlink=not no_nvlink,
         pcie=not no_pcie,
+        gpm=not no_gpm,
+        mig=not no_mig,
+        nvlink_per_link=nvlink_per_link,
+        all_throttle_reasons=all_throttle_reasons,
+        seed_xids=seed_xids,
         init_retry_s=init_retry_seconds,
     )
     exporter = build_exporter(_backend(fake), node, labels, gpus, options)

@@ -26,25 +26,33 @@ from trainsignals.exporters.gpu.backend import (
     BackendError,
     GpuBackend,
     Identity,
+    NvLink,
 )
 from trainsignals.exporters.gpu.errors import ErrorTracker
 from trainsignals.exporters.gpu.exposition import TextWriter
 from trainsignals.exporters.gpu.families import Families
 from trainsignals.exporters.gpu.xid import XidWatcher
 
-from trainsignals.metric_catalog import THROTTLE_REASONS
+from trainsignals.metric_catalog import (
+    POWER_THROTTLE_REASONS,
+    THERMAL_THROTTLE_REASONS,
+    THROTTLE_REASONS,
+)
 
 log = logging.getLogger("trainsignals.exporters.gpu")
 
 # A failure of one of these makes `up` 0; others only drop their own metric.
 CORE_METHODS = frozenset({"identity", "utilization", "memory", "power", "temperature"})
 
-# Hardware XIDs exported at 0 from the start so their first occurrence is an increase()
-# alerts can see (a counter series born at 1 shows none): double-bit ECC (48), row
-# remapping (63, 64), NVLink (74), fallen off the bus (79), contained / uncontained ECC
-# (94, 95), GSP (119). Others appear when first seen; each seeded code costs a series per GPU.
+# Hardware XIDs worth exporting at 0 from the start (`--seed-xids`), so a first occurrence is
+# an increase(): double-bit ECC (48), row remapping (63, 64), NVLink (74), fallen off the bus
+# (79), contained / uncontained ECC (94, 95), GSP (119). Off by default: each seeded code costs
+# a series per GPU, and the recording rules also count a series that is born (see
+# generator/gpu_sources.py, `_xid_seen`), so codes appear when first seen.
 SEEDED_XIDS = (48, 63, 64, 74, 79, 94, 95, 119)
-_SEEDED_XID_SET = frozenset(SEEDED_XIDS)
+
+# Throttle reasons exported at 0 too: alerts and panels take their share of time.
+ALWAYS_THROTTLE_REASONS = frozenset(THERMAL_THROTTLE_REASONS + POWER_THROTTLE_REASONS)
 
 NO_IDENTITY = Identity(uuid="", model="", pci_bus_id="")
 
@@ -56,6 +64,12 @@ class CollectOptions:
     processes: bool = True
     nvlink: bool = True
     pcie: bool = True
+    gpm: bool = True
+    mig: bool = True
+    # Bounded cardinality (30 series per busy H100 GPU): set these for the full detail.
+    nvlink_per_link: bool = False  # every link's state and counters, not only faulty links
+    all_throttle_reasons: bool = False  # every reason at 0 or 1, not only alerted or active
+    seed_xids: tuple[int, ...] = ()  # XID codes exported at 0 from the start
     init_retry_s: float = 60.0  # how often to retry nvmlInit after it failed
     xid_poll_s: float = 0.5
 
@@ -101,6 +115,8 @@ class GpuCollector(Collector):
         self._lock = threading.Lock()
         self._xid: XidWatcher | None = None
         self._core_failed = False
+        self._nvlink_shown: set[tuple[int, int]] = set()  # (GPU, link) once down or erroring
+        self._seeded_xids = frozenset(self.options.seed_xids)
         self._init()
 
     # --- lifecycle -----------------------------------------------------------------------
@@ -249,9 +265,15 @@ class GpuCollector(Collector):
         if (mx := call(index, "max_clocks")) is not None:
             gauge("sm_clock_max_hertz", mx.sm_hertz)
             gauge("memory_clock_max_hertz", mx.memory_hertz)
+        if (gpm := call(index, "gpm", skip=not opts.gpm)) is not None:
+            gauge("sm_active_ratio", gpm.sm_active)
+            gauge("tensor_active_ratio", gpm.tensor_active)
         if (active := call(index, "throttle_reasons")) is not None:
             for reason in THROTTLE_REASONS:
-                gauge("throttle_active", 1 if reason in active else 0, reason)
+                if reason in active:
+                    gauge("throttle_active", 1, reason)
+                elif opts.all_throttle_reasons or reason in ALWAYS_THROTTLE_REASONS:
+                    gauge("throttle_active", 0, reason)
         if (ecc := call(index, "ecc_errors")) is not None:
             gauge("ecc_errors_total", ecc[0], "corrected")
             gauge("ecc_errors_total", ecc[1], "uncorrected")
@@ -261,14 +283,35 @@ class GpuCollector(Collector):
         if (pcie := call(index, "pcie_throughput", skip=not opts.pcie)) is not None:
             gauge("pcie_transmit_bytes_per_second", pcie[0])
             gauge("pcie_receive_bytes_per_second", pcie[1])
-        for link in call(index, "nvlink", skip=not opts.nvlink) or ():
-            gauge("nvlink_up", int(link.up), str(link.link))
-            for error_type, n in link.errors.items():
-                gauge("nvlink_errors_total", n, str(link.link), error_type)
+        if (links := call(index, "nvlink", skip=not opts.nvlink)) is not None:
+            self._nvlink(index, links, gauge)
         for fan, ratio in enumerate(call(index, "fan_speeds") or ()):
             gauge("fan_speed_ratio", ratio, str(fan))
         for proc in call(index, "processes", skip=not opts.processes) or ():
             gauge("process_memory_used_bytes", proc.used_bytes, str(proc.pid), proc.name)
+        for mig in call(index, "mig_instances", skip=not opts.mig) or ():
+            ids = (str(mig.gpu_instance_id), mig.profile)
+            gauge("mig_memory_used_bytes", mig.memory_used_bytes, *ids)
+            gauge("mig_memory_total_bytes", mig.memory_total_bytes, *ids)
+            if mig.activity is not None:
+                gauge("mig_sm_active_ratio", mig.activity.sm_active, *ids)
+                gauge("mig_tensor_active_ratio", mig.activity.tensor_active, *ids)
+
+    def _nvlink(self, index: int, links: list[NvLink], gauge: Callable[..., None]) -> None:
+        """Per GPU: links down and all error counts summed. Per link only for a link that
+        has been down or counted errors since start (it stays, so its counters keep a
+        history), or for every link with nvlink_per_link: 18 links x 5 series on Hopper."""
+        gauge("nvlink_links_down", sum(not link.up for link in links))
+        gauge("nvlink_errors_all_links_total", sum(sum(link.errors.values()) for link in links))
+        shown = self._nvlink_shown
+        for link in links:
+            key = (index, link.link)
+            if key not in shown and (not link.up or any(link.errors.values())):
+                shown.add(key)
+            if key in shown or self.options.nvlink_per_link:
+                gauge("nvlink_up", int(link.up), str(link.link))
+                for error_type, n in link.errors.items():
+                    gauge("nvlink_errors_total", n, str(link.link), error_type)
 
     def _collect_xids(self, fams: Families) -> None:
         seen: dict[int, dict[int, int]] = {}  # GPU -> xid -> count, one pass over the counts
@@ -277,5 +320,5 @@ class GpuCollector(Collector):
         for index in self._indices:
             labels = self._gpu_labels.get(index) or (self.node, str(index), "", "")
             counts = seen.get(index, {})
-            for xid in sorted(_SEEDED_XID_SET | counts.keys()):
+            for xid in sorted(self._seeded_xids | counts.keys()):
                 fams.add(P + "xid_errors_total", (*labels, str(xid)), counts.get(xid, 0))

@@ -4,10 +4,13 @@ Tests, the simulator and `trainsignals-gpu-exporter --fake N` drive it. A `FakeG
 mutable: change its fields between (or during) scrapes. Set `lost=True` to make every query
 of that GPU raise gpu_is_lost, or `failing={"fan_speeds": "not_supported"}` to make one
 backend method raise a given error code (keys are GpuBackend method names, see
-backend.NVML_FUNCTIONS). `calls` counts every query as (method, index) so tests can prove
-one query per GPU per scrape. Set `event_error` to make the XID event wait fail. Hold
-`lock` to make several field changes atomic with respect to a scrape (optional: single
-assignments are safe without it).
+backend.NVML_FUNCTIONS). GPM activity (`sm_active_ratio`, `tensor_active_ratio`) is reported
+from the second query on, as NVML needs two samples; `gpm_supported=False` models a GPU before
+Hopper. A non-empty `mig` list turns MIG mode on: those GPU instances are reported and, as NVML
+does in MIG mode, the GPU's own utilization answers not supported. `calls` counts every
+query as (method, index) so tests can prove one query per GPU per scrape. Set `event_error`
+to make the XID event wait fail. Hold `lock` to make several field changes atomic with
+respect to a scrape (optional: single assignments are safe without it).
 """
 
 from __future__ import annotations
@@ -23,17 +26,29 @@ from trainsignals.exporters.gpu.backend import (
     GPU_IS_LOST,
     NOT_SUPPORTED,
     NVML_FUNCTIONS,
+    Activity,
     BackendError,
     Clocks,
     GpuBackend,
     GpuProcess,
     Identity,
     Memory,
+    MigInstance,
     NvLink,
     XidEvent,
 )
 
 T = TypeVar("T")
+
+
+@dataclass
+class FakeMigInstance:
+    gpu_instance_id: int
+    profile: str = "1g.10gb"
+    memory_total_bytes: int = 10 * 2**30
+    memory_used_bytes: int = 0
+    sm_active_ratio: float = 0.0
+    tensor_active_ratio: float = 0.0
 
 
 @dataclass
@@ -66,6 +81,11 @@ class FakeGpu:
     nvlink_errors: dict[tuple[int, str], int] = field(default_factory=dict)
     fan_speed_ratios: list[float] = field(default_factory=list)
     processes: list[tuple[int, str, int]] = field(default_factory=list)
+    gpm_supported: bool = True  # GPM exists from Hopper on
+    sm_active_ratio: float = 0.0
+    tensor_active_ratio: float = 0.0
+    mig_supported: bool = True  # MIG exists on A100, A30, H100, H200, B200
+    mig: list[FakeMigInstance] = field(default_factory=list)  # non-empty: MIG mode on
     lost: bool = False
     failing: dict[str, str] = field(default_factory=dict)
 
@@ -103,6 +123,7 @@ class FakeBackend(GpuBackend):
         self._driver_version = driver_version
         self._nvml_version = nvml_version
         self._xids: queue.Queue[XidEvent] = queue.Queue()
+        self._gpm_sampled: set[tuple[int, int]] = set()  # (GPU, GPU instance or -1)
 
     # --- fault injection -------------------------------------------------------------
     def inject_xid(self, index: int, xid: int) -> None:
@@ -148,6 +169,8 @@ class FakeBackend(GpuBackend):
     def utilization(self, index: int) -> tuple[float, float]:
         with self.lock:
             g = self._gpu("utilization", index)
+            if g.mig:
+                raise BackendError(NVML_FUNCTIONS["utilization"], NOT_SUPPORTED, "MIG mode")
             return g.utilization_ratio, g.memory_utilization_ratio
 
     def memory(self, index: int) -> Memory:
@@ -228,6 +251,40 @@ class FakeBackend(GpuBackend):
             procs = _copy(lambda: list(g.processes))
         return [GpuProcess(pid, name, used) for pid, name, used in procs]
 
+    def gpm(self, index: int) -> Activity | None:
+        with self.lock:
+            g = self._gpu("gpm", index)
+            if not g.gpm_supported:
+                raise BackendError("nvmlGpmQueryDeviceSupport", NOT_SUPPORTED)
+            return self._activity((index, -1), g.sm_active_ratio, g.tensor_active_ratio)
+
+    def _activity(self, key: tuple[int, int], sm: float, tensor: float) -> Activity | None:
+        if key not in self._gpm_sampled:  # the first sample has nothing to compare with
+            self._gpm_sampled.add(key)
+            return None
+        return Activity(sm, tensor)
+
+    def mig_instances(self, index: int) -> list[MigInstance]:
+        with self.lock:
+            g = self._gpu("mig_instances", index)
+            if not g.mig_supported:
+                raise BackendError(NVML_FUNCTIONS["mig_instances"], NOT_SUPPORTED)
+            instances = _copy(lambda: list(g.mig))
+            return [
+                MigInstance(
+                    m.gpu_instance_id,
+                    m.profile,
+                    m.memory_total_bytes,
+                    m.memory_used_bytes,
+                    self._activity(
+                        (index, m.gpu_instance_id), m.sm_active_ratio, m.tensor_active_ratio
+                    )
+                    if g.gpm_supported
+                    else None,
+                )
+                for m in sorted(instances, key=lambda m: m.gpu_instance_id)
+            ]
+
     # --- events ------------------------------------------------------------------------
     def wait_xid(self, timeout_s: float) -> list[XidEvent]:
         if self.event_error:
@@ -261,6 +318,8 @@ def plausible_gpus(count: int) -> list[FakeGpu]:
             pcie_rx_bytes_per_second=2.4e9,
             nvlink_up=[True] * 18,
             processes=[(4000 + i, "python", 70 * 2**30)],
+            sm_active_ratio=0.78,
+            tensor_active_ratio=0.52,
         )
         for i in range(count)
     ]

@@ -18,15 +18,18 @@ from trainsignals.exporters.gpu.backend import (
     NOT_SUPPORTED,
     TIMEOUT,
     UNKNOWN,
+    Activity,
     BackendError,
     Clocks,
     GpuBackend,
     GpuProcess,
     Identity,
     Memory,
+    MigInstance,
     NvLink,
     XidEvent,
 )
+from trainsignals.exporters.gpu.nvml_gpm import GpmAndMig
 
 T = TypeVar("T")
 
@@ -105,6 +108,7 @@ class NvmlBackend(GpuBackend):
         self._memory_v2 = True
         self._event_set: Any = None
         self._event_error: BackendError | None = None
+        self._gpm = GpmAndMig(_nvml)
 
     # --- library -----------------------------------------------------------------------
     def init(self) -> None:
@@ -121,6 +125,7 @@ class NvmlBackend(GpuBackend):
 
     def shutdown(self) -> None:
         if self._initialized:
+            self._gpm.free()
             if self._event_set is not None:
                 with contextlib.suppress(pynvml.NVMLError):
                     pynvml.nvmlEventSetFree(self._event_set)
@@ -314,6 +319,12 @@ class NvmlBackend(GpuBackend):
         )
         # usedGpuMemory is None where the driver cannot attribute memory (e.g. some vGPUs).
         return [GpuProcess(p.pid, process_name(p.pid), int(p.usedGpuMemory or 0)) for p in procs]
+
+    def gpm(self, index: int) -> Activity | None:
+        return self._gpm.gpu_activity(index, self._handle(index))
+
+    def mig_instances(self, index: int) -> list[MigInstance]:
+        return self._gpm.mig_instances(index, self._handle(index))
 
     # --- events ------------------------------------------------------------------------
     def _register_events(self) -> None:

@@ -30,6 +30,24 @@ DEFAULT_BASE_PORT = 9850
 # Steps from 50 ms (small models) to a minute (huge pipelines), ~2x apart.
 STEP_BUCKETS = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0)
 
+# Set to the spec's objectives.step_time_max_seconds: the step-time alert reads the bucket at it.
+STEP_TIME_BOUND_ENV = "TRAINSIGNALS_STEP_TIME_BOUND_SECONDS"
+
+
+def step_buckets(bound: float | None) -> tuple[float, ...]:
+    """The default buckets plus one exactly at the job's step-time bound.
+
+    Between buckets a quantile is interpolated: with buckets at 2 s and 5 s a job stepping in
+    1.9 s +-5% "has" a p95 near 4.7 s. With a bucket at the bound, the share of steps over it
+    (p95 > bound exactly when more than 5% are) is counted, not guessed.
+    """
+    if bound is None:
+        return STEP_BUCKETS
+    if not bound > 0:
+        raise ValueError(f"step_time_bound must be a positive number of seconds, got {bound!r}")
+    return tuple(sorted({*STEP_BUCKETS, float(bound)}))
+
+
 RESERVED_LABELS = frozenset(
     {
         "node",
@@ -119,6 +137,8 @@ class TrainingMetrics:
         checkpoint_dir: str | os.PathLike[str] | None = None,
         *,
         start_time: float | None = None,
+        restart_count: int = 0,
+        step_time_bound: float | None = None,
         disk_usage: DiskUsageFn = real_disk_usage,
     ) -> None:
         labels = dict(sorted((labels or {}).items()))
@@ -174,7 +194,7 @@ class TrainingMetrics:
             Histogram,
             "trainsignals_step_duration_seconds",
             "Wall time of one optimizer step, data wait included.",
-            buckets=STEP_BUCKETS,
+            buckets=step_buckets(step_time_bound),
         )
         self._last_step = child(
             Gauge,
@@ -190,6 +210,19 @@ class TrainingMetrics:
         started = time.time() if start_time is None else start_time
         self._last_step.set(started)
         self._last_checkpoint.set(started)
+        # Restarts as data: a new incarnation shows as a new start time (and, under torchrun,
+        # a higher restart count); the recording rules count restarts from rank 0's.
+        child(
+            Gauge,
+            "trainsignals_process_start_time_seconds",
+            "Unix time this process (incarnation) started: it changes once per restart.",
+        ).set(started)
+        child(
+            Gauge,
+            "trainsignals_incarnation",
+            "This incarnation's number: restarts before it as the launcher counts them "
+            "(torchrun's TORCHELASTIC_RESTART_COUNT; 0 without one).",
+        ).set(restart_count)
 
         info = Gauge(
             "trainsignals_training_info",
@@ -217,16 +250,20 @@ class TrainingMetrics:
     # --- construction from the launcher's environment ---------------------------------
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **kwargs: Any) -> TrainingMetrics:
-        """Read RANK, LOCAL_RANK and WORLD_SIZE as torchrun (and most launchers) set them.
+        """Read RANK, LOCAL_RANK, WORLD_SIZE and TORCHELASTIC_RESTART_COUNT as torchrun sets them.
 
-        Missing variables mean a single-process run (rank 0 of 1). Other arguments pass
-        through to the constructor.
+        TRAINSIGNALS_STEP_TIME_BOUND_SECONDS, when set, is the spec's step-time bound.
+        Missing variables mean a single-process run (rank 0 of 1, first incarnation). Other
+        arguments pass through to the constructor.
         """
         env = os.environ if environ is None else environ
+        bound = env.get(STEP_TIME_BOUND_ENV)
         return cls(
             rank=int(env.get("RANK", "0")),
             local_rank=int(env.get("LOCAL_RANK", "0")),
             world_size=int(env.get("WORLD_SIZE", "1")),
+            restart_count=int(env.get("TORCHELASTIC_RESTART_COUNT", "0")),
+            step_time_bound=float(bound) if bound else None,
             **kwargs,
         )
 

@@ -1,0 +1,169 @@
+"""The job's routing as a prometheus-operator AlertmanagerConfig (monitoring.coreos.com/v1alpha1).
+
+The same tree as alerts/alertmanager.yaml, for one job: its alerts split by severity into a
+page and a ticket receiver, the same timing and inhibition rules. Credentials are Secret
+references in the object's namespace (routingKey, apiURL, authorization.credentials); the
+operator reads them, so no secret is in the file. A receiver the spec does not name has no
+integration: those alerts reach nobody until routing.page / routing.ticket is set.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .alertmanager import (
+    _PAGERDUTY_DESCRIPTION,
+    _SLACK_TEXT,
+    _SLACK_TITLE,
+    DEFAULT_TIMING,
+    INHIBIT_RULES,
+    SEVERITIES,
+)
+from .receivers import Receiver, Routing
+from .secrets import SecretRef
+from .spec import JobSpec
+
+_MATCHER = re.compile(r'^([a-zA-Z_][a-zA-Z0-9_]*)(=~|!~|!=|=)"(.*)"$')
+
+
+def matcher(text: str) -> dict:
+    """'alertname=~"A|B"' as the operator's {name, matchType, value}."""
+    found = _MATCHER.match(text)
+    if not found:
+        raise ValueError(f"cannot translate matcher {text!r}")
+    name, match_type, value = found.groups()
+    return {"name": name, "matchType": match_type, "value": value}
+
+
+def _secret(ref: SecretRef, field: str) -> dict:
+    if ref.name is None or ref.key is None:
+        raise ValueError(
+            f"{field}: a Kubernetes AlertmanagerConfig needs a Secret reference; add "
+            "`name` and `key` to the secret (its `file` is for a plain Alertmanager)"
+        )
+    return {"name": ref.name, "key": ref.key}
+
+
+def _receiver(name: str, receiver: Receiver | None, field: str) -> dict:
+    if receiver is None:
+        return {"name": name}
+    if receiver.kind == "pagerduty":
+        assert receiver.secret is not None
+        return {
+            "name": name,
+            "pagerdutyConfigs": [
+                {
+                    "routingKey": _secret(receiver.secret, field),
+                    "sendResolved": True,
+                    "description": _PAGERDUTY_DESCRIPTION,
+                    "pagerDutyLinkConfigs": [
+                        {"href": "{{ .CommonAnnotations.runbook_url }}", "alt": "Runbook"},
+                        {"href": "{{ .CommonAnnotations.dashboard_url }}", "alt": "Dashboard"},
+                    ],
+                }
+            ],
+        }
+    if receiver.kind == "slack":
+        assert receiver.secret is not None
+        return {
+            "name": name,
+            "slackConfigs": [
+                {
+                    "apiURL": _secret(receiver.secret, field),
+                    "sendResolved": True,
+                    "title": _SLACK_TITLE,
+                    "text": _SLACK_TEXT,
+                }
+            ],
+        }
+    if receiver.kind == "email":
+        return {"name": name, "emailConfigs": [{"to": receiver.target, "sendResolved": True}]}
+    webhook: dict = {"url": receiver.target, "sendResolved": True}
+    if receiver.secret is not None:
+        webhook["httpConfig"] = {
+            "authorization": {"type": "Bearer", "credentials": _secret(receiver.secret, field)}
+        }
+    return {"name": name, "webhookConfigs": [webhook]}
+
+
+def _timing(key: str) -> dict[str, str]:
+    timing = DEFAULT_TIMING[key]
+    return {
+        "groupWait": timing["group_wait"],
+        "groupInterval": timing["group_interval"],
+        "repeatInterval": timing["repeat_interval"],
+    }
+
+
+def _teams(spec: JobSpec) -> list[tuple[str, str, Routing, str]]:
+    """(receiver name prefix, team, routing, spec field): the job's team, then the infra team
+    that gets hardware tickets under recovery.infra_team (as in alerts/alertmanager.yaml)."""
+    teams = [("", spec.team, spec.routing, "routing")]
+    if spec.recovery.infra_team not in (None, spec.team):
+        infra = ("infra-", spec.infra_team, spec.recovery.infra_routing, "recovery.infra_routing")
+        teams.append(infra)
+    return teams
+
+
+def _team_route(prefix: str, team: str) -> dict:
+    return {
+        "matchers": [{"name": "team", "matchType": "=", "value": team}],
+        "routes": [
+            {
+                "receiver": f"{prefix}{severity}",
+                "matchers": [{"name": "severity", "matchType": "=", "value": severity}],
+                **_timing(severity),
+            }
+            for severity in SEVERITIES
+        ],
+    }
+
+
+def alertmanager_config_object(spec: JobSpec, metadata: dict) -> dict:
+    teams = _teams(spec)
+    routes = [_team_route(prefix, team) for prefix, team, _, _ in teams]
+    receivers = [{"name": "default"}] + [
+        _receiver(f"{prefix}{sev}", getattr(routing, sev), f"{field}.{sev}.secret")
+        for prefix, _, routing, field in teams
+        for sev in SEVERITIES
+    ]
+    inhibit = [
+        {
+            "sourceMatch": [matcher(m) for m in rule["source_matchers"]],
+            "targetMatch": [matcher(m) for m in rule["target_matchers"]],
+            **({"equal": list(rule["equal"])} if rule.get("equal") else {}),
+        }
+        for _, rule in INHIBIT_RULES
+    ]
+    return {
+        "apiVersion": "monitoring.coreos.com/v1alpha1",
+        "kind": "AlertmanagerConfig",
+        "metadata": metadata,
+        "spec": {
+            "route": {
+                "receiver": "default",  # no severity: nobody (as in alerts/alertmanager.yaml)
+                "groupBy": ["training_job", "alertname"],
+                **_timing("default"),
+                "matchers": [{"name": "training_job", "matchType": "=", "value": spec.name}],
+                "routes": routes,
+            },
+            "receivers": receivers,
+            "inhibitRules": inhibit,
+        },
+    }
+
+
+def secret_reference_problems(spec: JobSpec) -> list[str]:
+    """'field: problem' for receivers a Kubernetes spec cannot reference (a file, no Secret)."""
+    if spec.deploy.kubernetes is None:
+        return []
+    found = []
+    for _, _, routing, field in _teams(spec):
+        for severity in SEVERITIES:
+            receiver = getattr(routing, severity)
+            if receiver is not None and receiver.secret is not None:
+                try:
+                    _secret(receiver.secret, f"{field}.{severity}.secret")
+                except ValueError as exc:
+                    found.append(str(exc))
+    return found

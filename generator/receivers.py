@@ -1,0 +1,76 @@
+"""Where a team's notifications go: the `routing` section of a spec.
+
+Credentials are references (generator/secrets.py): a PagerDuty routing key and a Slack webhook
+URL are secrets in full, so those kinds take only `secret`; a plain webhook has a non-secret
+`target` URL plus an optional bearer token by `secret`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from .secrets import HOW_TO_REFERENCE, SecretRef, looks_secret
+
+_SECRET_MEANING = {
+    "pagerduty": "the PagerDuty routing key",
+    "slack": "the Slack incoming-webhook URL",
+    "webhook": "a bearer token sent in the Authorization header (optional)",
+}
+
+
+class Receiver(BaseModel):
+    """webhook: `target` URL (+ optional bearer token `secret`); email: `target` address;
+    pagerduty: `secret` holds the routing key; slack: `secret` holds the webhook URL."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["webhook", "slack", "pagerduty", "email"] = "webhook"
+    target: str | None = None
+    secret: SecretRef | None = None
+
+    @model_validator(mode="after")
+    def _fields_for_kind(self) -> Receiver:
+        if self.kind in ("pagerduty", "slack"):
+            if self.target is not None:
+                raise ValueError(
+                    f"`target` of a {self.kind} receiver would be {_SECRET_MEANING[self.kind]} "
+                    f"in plain text; remove it and {HOW_TO_REFERENCE}"
+                )
+            if self.secret is None:
+                raise ValueError(
+                    f"a {self.kind} receiver needs `secret` ({_SECRET_MEANING[self.kind]}): "
+                    f"{HOW_TO_REFERENCE}"
+                )
+            return self
+        if not self.target:
+            what = "URL" if self.kind == "webhook" else "address"
+            raise ValueError(f"a {self.kind} receiver needs `target` (the {what})")
+        if self.kind == "email" and self.secret is not None:
+            raise ValueError(
+                "an email receiver takes no `secret`: SMTP credentials are Alertmanager's "
+                "global settings"
+            )
+        what = looks_secret(self.target)
+        if what:
+            raise ValueError(
+                f"`target` looks like {what}; use a URL without credentials and put the token "
+                f"in `secret` (sent as a bearer token): {HOW_TO_REFERENCE}"
+            )
+        return self
+
+    @property
+    def describe(self) -> str:
+        """For error messages: never the secret itself, only where it lives."""
+        where = self.target if self.secret is None else f"secret {self.secret.path}"
+        if self.target and self.secret:
+            where = f"{self.target} + {where}"
+        return f"{self.kind} {where}"
+
+
+class Routing(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    page: Receiver | None = None
+    ticket: Receiver | None = None

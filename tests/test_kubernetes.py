@@ -1,0 +1,217 @@
+"""deploy/kubernetes/: every object validates against the vendored prometheus-operator CRD
+schemas or Kubernetes' own (kubernetes-validate), and carries what the rules and
+kube-prometheus-stack need: selector labels, node and job on targets, the release label, the
+sidecar label, Secret references."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+from functools import cache
+from pathlib import Path
+
+import pytest
+import yaml
+from trainsignals.generator.loader import SpecError, load_specs, parse_spec, spec_files
+from trainsignals.generator.pipeline import generate_all
+
+from .conftest import JOBS, ROOT, require_tool
+from .kube_schemas import problems
+
+
+@cache
+def generated() -> dict[str, str]:
+    specs = load_specs(spec_files(JOBS))
+    return generate_all([(s, f"jobs/{s.name}.yaml") for s in specs])
+
+
+def objects(job: str) -> dict[str, dict]:
+    """{kind or kind/suffix: object} of one job's generated file."""
+    found = {}
+    for obj in yaml.safe_load_all(generated()[f"deploy/kubernetes/{job}.yaml"]):
+        name = obj["metadata"]["name"]
+        suffix = name.rsplit("-", 1)[1] if obj["kind"] == "PodMonitor" else ""
+        found[f"{obj['kind']}/{suffix}".rstrip("/")] = obj
+    return found
+
+
+K8S_JOBS = sorted(
+    path.stem for path in spec_files(JOBS) if load_specs([path])[0].deploy.kubernetes is not None
+)
+
+
+def test_example_specs_cover_both_gpu_sources() -> None:
+    assert K8S_JOBS == ["gpt-70b-pretrain", "llama-8b-finetune"]
+    assert sorted(objects("llama-8b-finetune")) == [
+        "AlertmanagerConfig",
+        "ConfigMap",
+        "DaemonSet",
+        "PodMonitor/gpu",
+        "PodMonitor/training",
+        "PrometheusRule",
+    ]
+    assert "DaemonSet" not in objects("gpt-70b-pretrain")  # dcgm-exporter is the cluster's
+
+
+@pytest.mark.parametrize("job", K8S_JOBS)
+def test_every_object_validates_against_its_schema(job: str) -> None:
+    for obj in objects(job).values():
+        assert problems(obj) == []
+
+
+def test_validation_is_strict_and_can_fail() -> None:
+    monitor = copy.deepcopy(objects("llama-8b-finetune")["PodMonitor/training"])
+    monitor["spec"]["podMetricsEndpoints"][0]["relabelings"][0]["targetLable"] = "job"
+    monitor["metadata"]["labels"]["release"] = "not a label value"
+    daemonset = copy.deepcopy(objects("llama-8b-finetune")["DaemonSet"])
+    daemonset["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"] = "x"
+    config = copy.deepcopy(objects("llama-8b-finetune")["AlertmanagerConfig"])
+    config["spec"]["receivers"][1]["pagerdutyConfigs"][0]["routingKey"] = "literal"
+    assert any("targetLable" in p for p in problems(monitor))
+    assert any("release" in p for p in problems(monitor))
+    assert any("containerPort" in p for p in problems(daemonset))
+    assert any("routingKey" in p for p in problems(config))
+
+
+@pytest.mark.parametrize("job", K8S_JOBS)
+def test_monitors_attach_job_selector_labels_node_and_release(job: str) -> None:
+    spec = load_specs([JOBS / f"{job}.yaml"])[0]
+    k8s = spec.deploy.kubernetes
+    found = objects(job)
+    for obj in found.values():
+        assert obj["metadata"]["labels"]["release"] == k8s.release
+        assert obj["metadata"]["namespace"] == k8s.namespace
+    for kind, job_label in (("training", spec.scrape_jobs.training), ("gpu", spec.scrape_jobs.gpu)):
+        for endpoint in found[f"PodMonitor/{kind}"]["spec"]["podMetricsEndpoints"]:
+            assert endpoint["honorLabels"] is True
+            set_to = {
+                r["targetLabel"]: r.get("replacement", r.get("sourceLabels"))
+                for r in endpoint["relabelings"]
+                if r["action"] == "replace"
+            }
+            assert set_to == {
+                "job": job_label,
+                **spec.selector_labels,
+                "node": ["__meta_kubernetes_pod_node_name"],
+            }
+    training = found["PodMonitor/training"]["spec"]
+    assert [e["portNumber"] for e in training["podMetricsEndpoints"]] == [
+        spec.deploy.training_base_port + r for r in range(spec.shape.gpus_per_node)
+    ]
+    assert training["namespaceSelector"] == {"matchNames": [k8s.training_namespace]}
+
+
+def test_gpu_exporter_daemonset_runs_on_the_jobs_nodes_and_matches_its_monitor() -> None:
+    found = objects("llama-8b-finetune")
+    pod = found["DaemonSet"]["spec"]["template"]
+    assert pod["spec"]["nodeSelector"] == {"trainsignals.io/job": "llama-8b-finetune"}
+    selector = found["PodMonitor/gpu"]["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= pod["metadata"]["labels"].items()
+    (port,) = pod["spec"]["containers"][0]["ports"]
+    assert port == {"name": "metrics", "containerPort": 9842, "protocol": "TCP"}
+    assert found["PodMonitor/gpu"]["spec"]["podMetricsEndpoints"][0]["port"] == "metrics"
+
+
+def test_dcgm_monitor_keeps_only_exporters_on_the_jobs_nodes() -> None:
+    monitor = objects("gpt-70b-pretrain")["PodMonitor/gpu"]["spec"]
+    assert monitor["attachMetadata"] == {"node": True}
+    keep = monitor["podMetricsEndpoints"][0]["relabelings"][0]
+    assert keep == {
+        "action": "keep",
+        "sourceLabels": ["__meta_kubernetes_node_label_trainsignals_io_job"],
+        "regex": "gpt\\-70b\\-pretrain",
+    }
+
+
+@pytest.mark.parametrize("job", K8S_JOBS)
+def test_dashboard_config_map_holds_the_generated_dashboard(job: str) -> None:
+    config_map = objects(job)["ConfigMap"]
+    assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+    (text,) = config_map["data"].values()
+    assert text == generated()[f"dashboards/{job}.json"]
+    assert json.loads(text)["uid"]
+
+
+@pytest.mark.parametrize("job", K8S_JOBS)
+def test_prometheus_rule_is_the_generated_rules_with_a_namespace_label(
+    job: str, tmp_path: Path
+) -> None:
+    rule = objects(job)["PrometheusRule"]
+    namespace = rule["metadata"]["namespace"]
+    plain = yaml.safe_load(generated()[f"alerts/{job}.rules.yaml"])["groups"]
+    wrapped = rule["spec"]["groups"]
+    for group in wrapped:
+        for item in group["rules"]:
+            if "alert" in item:
+                assert item["labels"].pop("namespace") == namespace
+    assert wrapped == plain
+    path = tmp_path / "rules.yaml"
+    path.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
+    result = subprocess.run(
+        [require_tool("promtool"), "check", "rules", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_alertmanager_config_routes_by_severity_with_secret_references() -> None:
+    spec = objects("llama-8b-finetune")["AlertmanagerConfig"]["spec"]
+    assert spec["route"]["matchers"] == [
+        {"name": "training_job", "matchType": "=", "value": "llama-8b-finetune"}
+    ]
+    (team,) = spec["route"]["routes"]
+    assert team["matchers"] == [{"name": "team", "matchType": "=", "value": "applied-ml"}]
+    assert [(r["receiver"], r["matchers"][0]["value"]) for r in team["routes"]] == [
+        ("page", "page"),
+        ("ticket", "ticket"),
+    ]
+    receivers = {r["name"]: r for r in spec["receivers"]}
+    assert receivers["page"]["pagerdutyConfigs"][0]["routingKey"] == {
+        "name": "applied-ml-pagerduty",
+        "key": "routing-key",
+    }
+    hook = receivers["ticket"]["webhookConfigs"][0]
+    assert hook["httpConfig"]["authorization"]["credentials"] == {
+        "name": "applied-ml-tickets",
+        "key": "token",
+    }
+    slack = objects("gpt-70b-pretrain")["AlertmanagerConfig"]["spec"]["receivers"][2]
+    assert slack["slackConfigs"][0]["apiURL"] == {"name": "fm-training-slack", "key": "webhook-url"}
+    node_down = spec["inhibitRules"][0]
+    assert node_down["sourceMatch"] == [
+        {"name": "alertname", "matchType": "=", "value": "NodeDown"}
+    ]
+
+
+def test_kubernetes_spec_with_a_file_only_secret_is_refused() -> None:
+    text = (
+        (JOBS / "llama-8b-finetune.yaml")
+        .read_text()
+        .replace(
+            "secret: {name: applied-ml-pagerduty, key: routing-key}",
+            "secret: {file: /run/secrets/pd}",
+        )
+    )
+    with pytest.raises(SpecError) as error:
+        parse_spec(Path("jobs/x.yaml"), text)
+    (line,) = error.value.problems
+    assert line.startswith("jobs/x.yaml: routing.page.secret:") and "`name` and `key`" in line
+
+
+def test_committed_kubernetes_files_are_the_generated_ones() -> None:
+    for job in K8S_JOBS:
+        path = ROOT / "deploy" / "kubernetes" / f"{job}.yaml"
+        assert path.read_text(encoding="utf-8") == generated()[f"deploy/kubernetes/{job}.yaml"]
+
+
+def test_hardware_tickets_of_a_self_healing_job_route_to_the_infra_team() -> None:
+    spec = objects("gpt-70b-pretrain")["AlertmanagerConfig"]["spec"]
+    teams = [r["matchers"][0]["value"] for r in spec["route"]["routes"]]
+    assert teams == ["foundation-models", "gpu-infra"]
+    infra = spec["route"]["routes"][1]["routes"]
+    assert [r["receiver"] for r in infra] == ["infra-page", "infra-ticket"]
+    names = [r["name"] for r in spec["receivers"]]
+    assert names == ["default", "page", "ticket", "infra-page", "infra-ticket"]
