@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
 from .history import FULL_DAYS
@@ -16,6 +17,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=405)
     parser.add_argument("--slots", type=int, default=2, help="node slots stored (default 2)")
     args = parser.parse_args(argv)
+    # `kill` stops Prometheus and promtool too: SystemExit unwinds the context managers.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     replay = run_replay(args.days, args.seed, args.slots)
     print(render(replay, score(replay)))
     return 0

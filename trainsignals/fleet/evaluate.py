@@ -94,30 +94,84 @@ def _record_tier(prom: Prometheus, rules: list[dict], start: int, end: int, work
     return out
 
 
-def backfill_recordings(prom: Prometheus, document: dict, start: int, end: int, work: Path) -> int:
-    recording = [r for g in document["groups"] for r in g["rules"] if "record" in r]
+def _backfill(prom: Prometheus, recording: list[dict], start: int, end: int, work: Path) -> int:
     tiers = recording_tiers(recording)
     for tier in tiers:
         prom.restart_with(_record_tier(prom, tier, start, end, work))
     return len(tiers)
 
 
-def evaluate_alerts(prom: Prometheus, document: dict, start: int, end: int) -> list[AlertEpisode]:
+def _import_alerts(
+    prom: Prometheus, episodes: list[AlertEpisode], start: int, end: int, work: Path
+) -> None:
+    """Write the ALERTS series Prometheus keeps for firing alerts, for rules that read them."""
+    per_block: dict[int, list[tuple[int, str]]] = {}
+    for episode in episodes:
+        labels = episode.labels | {"alertstate": "firing"}
+        text = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(labels.items()))
+        for begin, stop in episode.firing:
+            for at in range(begin, min(stop, end + STEP_S), STEP_S):
+                per_block.setdefault(at // BLOCK_S, []).append((at, f"ALERTS{{{text}}} 1 {at}"))
+    out = work / "alerts-blocks"
+    shutil.rmtree(out, ignore_errors=True)
+    files = []
+    for block, samples in sorted(per_block.items()):
+        path = work / f"alerts-{block:05d}.om"
+        samples.sort(key=lambda sample: sample[0])
+        path.write_text("\n".join(line for _, line in samples) + "\n# EOF\n")
+        files.append(path)
+    if files:
+        import_openmetrics(files, out)
+        prom.restart_with(out)
+
+
+def evaluate_rules(
+    prom: Prometheus, document: dict, start: int, end: int, work: Path
+) -> tuple[int, list[AlertEpisode]]:
+    """Every rule of the file: (recording tiers, alert episodes).
+
+    Recording rules that read ALERTS (and whatever reads them) wait until the alerts they
+    read have been evaluated and written as ALERTS series, as Prometheus itself writes them.
+    """
+    rules = [r for g in document["groups"] for r in g["rules"]]
+    recording = [r for r in rules if "record" in r]
+    alerting = [r for r in rules if "alert" in r]
+    late: set[str] = set()
+    grew = True
+    while grew:
+        grew = False
+        for rule in recording:
+            if rule["record"] not in late and (
+                _uses(rule["expr"], "ALERTS") or any(_uses(rule["expr"], n) for n in late)
+            ):
+                late.add(rule["record"])
+                grew = True
+    tiers = _backfill(prom, [r for r in recording if r["record"] not in late], start, end, work)
+    first = [r for r in alerting if not any(_uses(r["expr"], n) for n in late)]
+    episodes = evaluate_alerts(prom, first, start, end)
+    if late:
+        _import_alerts(prom, episodes, start, end, work)
+        tiers += _backfill(prom, [r for r in recording if r["record"] in late], start, end, work)
+        rest = [r for r in alerting if r not in first]
+        episodes += evaluate_alerts(prom, rest, start, end)
+    return tiers, episodes
+
+
+def evaluate_alerts(
+    prom: Prometheus, rules: list[dict], start: int, end: int
+) -> list[AlertEpisode]:
     episodes: list[AlertEpisode] = []
-    for group in document["groups"]:
-        for rule in group["rules"]:
-            if "alert" not in rule:
-                continue
-            hold = parse_duration(rule["for"]) if rule.get("for") else 0
-            keep = parse_duration(rule["keep_firing_for"]) if rule.get("keep_firing_for") else 0
-            for series in prom.range_query(rule["expr"], start, end):
-                labels = {k: v for k, v in series["metric"].items() if k != "__name__"}
-                labels |= {k: str(v) for k, v in (rule.get("labels") or {}).items()}
-                labels["alertname"] = rule["alert"]
-                times = [round(float(ts)) for ts, _ in series["values"]]
-                firing = apply_for(times, hold, keep)
-                if firing:
-                    episodes.append(AlertEpisode(rule["alert"], labels, firing))
+    for rule in rules:
+        hold = parse_duration(rule["for"]) if rule.get("for") else 0
+        keep = parse_duration(rule["keep_firing_for"]) if rule.get("keep_firing_for") else 0
+        for series in prom.range_query(rule["expr"], start, end):
+            labels = {k: v for k, v in series["metric"].items() if k != "__name__"}
+            labels |= {k: str(v) for k, v in (rule.get("labels") or {}).items()}
+            labels["alertname"] = rule["alert"]
+            times = [round(float(ts)) for ts, _ in series["values"]]
+            firing = apply_for(times, hold, keep)
+            if firing:
+                episodes.append(AlertEpisode(rule["alert"], labels, firing))
     return episodes
 
 

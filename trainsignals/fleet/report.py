@@ -93,10 +93,11 @@ def render(replay: Replay, result: Score) -> str:
     lines = [
         f"fleet replay: {history.days:g} days of a 2,048-node x 8-GPU job, seed {history.seed}; "
         f"{replay.slots} node slots stored, 60 s resolution",
-        f"method: series as OpenMetrics -> promtool tsdb create-blocks-from openmetrics; "
-        f"Prometheus 2.42 on 127.0.0.1; {replay.tiers} recording-rule tiers backfilled with "
-        "promtool tsdb create-blocks-from rules; alert expressions as range queries at the 60 s "
-        "evaluation step with for/keep_firing_for; generated Alertmanager routing, grouping and "
+        "method: raw series as OpenMetrics -> promtool tsdb create-blocks-from openmetrics; "
+        f"Prometheus 2.42 on 127.0.0.1; recording rules in {replay.tiers} dependency tiers as "
+        "range queries at the 60 s evaluation step, imported as blocks; alert expressions as "
+        "range queries with for/keep_firing_for applied as Prometheus does (ALERTS written "
+        "back for rules that read it); the generated Alertmanager routing, grouping and "
         "inhibition applied minute by minute",
         f"rules generated for recovery mode: {replay.mode}",
         f"samples written: {replay.samples:,}; raw series the rules read but the replay cannot "

@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from .emit import Emitter, referenced_metrics, unsupported
-from .evaluate import AlertEpisode, backfill_recordings, evaluate_alerts
+from .evaluate import AlertEpisode, evaluate_rules
 from .history import MINUTE, History, build_history
 from .prom import Prometheus
 from .routing import Alertmanager, Notification
@@ -69,11 +69,8 @@ def run_replay(days: float, seed: int = 405, slots: int = 2, work: Path | None =
             prom.restart_with(root / "raw-blocks")
             replay.seconds["series"] = time.monotonic() - clock
             clock = time.monotonic()
-            replay.tiers = backfill_recordings(prom, document, start, end, root)
-            replay.seconds["recording rules"] = time.monotonic() - clock
-            clock = time.monotonic()
-            replay.episodes = evaluate_alerts(prom, document, start, end)
-            replay.seconds["alerts"] = time.monotonic() - clock
+            replay.tiers, replay.episodes = evaluate_rules(prom, document, start, end, root)
+            replay.seconds["rules"] = time.monotonic() - clock
             for template in GOODPUT_QUERIES:
                 expr = template.format(job=spec.name, wall=end - start + MINUTE)
                 result = prom.range_query(expr, end, end)
