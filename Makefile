@@ -51,6 +51,7 @@ bench: setup
 	$(BIN)/python bench/bench_generator.py
 	$(BIN)/python bench/bench_gpu_exporter.py
 	$(BIN)/python bench/bench_instrumentation.py
+	$(BIN)/python bench/bench_fleet_cost.py
 
 # 54 days of a 2,048-node job's fault history against the generated rules on a real
 # Prometheus (trainsignals/fleet/); FLEET_DAYS=3 for a quick run.
