@@ -44,8 +44,9 @@ lint: $(VENV)/.installed
 
 # Two workers: the real-stack tests (Prometheus, Alertmanager, simulator; mostly waiting on
 # compressed time) stay together on one, everything else runs on the other.
+# PYTEST_ARGS narrows the run (tests/test_teardown.py kills a `make test` of one file).
 test: setup lint
-	$(BIN)/pytest -q -n 2 --dist loadgroup
+	$(BIN)/pytest -q -n 2 --dist loadgroup $(PYTEST_ARGS)
 
 bench: setup
 	$(BIN)/python bench/bench_generator.py

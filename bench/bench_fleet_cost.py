@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_gpu_exporter import CollectOptions, dcgm_series_per_gpu, own_series_per_gpu
 from trainsignals.exporters.training.metrics import TrainingMetrics
 
+from trainsignals import reaper
 from trainsignals.fleet.emit import Emitter, referenced_metrics
 from trainsignals.fleet.spec import fleet_spec, generated_files
 from trainsignals.fleet.timeline import STEP_SECONDS, Minute
@@ -138,7 +138,7 @@ def measure(nodes: int, work: Path) -> tuple[dict[str, float], float, int, dict[
     )
     port = free_port()
     log = (work / "prometheus.log").open("wb")
-    process = subprocess.Popen(
+    process = reaper.spawn(
         [
             PROMETHEUS,
             f"--config.file={config}",
@@ -163,8 +163,7 @@ def measure(nodes: int, work: Path) -> tuple[dict[str, float], float, int, dict[
         status = Path(f"/proc/{process.pid}/status").read_text()
         peak_kib = int(re.search(r"VmHWM:\s+(\d+)", status).group(1))  # type: ignore[union-attr]
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        reaper.stop([process], timeout=30)
     return durations, peak_kib / 1024, samples, costs
 
 

@@ -7,6 +7,7 @@ and every inhibit rule can carry a comment explaining why it exists.
 
 from __future__ import annotations
 
+from .alert_catalog import ALERTS
 from .receivers import Receiver, Routing
 from .spec import JobSpec
 from .yaml_out import dump
@@ -38,39 +39,12 @@ _PAGERDUTY_DESCRIPTION = "{{ .CommonAnnotations.summary }}"
 _SMTP_PLACEHOLDER = {"smtp_smarthost": "localhost:25", "smtp_from": "alertmanager@localhost"}
 
 # Per-GPU and per-node alerts a dead node explains (its exporter and ranks vanish with it).
-NODE_SCOPED = (
-    "GpuLost",
-    "GpuUncorrectableEccErrors",
-    "GpuXidCritical",
-    "GpuXidError",
-    "GpuRemappedRowsPending",
-    "GpuThermalThrottling",
-    "GpuPowerThrottling",
-    "GpuTemperatureHigh",
-    "GpuMemoryNearFull",
-    "GpuExporterDown",
-    "GpuExporterNvmlErrors",
-    "CheckpointDiskAlmostFull",
-    "CheckpointDiskFillingUp",
-)
-# Job-wide symptoms of ranks that stopped making progress.
-PROGRESS_SYMPTOMS = (
-    "TrainingStalled",
-    "ThroughputBelowFloor",
-    "StepTimeAboveBound",
-    "MfuBelowFloor",
-    "DataLoaderStarved",
-)
-
-
+NODE_SCOPED = tuple(a.name for a in ALERTS if a.node_scoped)
+# Job-wide symptoms of ranks that stopped making progress; the stall first, it explains the rest.
+PROGRESS_SYMPTOMS = tuple(a.name for a in ALERTS if a.progress_symptom)
+SLOWDOWN_SYMPTOMS = tuple(name for name in PROGRESS_SYMPTOMS if name != "TrainingStalled")
 # What a job that makes no progress (or keeps crashing) also shows: one incident, one page.
-INCIDENT_CONSEQUENCES = (
-    "TrainingStalled",
-    "TrainingTargetsDown",
-    *PROGRESS_SYMPTOMS[1:],
-    "CheckpointTooOld",
-    "SloErrorBudgetBurnFast",
-)
+INCIDENT_CONSEQUENCES = tuple(a.name for a in ALERTS if a.incident_consequence)
 
 
 def _alternation(names: tuple[str, ...] | list[str]) -> str:
@@ -132,7 +106,7 @@ INHIBIT_RULES: tuple[tuple[str, dict], ...] = (
         "runbook covers it: report the stall only.",
         {
             "source_matchers": ['alertname="TrainingStalled"'],
-            "target_matchers": [_alternation(PROGRESS_SYMPTOMS[1:])],
+            "target_matchers": [_alternation(SLOWDOWN_SYMPTOMS)],
             "equal": ["training_job"],
         },
     ),

@@ -9,121 +9,28 @@ labels, after it. Alerts are checked through the `ALERTS` series rather than
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from itertools import accumulate
 
 from .alerts import AlertRule, severity, team
+from .faults import FAULT_ONSET, GPU_HEALTHY, FaultCase, JobTimeline, restart
 from .gpu_sources import RawSeries, gpu_source
 from .promql import RuleContext, le_label, matchers
 from .series_notation import encode
 
-# A healthy job runs close to its step-time bound: 3% of its steps are slower than the bound
-# (p95 under it), the rest between half the bound and the bound.
-HEALTHY_SLOW_STEPS = 0.03
 REPORTING_RANKS = 2  # ranks that carry job series in tests; rules aggregate over ranks
-FAULT_ONSET = 40  # minutes: startup and warm-up are over, the job trains
 HEALTHY_HORIZON = 600  # minutes the healthy test covers
 DISK_SIZE = 10e12
-
-
-@dataclass
-class JobTimeline:
-    """Per-minute state of a healthy job, which a fault then bends."""
-
-    ctx: RuleContext
-    minutes: int
-    fault: Callable[[JobTimeline, int], None] | None = None
-    # Per-minute values, filled by build().
-    phase: list[str] = field(default_factory=list)
-    tokens_per_second: list[float] = field(default_factory=list)
-    steps_per_second: list[float] = field(default_factory=list)
-    # Share of steps slower than the step-time bound (the rest land just under it).
-    slow_step_share: list[float] = field(default_factory=list)
-    data_wait_share: list[float] = field(default_factory=list)
-    loss: list[float | None] = field(default_factory=list)
-    nonfinite_per_minute: list[float] = field(default_factory=list)
-    dropped_per_minute: list[float] = field(default_factory=list)
-    checkpoint_ok: list[bool] = field(default_factory=list)
-    disk_free_ratio: list[float] = field(default_factory=list)
-    process_start: list[float] = field(default_factory=list)  # this incarnation's start time
-    # (first, last) minute with every rank gone; None: the job runs throughout. Counters of the
-    # incarnation after it start again from zero, as a restarted process's do.
-    outage: tuple[int, int] | None = None
-
-    @property
-    def step_time_bound(self) -> float:
-        return self.ctx.spec.objectives.step_time_max_seconds or 2.0
-
-    @property
-    def healthy_tokens(self) -> float:
-        """Job tokens/s at 1.5x the MFU floor (0 for step-based specs)."""
-        shape = self.ctx.spec.shape
-        if shape.model_flops_per_token is None:
-            return 0.0
-        return (
-            1.5
-            * self.ctx.spec.objectives.mfu_min_ratio
-            * shape.peak_flops
-            / (shape.model_flops_per_token)
-        )
-
-    @property
-    def healthy_steps(self) -> float:
-        shape = self.ctx.spec.shape
-        if shape.model_flops_per_step is None:
-            return 1.0 / (0.8 * self.step_time_bound)
-        return (
-            1.5
-            * self.ctx.spec.objectives.mfu_min_ratio
-            * shape.peak_flops
-            / (shape.model_flops_per_step)
-        )
-
-    def build(self) -> JobTimeline:
-        for minute in range(self.minutes + 1):
-            phase = healthy_phase(minute)
-            stepping = phase in ("warmup", "train")
-            speed = 0.6 if phase == "warmup" else 1.0
-            self.phase.append(phase)
-            self.tokens_per_second.append(self.healthy_tokens * speed if stepping else 0.0)
-            self.steps_per_second.append(self.healthy_steps * speed if stepping else 0.0)
-            self.slow_step_share.append(HEALTHY_SLOW_STEPS)
-            self.data_wait_share.append(0.05 if stepping else 0.0)
-            self.loss.append(2 + 8 / math.sqrt(minute + 10) if minute >= 5 else None)
-            self.nonfinite_per_minute.append(0.0)
-            self.dropped_per_minute.append(0.0)
-            self.checkpoint_ok.append(True)
-            self.disk_free_ratio.append(0.5)
-            self.process_start.append(0.0)
-        if self.fault:
-            for minute in range(self.minutes + 1):
-                self.fault(self, minute)
-        return self
-
-
-def healthy_phase(minute: int) -> str:
-    """Startup 5m, warm-up to 30m, a 3m checkpoint every hour, one 10m eval at 2h30."""
-    if minute < 5:
-        return "startup"
-    if minute < 30:
-        return "warmup"
-    if minute >= 60 and minute % 60 < 3:
-        return "checkpoint"
-    if 150 <= minute < 160:
-        return "eval"
-    return "train"
-
-
-def restart(t: JobTimeline, first: int, last: int, startup: int = 2) -> None:
-    """Every rank dies at `first`, is gone until `last`, then a new incarnation starts up."""
-    t.outage = (first, last)
-    for m in range(first, t.minutes + 1):
-        t.process_start[m] = (last + 1) * 60.0
-        if m <= last + startup:
-            t.phase[m] = "startup"
-            t.tokens_per_second[m] = t.steps_per_second[m] = t.data_wait_share[m] = 0.0
+# The fault vocabulary lives in generator/faults.py; these names are part of this module's API.
+__all__ = [
+    "FAULT_ONSET",
+    "FaultCase",
+    "JobTimeline",
+    "job_series",
+    "promtool_suite",
+    "restart",
+    "rule_tests",
+]
 
 
 def _incarnations(t: JobTimeline, values: list, counter: bool) -> list:
@@ -241,19 +148,6 @@ def target_series(
     return series
 
 
-GPU_HEALTHY = {
-    "up": 1,
-    "utilization": 0.95,
-    "memory_used_ratio": 0.75,
-    "temperature": 65.0,
-    "thermal_throttle": 0,
-    "power_throttle": 0,
-    "ecc_uncorrected": 0,
-    "remapped_rows_pending": 0,
-    "nvml_errors": 0,
-}
-
-
 def gpu_series(
     ctx: RuleContext,
     minutes: int,
@@ -276,272 +170,6 @@ def gpu_series(
         if signal.startswith("xid:"):
             series += source.test_series(signal, "node-0", 0, [bend(m) for m in range(minutes + 1)])
     return series
-
-
-@dataclass(frozen=True)
-class FaultCase:
-    """How to break the healthy job so one alert must fire, and when to look."""
-
-    alert: str
-    fires_after: int  # minutes after onset at which the alert must be firing
-    labels: tuple[str, ...] = ()  # labels the alert carries beyond the job's own
-    job_fault: Callable[[JobTimeline, int], None] | None = None
-    targets_down: Callable[[str, str, int], bool] | None = None
-    gpu_overrides: dict[str, Callable[[int], float | None]] | None = None
-    onset: int = FAULT_ONSET
-    extra_labels: dict[str, str] = field(default_factory=dict)
-    what: str = "on its fault"  # names the test when an alert has several faults
-
-
-def _after(onset: int, value: float, before: float | None = None):
-    return lambda m: value if m >= onset else before
-
-
-def fault_cases(ctx: RuleContext) -> list[FaultCase]:
-    o, onset = ctx.spec.objectives, FAULT_ONSET
-    source = gpu_source(ctx)
-
-    def from_onset(apply: Callable[[JobTimeline, int], None], onset: int = onset):
-        def fault(t: JobTimeline, m: int) -> None:
-            if m >= onset:
-                apply(t, m)
-
-        return fault
-
-    def stall(t: JobTimeline, m: int) -> None:
-        t.phase[m] = "train"
-        t.tokens_per_second[m] = t.steps_per_second[m] = t.data_wait_share[m] = 0.0
-
-    def slow(t: JobTimeline, m: int) -> None:
-        t.tokens_per_second[m] *= 0.2
-        t.steps_per_second[m] *= 0.2
-
-    def mfu_leak(t: JobTimeline, m: int) -> None:
-        t.tokens_per_second[m] /= 3  # 1.5x the floor -> 0.5x the floor
-        t.steps_per_second[m] /= 3
-
-    def spike(t: JobTimeline, m: int) -> None:
-        if t.loss[m] is not None:
-            t.loss[m] *= 4 * o.loss_spike_factor
-
-    def climb(t: JobTimeline, m: int) -> None:
-        if t.loss[m] is not None:
-            t.loss[m] = t.loss[onset] * (1 + 0.5 * (m - onset) / 60)
-
-    def plateau(t: JobTimeline, m: int) -> None:
-        t.loss[m] = t.loss[60]
-
-    def drop(t: JobTimeline, m: int) -> None:
-        t.dropped_per_minute[m] = t.steps_per_second[m] * 60 * 5 * o.dropped_batches_max_ratio
-
-    def fill_in_3h(t: JobTimeline, m: int) -> None:
-        t.disk_free_ratio[m] = max(0.0, 0.5 - 0.5 * (m - onset) / 180)
-
-    def fill_disk(t: JobTimeline, m: int) -> None:
-        t.disk_free_ratio[m] = max(0.01, 0.5 - 0.5 * (m - onset) / 330)
-
-    gpu_node = ("node", "gpu")
-    xid_labels = (*gpu_node, "xid") if source.name == "trainsignals" else gpu_node
-    lost_labels = gpu_node if source.reports_gpu_up else ("node",)
-    critical, other = (
-        o.xid_page_codes[0],
-        next(c for c in (13, 31, 43, 45) if c not in o.xid_page_codes),
-    )
-    memory_fault = (1 + o.gpu_memory_max_ratio) / 2
-    rec = ctx.spec.recovery
-
-    def crash_loop(t: JobTimeline, m: int) -> None:
-        # A new incarnation every 10 minutes: each one fails a little after it starts.
-        t.process_start[m] = 60.0 * (onset + 10 * ((m - onset) // 10))
-
-    def gone_for_good(t: JobTimeline, m: int) -> None:
-        if m == onset:
-            restart(t, onset, t.minutes)
-
-    cases = [
-        FaultCase(
-            "TrainingNoProgress",
-            rec.restart_budget // 60 + 3,
-            job_fault=gone_for_good,
-        ),
-        FaultCase(
-            "TrainingCrashLooping",
-            10 * (rec.max_restarts + 1) + 2,
-            job_fault=from_onset(crash_loop),
-        ),
-        # GPU 0 of node-0 lost twice, the job restarted after each: the node was not drained.
-        FaultCase(
-            "TrainingRestartsOnBadNode",
-            45,
-            labels=("node",),
-            targets_down=lambda kind, node, m: False,  # every node present: 0 between faults
-            job_fault=from_onset(
-                lambda t, m: t.process_start.__setitem__(
-                    m, 60.0 * (onset + 5 if m < onset + 35 else onset + 35)
-                )
-            ),
-            gpu_overrides={
-                source.presence_signal: lambda m: (
-                    (0 if source.reports_gpu_up else None)
-                    if onset <= m < onset + 10 or onset + 30 <= m < onset + 40
-                    else GPU_HEALTHY[source.presence_signal]
-                )
-            },
-        ),
-        FaultCase(
-            "TrainingTargetsDown",
-            (rec.restart_budget // 60 + 3) if rec.automatic else 5,
-            targets_down=lambda kind, node, m: (
-                kind == "training" and node == "node-0" and m >= onset
-            ),
-        ),
-        FaultCase("TrainingStalled", o.stall_after // 60 + 5, job_fault=from_onset(stall)),
-        FaultCase(
-            "NonFiniteLoss",
-            4,
-            job_fault=from_onset(
-                lambda t, m: t.nonfinite_per_minute.__setitem__(m, o.nonfinite_losses_max + 1)
-            ),
-        ),
-        FaultCase("LossDiverging", 9, job_fault=from_onset(spike)),
-        # A steady climb of 50% of the onset loss per hour: it passes spike_factor x its best
-        # after (factor - 1) / 0.5 hours; a trailing-hour baseline would climb along with it.
-        FaultCase(
-            "LossDiverging",
-            math.ceil(60 * (o.loss_spike_factor - 1) / 0.5) + 15,
-            job_fault=from_onset(climb),
-            what="on a steady climb",
-        ),
-        FaultCase("ThroughputBelowFloor", 50, job_fault=from_onset(slow)),
-        FaultCase(
-            "StepTimeAboveBound",
-            50,
-            # 10% of steps over the bound: p95 above it, the rest of the job unchanged.
-            job_fault=from_onset(lambda t, m: t.slow_step_share.__setitem__(m, 0.10)),
-        ),
-        FaultCase(
-            "DataLoaderStarved",
-            50,
-            job_fault=from_onset(
-                lambda t, m: t.data_wait_share.__setitem__(
-                    m, min(0.95, 2 * o.data_wait_max_ratio) if t.phase[m] == "train" else 0.0
-                )
-            ),
-        ),
-        FaultCase("MfuBelowFloor", 90, job_fault=from_onset(mfu_leak)),
-        FaultCase(
-            "DroppedBatchesAboveTolerance",
-            int(0.25 * o.dropped_batches_window / 60) + 45,
-            job_fault=from_onset(drop),
-        ),
-        FaultCase(
-            "LossPlateau",
-            o.loss_plateau_window // 60 + 60 + 70,
-            onset=60,
-            job_fault=from_onset(plateau, onset=60),
-        ),
-        FaultCase(
-            "CheckpointTooOld",
-            o.checkpoint_max_age // 60 + 20,
-            job_fault=from_onset(lambda t, m: t.checkpoint_ok.__setitem__(m, False)),
-        ),
-        FaultCase(
-            "CheckpointDiskAlmostFull",
-            8,
-            labels=("node", "path"),
-            job_fault=from_onset(
-                lambda t, m: t.disk_free_ratio.__setitem__(m, o.disk_free_min_ratio / 2)
-            ),
-        ),
-        FaultCase(
-            "CheckpointDiskFillingUp", 200, labels=("node", "path"), job_fault=from_onset(fill_disk)
-        ),
-        # Half the disk gone in 3 hours: the ticket must come while there is time to act.
-        FaultCase(
-            "CheckpointDiskFillingUp",
-            40,
-            labels=("node", "path"),
-            job_fault=from_onset(fill_in_3h),
-            what="on a disk that fills in 3 hours",
-        ),
-        FaultCase(
-            "NodeDown",
-            5,
-            labels=("node",),
-            targets_down=lambda kind, node, m: node == "node-0" and m >= onset,
-        ),
-        FaultCase(
-            "GpuExporterDown",
-            12,
-            labels=("node",),
-            targets_down=lambda kind, node, m: kind == "gpu" and node == "node-0" and m >= onset,
-        ),
-        FaultCase(
-            "GpuLost",
-            8,
-            labels=lost_labels,
-            gpu_overrides={
-                source.presence_signal: _after(
-                    onset, 0 if source.reports_gpu_up else None, GPU_HEALTHY[source.presence_signal]
-                )
-            },
-        ),
-        FaultCase(
-            "GpuUncorrectableEccErrors",
-            4,
-            labels=gpu_node,
-            gpu_overrides={"ecc_uncorrected": _after(onset, 2, 0)},
-        ),
-        FaultCase(
-            "GpuXidCritical",
-            4,
-            labels=xid_labels,
-            gpu_overrides={f"xid:{critical}": _after(onset, 1)},
-        ),
-        FaultCase(
-            "GpuXidError", 4, labels=xid_labels, gpu_overrides={f"xid:{other}": _after(onset, 1)}
-        ),
-        FaultCase(
-            "GpuRemappedRowsPending",
-            12,
-            labels=gpu_node,
-            gpu_overrides={"remapped_rows_pending": _after(onset, 1, 0)},
-        ),
-        FaultCase(
-            "GpuThermalThrottling",
-            22,
-            labels=gpu_node,
-            gpu_overrides={"thermal_throttle": _after(onset, 1, 0)},
-        ),
-        FaultCase(
-            "GpuPowerThrottling",
-            22,
-            labels=gpu_node,
-            gpu_overrides={"power_throttle": _after(onset, 1, 0)},
-        ),
-        FaultCase(
-            "GpuTemperatureHigh",
-            12,
-            labels=gpu_node,
-            gpu_overrides={"temperature": _after(onset, o.gpu_temperature_max_celsius + 5, 65.0)},
-        ),
-        FaultCase(
-            "GpuMemoryNearFull",
-            32,
-            labels=gpu_node,
-            gpu_overrides={"memory_used_ratio": _after(onset, memory_fault, 0.75)},
-        ),
-        FaultCase(
-            "GpuExporterNvmlErrors",
-            17,
-            labels=gpu_node,
-            gpu_overrides={"nvml_errors": lambda m: float(max(0, m - onset))},
-        ),
-        # A hang spends every SLO's budget: no time in steps, no throughput while "training".
-        FaultCase("SloErrorBudgetBurnFast", 70, labels=("slo",), job_fault=from_onset(stall)),
-        FaultCase("SloErrorBudgetBurnSlow", 100, labels=("slo",), job_fault=from_onset(stall)),
-    ]
-    return cases
 
 
 def _input(series: list[RawSeries]) -> list[dict]:
@@ -567,8 +195,7 @@ def _expected_labels(ctx: RuleContext, case: FaultCase, node_labels: dict) -> st
     }
     for name in case.labels:
         labels[name] = node_labels[name]
-    if case.alert == "GpuExporterDown":  # reads raw `up`, so the selector labels come along
-        labels |= {k: v for k, v in spec.selector_labels.items() if k != "job"}
+    labels |= case.extra_labels
     return "ALERTS" + matchers(labels)
 
 
@@ -667,11 +294,7 @@ def restart_test(ctx: RuleContext) -> dict:
 
 
 def rule_tests(ctx: RuleContext, alerts: list[AlertRule], rule_file: str) -> dict:
-    enabled = {a.name for a in alerts}
-    cases = [c for c in fault_cases(ctx) if c.alert in enabled]
-    missing = enabled - {c.alert for c in cases}
-    if missing:
-        raise ValueError(f"no promtool fault case for {sorted(missing)}")
+    cases = [case for alert in alerts for case in alert.faults]
     tests = [healthy_test(ctx)]
     if ctx.spec.recovery.automatic:
         tests.append(restart_test(ctx))

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from trainsignals import reaper
+
 ROOT = Path(__file__).resolve().parent.parent
 JOBS = ROOT / "jobs"
 
@@ -25,3 +27,24 @@ def require_tool(name: str) -> str:
             "prometheus-alertmanager)"
         )
     return path
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Clean teardown: SIGTERM unwinds like Ctrl-C (fixtures stop their processes), and an
+    xdist worker gets SIGTERM when the controlling pytest dies, however it died."""
+    worker = hasattr(config, "workerinput")  # an xdist worker
+    reaper.raise_on_sigterm(forward=not worker)  # the controller passes it on to workers
+    if worker:
+        reaper.die_with_parent()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Again before each test: a CLI run in-process (simulate, the GPU exporter) installs its
+    own SIGTERM handler and leaves it behind."""
+    reaper.raise_on_sigterm(forward=not hasattr(item.config, "workerinput"))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Session-level cleanup: whatever a test spawned through the reaper and left running."""
+    reaper.stop_all()

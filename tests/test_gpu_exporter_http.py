@@ -20,6 +20,8 @@ from trainsignals.exporters.gpu.fake_backend import FakeBackend, plausible_gpus
 from trainsignals.exporters.gpu.nvml_backend import process_name
 from trainsignals.exporters.gpu.server import build_registry, serve
 
+from trainsignals import reaper
+
 
 def _nvml_works() -> bool:
     try:
@@ -124,7 +126,7 @@ def _free_port() -> int:
 def _scrape_process(args: list[str]) -> str:
     """Start the real console entry point, scrape it once, stop it."""
     port = _free_port()
-    proc = subprocess.Popen(
+    proc = reaper.spawn(  # dies with the test run, however it ends
         [
             sys.executable,
             "-c",

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from trainsignals.generator.faults import FAULT_ONSET, JobTimeline
 from trainsignals.generator.loader import load_specs, spec_files
 from trainsignals.generator.pipeline import generate_all
 from trainsignals.generator.promql import RuleContext
-from trainsignals.generator.rule_tests import FAULT_ONSET, JobTimeline, job_series, promtool_suite
+from trainsignals.generator.rule_tests import job_series, promtool_suite
 from trainsignals.generator.series_notation import encode
 from trainsignals.generator.yaml_out import dump
 

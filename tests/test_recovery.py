@@ -68,7 +68,7 @@ def test_auto_restart_pages_symptoms_and_tickets_causes_to_the_infra_team() -> N
 def test_auto_restart_budget_sets_no_progress_and_missing_rank_patience() -> None:
     rules = rendered(spec(mode="auto_restart", restart_budget="25m"))
     assert "> 1500" in rules["TrainingNoProgress"]["expr"]
-    assert rules["TrainingTargetsDown"]["for"] == "25m"
+    assert rules["TrainingTargetsDown"]["for"] == "30m"  # budget + 5m: no-progress pages first
     assert "> 3" in rules["TrainingCrashLooping"]["expr"]
 
 

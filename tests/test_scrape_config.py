@@ -21,6 +21,7 @@ from trainsignals.generator.loader import load_specs, spec_files
 from trainsignals.generator.pipeline import generate_all
 from trainsignals.generator.scrape_config import scrape_configs
 
+from trainsignals import reaper
 from trainsignals.cli import main
 
 from .conftest import JOBS, require_tool
@@ -85,7 +86,7 @@ def prometheus(tmp_path: Path) -> Iterator[tuple[str, Path, object]]:
         registry = CollectorRegistry()
         Gauge("trainsignals_test_up", "test", registry=registry).set(1)
         servers.append(start_http_server(exporter_port, "127.0.0.1", registry))
-    proc = subprocess.Popen(
+    proc = reaper.spawn(  # dies with the test run, however it ends
         [
             require_tool("prometheus"),
             f"--config.file={tmp_path / 'prometheus.yml'}",

@@ -22,6 +22,7 @@ from trainsignals.generator.pipeline import generate_all
 from trainsignals.generator.secrets import looks_secret
 from trainsignals.generator.spec import JobSpec
 
+from trainsignals import reaper
 from trainsignals.cli import main
 from trainsignals.stack import FAST_TIMING, free_port
 
@@ -210,7 +211,7 @@ def test_alertmanager_reads_every_credential_from_its_file(tmp_path: Path, recor
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
     port = free_port()
-    proc = subprocess.Popen(
+    proc = reaper.spawn(  # dies with the test run, however it ends
         [
             require_tool("prometheus-alertmanager"),
             f"--config.file={config_path}",

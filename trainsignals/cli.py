@@ -150,6 +150,7 @@ def explain(job: str, jobs_dir: Path) -> None:
 def _register_optional_commands() -> None:
     from trainsignals.lint import lint_command
     from trainsignals.postmortem import postmortem_command
+    from trainsignals.readiness import readiness_command
     from trainsignals.review import diff_command
     from trainsignals.simulator.cli import simulate
     from trainsignals.slurm import slurm_targets
@@ -158,6 +159,7 @@ def _register_optional_commands() -> None:
     main.add_command(diff_command)
     main.add_command(lint_command)
     main.add_command(postmortem_command)
+    main.add_command(readiness_command)
     main.add_command(slurm_targets)
 
 

@@ -15,6 +15,7 @@ import threading
 import time
 from pathlib import Path
 
+from trainsignals import reaper
 from trainsignals.generator.loader import load_specs
 from trainsignals.generator.yaml_out import dump
 from trainsignals.simulator.job import Simulation, effective_spec
@@ -81,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=2)
     parser.add_argument("--gpus-per-node", type=int, default=2)
     args = parser.parse_args(argv)
+    reaper.raise_on_sigterm()  # `kill` stops the stack like Ctrl-C does
 
     spec = effective_spec(load_specs([args.spec])[0], args.nodes, args.gpus_per_node)
     scenario = SCENARIOS[args.scenario]

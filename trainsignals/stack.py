@@ -23,6 +23,7 @@ from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from trainsignals import reaper
 from trainsignals.generator.alertmanager import alertmanager_config
 from trainsignals.generator.pipeline import Options, generate_job, header
 from trainsignals.generator.scrape_config import scrape_configs as generated_scrape_configs
@@ -280,7 +281,8 @@ class Stack:
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         log = open(self.workdir / f"{name}.log", "wb")  # noqa: SIM115 (closed with the process)
-        self._procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT))
+        # reaper: the process dies with this one, also on SIGTERM/SIGKILL of the test run
+        self._procs.append(reaper.spawn(argv, stdout=log, stderr=subprocess.STDOUT))
         log.close()
 
     def _wait_ready(self, url: str, name: str) -> None:

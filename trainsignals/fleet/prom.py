@@ -17,6 +17,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+from trainsignals import reaper
 from trainsignals.stack import HOST, PROMETHEUS, free_port
 
 STEP_S = 60
@@ -37,7 +38,8 @@ class Prometheus:
         config.write_text(f"global:\n  evaluation_interval: {STEP_S}s\n")
         self.port = free_port()
         log = (self.data.parent / "prometheus.log").open("ab")
-        self.process = subprocess.Popen(
+        # reaper: Prometheus dies with this process, also on SIGTERM/SIGKILL of a test run
+        self.process = reaper.spawn(
             [
                 PROMETHEUS,
                 f"--config.file={config}",
@@ -66,12 +68,7 @@ class Prometheus:
     def stop(self) -> None:
         if self.process is None:
             return
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        reaper.stop([self.process], timeout=30)
         self.process = None
 
     def restart_with(self, blocks: Path) -> None:

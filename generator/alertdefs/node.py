@@ -1,0 +1,381 @@
+"""Nodes and GPUs: the hardware causes. Pages with recovery manual, infra tickets otherwise."""
+
+from __future__ import annotations
+
+from ..alert_model import AlertGroup, Rule
+from ..faults import FAULT_ONSET, GPU_HEALTHY, FaultCase, after
+from ..gpu_sources import gpu_source
+from ..promql import RuleContext
+
+GROUP = AlertGroup()
+onset = FAULT_ONSET
+GPU_NODE = ("node", "gpu")
+# Application-fault XIDs, one of which the GpuXidError test injects.
+APPLICATION_XIDS = (13, 31, 43, 45)
+
+
+def _xid_labels(ctx: RuleContext) -> tuple[str, ...]:
+    return (*GPU_NODE, "xid") if gpu_source(ctx).name == "trainsignals" else GPU_NODE
+
+
+@GROUP.alert(
+    "NodeDown",
+    signal="infrastructure",
+    severity="page",
+    auto_restart="ticket",
+    owner="infra",
+    meaning="Every target of a node (GPU exporter and training ranks) is down.",
+)
+def node_down(ctx: RuleContext) -> Rule:
+    return Rule(
+        expr=f"node:trainsignals_targets_up:max{ctx.recorded()} == 0",
+        for_seconds=120,
+        summary="{{ $labels.training_job }}: node {{ $labels.node }} is down",
+        description="Neither the GPU exporter nor any training rank on {{ $labels.node }} "
+        "answers scrapes. The node crashed, lost its network, or was preempted.",
+        panel="targets_up",
+        threshold="every target of a node down",
+        window="instant",
+        faults=[
+            FaultCase(
+                "",
+                5,
+                labels=("node",),
+                targets_down=lambda kind, node, m: node == "node-0" and m >= onset,
+            )
+        ],
+    )
+
+
+@GROUP.alert(
+    "GpuLost",
+    signal="infrastructure",
+    severity="page",
+    auto_restart="ticket",
+    owner="infra",
+    node_scoped=True,
+    meaning="A GPU stopped answering NVML (fell off the bus) or is missing from its node.",
+)
+def gpu_lost(ctx: RuleContext) -> Rule:
+    r, gpus, source = ctx.recorded(), ctx.spec.shape.gpus_per_node, gpu_source(ctx)
+    presence = source.presence_signal
+    return Rule(
+        expr=f"gpu:trainsignals_gpu_up:value{r} == 0 or on (training_job, node) "
+        f"node:trainsignals_gpus:count{r} < {gpus}",
+        for_seconds=60,
+        summary="{{ $labels.training_job }}: GPU lost on {{ $labels.node }} {{ $labels.gpu }}",
+        description="A GPU on {{ $labels.node }} stopped answering NVML (fell off the bus, XID "
+        f"79) or the node reports fewer than {gpus} GPUs (value: {{{{ $value }}}}).",
+        panel="gpu_count",
+        threshold=f"GPU unreachable or < {gpus} per node",
+        window="instant",
+        faults=[
+            FaultCase(
+                "",
+                8,
+                labels=GPU_NODE if source.reports_gpu_up else ("node",),
+                gpu_overrides={
+                    presence: after(
+                        onset, 0 if source.reports_gpu_up else None, GPU_HEALTHY[presence]
+                    )
+                },
+            )
+        ],
+    )
+
+
+@GROUP.alert(
+    "GpuUncorrectableEccErrors",
+    signal="infrastructure",
+    severity="page",
+    auto_restart="ticket",
+    owner="infra",
+    node_scoped=True,
+    meaning="A GPU reported uncorrectable (double-bit) ECC errors: results may be corrupt.",
+)
+def gpu_uncorrectable_ecc(ctx: RuleContext) -> Rule:
+    return Rule(
+        expr=f"gpu:trainsignals_gpu_ecc_uncorrected:increase10m{ctx.recorded()} > 0",
+        for_seconds=60,
+        summary="{{ $labels.training_job }}: uncorrectable ECC errors on {{ $labels.node }} "
+        "GPU {{ $labels.gpu }}",
+        description="GPU {{ $labels.gpu }} on {{ $labels.node }} reported "
+        "{{ $value | humanize }} uncorrectable ECC errors in 10 minutes. Results computed "
+        "there may be corrupt.",
+        panel="gpu_errors",
+        threshold="> 0 in 10m",
+        window="10m",
+        faults=[
+            FaultCase("", 4, labels=GPU_NODE, gpu_overrides={"ecc_uncorrected": after(onset, 2, 0)})
+        ],
+    )
+
+
+@GROUP.alert(
+    "GpuXidCritical",
+    signal="infrastructure",
+    severity="page",
+    auto_restart="ticket",
+    owner="infra",
+    node_scoped=True,
+    meaning="A GPU reported an XID error that needs the node drained (see xid_page_codes).",
+)
+def gpu_xid_critical(ctx: RuleContext) -> Rule:
+    o = ctx.spec.objectives
+    return Rule(
+        expr=f"gpu:trainsignals_gpu_xid_critical:seen10m{ctx.recorded()} > 0",
+        for_seconds=60,
+        summary="{{ $labels.training_job }}: critical XID on {{ $labels.node }} GPU "
+        "{{ $labels.gpu }}",
+        description="GPU {{ $labels.gpu }} on {{ $labels.node }} reported XID {{ $labels.xid }} "
+        f"(page codes: {', '.join(map(str, o.xid_page_codes))}).",
+        panel="gpu_errors",
+        threshold=f"XID in {list(o.xid_page_codes)}",
+        window="10m",
+        faults=[
+            FaultCase(
+                "",
+                4,
+                labels=_xid_labels(ctx),
+                gpu_overrides={f"xid:{o.xid_page_codes[0]}": after(onset, 1)},
+            )
+        ],
+    )
+
+
+@GROUP.alert(
+    "GpuXidError",
+    signal="infrastructure",
+    severity="ticket",
+    owner="infra",
+    node_scoped=True,
+    meaning="A GPU reported an XID error that is not in xid_page_codes (mostly application "
+    "faults).",
+)
+def gpu_xid_error(ctx: RuleContext) -> Rule:
+    o = ctx.spec.objectives
+    other = next(c for c in APPLICATION_XIDS if c not in o.xid_page_codes)
+    return Rule(
+        expr=f"gpu:trainsignals_gpu_xid_other:seen10m{ctx.recorded()} > 0",
+        for_seconds=60,
+        summary="{{ $labels.training_job }}: XID {{ $labels.xid }} on {{ $labels.node }} GPU "
+        "{{ $labels.gpu }}",
+        description="GPU {{ $labels.gpu }} on {{ $labels.node }} reported an XID error outside "
+        "the page list, usually an application fault (13, 31, 43, 45).",
+        panel="gpu_errors",
+        threshold="other XID",
+        window="10m",
+        faults=[
+            FaultCase(
+                "", 4, labels=_xid_labels(ctx), gpu_overrides={f"xid:{other}": after(onset, 1)}
+            )
+        ],
+    )
+
+
+@GROUP.alert(
+    "GpuRemappedRowsPending",
+    signal="infrastructure",
+    severity="ticket",
+    owner="infra",
+    node_scoped=True,
+    meaning="A GPU has a pending or failed row remapping: reset it at the next restart.",
+)
+def gpu_remapped_rows_pending(ctx: RuleContext) -> Rule:
+    return Rule(
+        expr=f"gpu:trainsignals_gpu_remapped_rows:pending{ctx.recorded()} > 0",
+        for_seconds=600,
+        summary="{{ $labels.training_job }}: row remapping pending on {{ $labels.node }} GPU "
+        "{{ $labels.gpu }}",
+        description="GPU {{ $labels.gpu }} on {{ $labels.node }} has a pending or failed memory "
+        "row remapping; it needs a reset at the next restart.",
+        panel="gpu_errors",
+        threshold="pending",
+        window="instant",
+        faults=[
+            FaultCase(
+                "", 12, labels=GPU_NODE, gpu_overrides={"remapped_rows_pending": after(onset, 1, 0)}
+            )
+        ],
+    )
+
+
+def _throttling(ctx: RuleContext, signal: str, how: str, cause: str, consequence: str = "") -> Rule:
+    o = ctx.spec.objectives
+    return Rule(
+        expr=f"avg_over_time(gpu:trainsignals_gpu_{signal}:active{ctx.recorded()}"
+        f"[{ctx.range(900)}]) > {o.throttle_max_ratio:g}",
+        for_seconds=900,
+        summary="{{ $labels.training_job }}: {{ $labels.node }} GPU {{ $labels.gpu }} "
+        f"{how} throttled {{{{ $value | humanizePercentage }}}} of the time",
+        description=f"{cause} held GPU {{{{ $labels.gpu }}}} on {{{{ $labels.node }}}} down for "
+        "{{ $value | humanizePercentage }} of the last 15 minutes (tolerated "
+        f"{o.throttle_max_ratio:.0%}).{consequence}",
+        panel="gpu_throttle",
+        threshold=f"> {o.throttle_max_ratio:.0%} of time",
+        window="15m",
+        faults=[FaultCase("", 22, labels=GPU_NODE, gpu_overrides={signal: after(onset, 1, 0)})],
+    )
+
+
+@GROUP.alert(
+    "GpuThermalThrottling",
+    signal="infrastructure",
+    severity="ticket",
+    owner="infra",
+    node_scoped=True,
+    meaning="A GPU's clocks are held down by thermal slowdown for a sustained share of time.",
+)
+def gpu_thermal_throttling(ctx: RuleContext) -> Rule:
+    return _throttling(
+        ctx,
+        "thermal_throttle",
+        "thermally",
+        "Thermal slowdown",
+        " The whole job runs at the slowest GPU's pace.",
+    )
+
+
+@GROUP.alert(
+    "GpuPowerThrottling",
+    signal="infrastructure",
+    severity="ticket",
+    owner="infra",
+    node_scoped=True,
+    meaning="A GPU's clocks are held down by power capping or power brake for a sustained "
+    "share of time.",
+)
+def gpu_power_throttling(ctx: RuleContext) -> Rule:
+    return _throttling(ctx, "power_throttle", "power", "Power capping or power brake")
+
+
+@GROUP.alert(
+    "GpuTemperatureHigh",
+    signal="infrastructure",
+    severity="ticket",
+    owner="infra",
+    node_scoped=True,
+    meaning="A GPU runs hotter than gpu_temperature_max_celsius.",
+)
+def gpu_temperature_high(ctx: RuleContext) -> Rule:
+    o = ctx.spec.objectives
+    limit = o.gpu_temperature_max_celsius
+    return Rule(
+        expr=f"gpu:trainsignals_gpu_temperature:celsius{ctx.recorded()} > {limit:g}",
+        for_seconds=600,
+        summary="{{ $labels.training_job }}: {{ $labels.node }} GPU {{ $labels.gpu }} at "
+        "{{ $value }} C",
+        description="GPU {{ $labels.gpu }} on {{ $labels.node }} runs at {{ $value }} C, above "
+        f"{limit:g} C, for 10 minutes.",
+        panel="gpu_temperature",
+        threshold=f"> {limit:g} C",
+        window="instant",
+        faults=[
+            FaultCase(
+                "",
+                12,
+                labels=GPU_NODE,
+                gpu_overrides={"temperature": after(onset, limit + 5, 65.0)},
+            )
+        ],
+    )
+
+
+@GROUP.alert(
+    "GpuMemoryNearFull",
+    signal="saturation",
+    severity="ticket",
+    node_scoped=True,
+    meaning="A GPU's memory use is above gpu_memory_max_ratio: the next larger batch or "
+    "fragmentation will OOM.",
+)
+def gpu_memory_near_full(ctx: RuleContext) -> Rule:
+    o = ctx.spec.objectives
+    memory_fault = (1 + o.gpu_memory_max_ratio) / 2
+    return Rule(
+        expr=f"gpu:trainsignals_gpu_memory_used:ratio{ctx.recorded()} > {o.gpu_memory_max_ratio:g}",
+        for_seconds=1800,
+        summary="{{ $labels.training_job }}: {{ $labels.node }} GPU {{ $labels.gpu }} memory "
+        "{{ $value | humanizePercentage }} used",
+        description="GPU {{ $labels.gpu }} on {{ $labels.node }} uses "
+        "{{ $value | humanizePercentage }} of its memory (limit "
+        f"{o.gpu_memory_max_ratio:.0%}) for 30 minutes.",
+        panel="gpu_memory",
+        threshold=f"> {o.gpu_memory_max_ratio:.0%}",
+        window="instant",
+        faults=[
+            FaultCase(
+                "",
+                32,
+                labels=GPU_NODE,
+                gpu_overrides={"memory_used_ratio": after(onset, memory_fault, 0.75)},
+            )
+        ],
+    )
+
+
+@GROUP.alert(
+    "GpuExporterDown",
+    signal="infrastructure",
+    severity="ticket",
+    owner="infra",
+    node_scoped=True,
+    meaning="A node's GPU exporter is not scraped while its training ranks are: GPU signals of "
+    "that node are blind.",
+)
+def gpu_exporter_down(ctx: RuleContext) -> Rule:
+    return Rule(
+        expr=f"up{ctx.gpu_targets()} == 0 and on (node) "
+        f"max by (node) (up{ctx.training_targets()}) > 0",
+        for_seconds=600,
+        summary="{{ $labels.training_job }}: GPU exporter on {{ $labels.node }} is down",
+        description="The GPU exporter on {{ $labels.node }} does not answer scrapes while the "
+        "node's training ranks do: GPU faults on that node go unseen.",
+        panel="gpu_count",
+        threshold="exporter down, node up",
+        window="instant",
+        faults=[
+            FaultCase(
+                "",
+                12,
+                labels=("node",),
+                targets_down=lambda kind, node, m: (
+                    kind == "gpu" and node == "node-0" and m >= onset
+                ),
+                # Reads raw `up`, so the selector labels come along.
+                extra_labels={k: v for k, v in ctx.spec.selector_labels.items() if k != "job"},
+            )
+        ],
+    )
+
+
+@GROUP.alert(
+    "GpuExporterNvmlErrors",
+    signal="infrastructure",
+    severity="ticket",
+    owner="infra",
+    node_scoped=True,
+    meaning="The GPU exporter keeps getting NVML errors for a GPU.",
+)
+def gpu_exporter_nvml_errors(ctx: RuleContext) -> Rule | None:
+    if not gpu_source(ctx).reports_nvml_errors:
+        return None
+    return Rule(
+        expr=f"gpu:trainsignals_gpu_nvml_errors:rate15m{ctx.recorded()} > 0",
+        for_seconds=900,
+        summary="{{ $labels.training_job }}: NVML errors on {{ $labels.node }} GPU "
+        "{{ $labels.gpu }}",
+        description="The GPU exporter gets {{ $value | humanize }} NVML errors per second for "
+        "GPU {{ $labels.gpu }} on {{ $labels.node }}; some of its metrics are missing.",
+        panel="gpu_errors",
+        threshold="> 0/s",
+        window="15m",
+        faults=[
+            FaultCase(
+                "",
+                17,
+                labels=GPU_NODE,
+                gpu_overrides={"nvml_errors": lambda m: float(max(0, m - onset))},
+            )
+        ],
+    )
