@@ -150,6 +150,15 @@ INHIBIT_RULES: tuple[tuple[str, dict], ...] = (
             "equal": ["alertname", "training_job"],
         },
     ),
+    (
+        "A port that is down also counts a link-down: the flap ticket for that port is the "
+        "same fault.",
+        {
+            "source_matchers": ['alertname="InfinibandPortDown"'],
+            "target_matchers": ['alertname="InfinibandPortFlapping"'],
+            "equal": ["training_job", "node", "device", "port"],
+        },
+    ),
 )
 
 

@@ -17,6 +17,8 @@ from grafanalib import core as g
 
 from .alerts import AlertRule
 from .durations import format_duration
+from .fabric import fabric_panels
+from .gpu_activity import gpu_activity_panels
 from .gpu_sources import gpu_source
 from .grafana_normalize import grafanalib_json, normalize_dashboard
 from .panels import PANEL_IDS, dashboard_uid
@@ -497,6 +499,7 @@ class _Builder:
                 valueMin=0,
                 valueMax=1,
             ),
+            *gpu_activity_panels(self, r, legend),
             self.series(
                 "gpu_memory",
                 "GPU memory used",
@@ -610,6 +613,7 @@ class _Builder:
                 ),
                 "Bps",
             ),
+            *fabric_panels(self, r),
         ]
 
     def firing_alerts(self) -> list[g.Panel]:

@@ -12,7 +12,7 @@ from .yaml_out import dump
 def _scrape_comment(spec: JobSpec) -> str:
     return (
         f"# Merge scrape_configs into prometheus.yml and load alerts/{spec.name}.rules.yaml.\n"
-        f"# Targets: file_sd files {targets_dir(spec)}/training*.json and gpu*.json\n"
+        f"# Targets: file_sd files {targets_dir(spec)}/training*.json, gpu*.json, node*.json\n"
         "# (on Slurm: `trainsignals slurm-targets`, see README).\n"
     )
 

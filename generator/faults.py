@@ -140,6 +140,9 @@ class FaultCase:
     onset: int = FAULT_ONSET
     extra_labels: dict[str, str] = field(default_factory=dict)
     what: str = "on its fault"  # names the test when an alert has several faults
+    # Input series beyond the job's, targets' and GPUs' (node_exporter's InfiniBand ports):
+    # (ctx, minutes) -> list of RawSeries.
+    raw_series: Callable[..., list] | None = None
 
 
 def after(onset: int, value: float | None, before: float | None = None):

@@ -1,7 +1,8 @@
 """Where GPU signals come from: trainsignals' own exporter or NVIDIA's dcgm-exporter.
 
-Only the GPU recording rules differ between sources. They normalise names, units and labels
-(`node`, `gpu`, `training_job`) so alerts and dashboards read the same recorded series either way.
+Only the GPU recording rules differ between sources (dcgm-exporter's are in `dcgm_source.py`).
+They normalise names, units and labels (`node`, `gpu`, `training_job`) so alerts and dashboards
+read the same recorded series either way.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from trainsignals.metric_catalog import POWER_THROTTLE_REASONS, THERMAL_THROTTLE_REASONS
 
 from .promql import Op, RuleContext, matchers, not_regex, regex
+from .xid_catalog import with_xid_action
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,12 @@ class OwnExporter(GpuSource):
         return {
             "gpu:trainsignals_gpu_up:value": self.by_gpu(m("up")),
             "gpu:trainsignals_gpu_utilization:ratio": self.by_gpu(m("utilization_ratio")),
+            # GPM (Hopper and newer) says how busy the SMs really were; NVML utilization only
+            # says a kernel was running. Fall back to it where GPM is not supported.
+            "gpu:trainsignals_gpu_busy:ratio": (
+                f"{self.by_gpu(m('sm_active_ratio'))} or {self.by_gpu(m('utilization_ratio'))}"
+            ),
+            "gpu:trainsignals_gpu_tensor_active:ratio": self.by_gpu(m("tensor_active_ratio")),
             "gpu:trainsignals_gpu_memory_used:bytes": self.by_gpu(m("memory_used_bytes")),
             "gpu:trainsignals_gpu_memory_used:ratio": self.by_gpu(
                 f"{m('memory_used_bytes')} / {m('memory_total_bytes')}"
@@ -98,11 +106,11 @@ class OwnExporter(GpuSource):
                 f"sum by (node, gpu) (increase({m('ecc_errors_total', error_type='uncorrected')}"
                 f"[{w10}]))"
             ),
-            "gpu:trainsignals_gpu_xid_critical:seen10m": self._xid_seen(
-                m("xid_errors_total", xid=regex(critical)), w10
+            "gpu:trainsignals_gpu_xid_critical:seen10m": with_xid_action(
+                self._xid_seen(m("xid_errors_total", xid=regex(critical)), w10)
             ),
-            "gpu:trainsignals_gpu_xid_other:seen10m": self._xid_seen(
-                m("xid_errors_total", xid=not_regex(critical)), w10
+            "gpu:trainsignals_gpu_xid_other:seen10m": with_xid_action(
+                self._xid_seen(m("xid_errors_total", xid=not_regex(critical)), w10)
             ),
             "gpu:trainsignals_gpu_remapped_rows:pending": self.by_gpu(
                 f"{m('remapped_rows_pending')} or {m('remapped_rows_failed')}"
@@ -156,114 +164,7 @@ class OwnExporter(GpuSource):
         return [RawSeries(simple[signal], labels, values)]
 
 
-class DcgmExporter(GpuSource):
-    """NVIDIA dcgm-exporter (default counters): percent, MiB, MHz, labels Hostname/gpu."""
-
-    name = "dcgm"
-    node_label = "Hostname"
-    reports_gpu_up = False
-    reports_nvml_errors = False
-    presence_signal = "utilization"
-
-    def _raw(self, field: str) -> str:
-        return f"DCGM_FI_DEV_{field}{self.ctx.raw()}"
-
-    @staticmethod
-    def _node(expr: str) -> str:
-        return f'label_replace({expr}, "node", "$1", "Hostname", "(.*)")'
-
-    def _m(self, field: str) -> str:
-        return self._node(self._raw(field))
-
-    def _bits(self, bits: tuple[int, ...]) -> str:
-        # PromQL has no bitwise AND: bit b of x is floor(x / 2^b) % 2.
-        reasons = self._m("CLOCK_THROTTLE_REASONS")
-        terms = " + ".join(f"(floor({reasons} / {2**b}) % 2)" for b in bits)
-        return f"clamp_max({terms}, 1)"
-
-    def recordings(self) -> dict[str, str]:
-        ctx, m = self.ctx, self._m
-        w10 = ctx.range(600)
-        step = ctx.range(60)
-        xid = m("XID_ERRORS")
-        critical = " or ".join(f"{xid} == {c}" for c in ctx.spec.objectives.xid_page_codes)
-        return {
-            # dcgm-exporter drops a lost GPU's series; presence means up.
-            "gpu:trainsignals_gpu_up:value": self.by_gpu(f"{m('GPU_UTIL')} * 0 + 1"),
-            "gpu:trainsignals_gpu_utilization:ratio": self.by_gpu(f"{m('GPU_UTIL')} / 100"),
-            "gpu:trainsignals_gpu_memory_used:bytes": self.by_gpu(f"{m('FB_USED')} * 1048576"),
-            "gpu:trainsignals_gpu_memory_used:ratio": self.by_gpu(
-                f"{m('FB_USED')} / ({m('FB_USED')} + {m('FB_FREE')})"
-            ),
-            "gpu:trainsignals_gpu_power:watts": self.by_gpu(m("POWER_USAGE")),
-            "gpu:trainsignals_gpu_temperature:celsius": self.by_gpu(m("GPU_TEMP")),
-            "gpu:trainsignals_gpu_sm_clock:hertz": self.by_gpu(f"{m('SM_CLOCK')} * 1000000"),
-            # Throttle bitmask: 0x20 sw thermal, 0x40 hw thermal; 0x4 sw power cap,
-            # 0x80 hw power brake (NVML clocks-event reasons).
-            "gpu:trainsignals_gpu_thermal_throttle:active": self.by_gpu(self._bits((5, 6))),
-            "gpu:trainsignals_gpu_power_throttle:active": self.by_gpu(self._bits((2, 7))),
-            "gpu:trainsignals_gpu_ecc_uncorrected:increase10m": self.by_gpu_sum(
-                self._node(f"increase({self._raw('ECC_DBE_VOL_TOTAL')}[{w10}])")
-            ),
-            # DCGM_FI_DEV_XID_ERRORS holds the last XID code; the recorded value is that code.
-            "gpu:trainsignals_gpu_xid_critical:seen10m": (
-                f"max by (node, gpu) (max_over_time(({critical})[{w10}:{step}]))"
-            ),
-            "gpu:trainsignals_gpu_xid_other:seen10m": (
-                f"max by (node, gpu) (max_over_time(({xid} > 0 unless ({critical}))[{w10}:{step}]))"
-            ),
-            "gpu:trainsignals_gpu_remapped_rows:pending": self.by_gpu(m("ROW_REMAP_FAILURE")),
-        }
-
-    def gpu_test_series(self, node: str, gpu: int, signals: dict[str, list]) -> list[RawSeries]:
-        # Thermal and power throttling share one bitmask series: add their bits.
-        signals = dict(signals)
-        thermal = signals.pop("thermal_throttle", None)
-        power = signals.pop("power_throttle", None)
-        series = super().gpu_test_series(node, gpu, signals)
-        if thermal is not None or power is not None:
-            length = len(thermal if thermal is not None else power)
-            thermal = thermal or [0] * length
-            power = power or [0] * length
-            mask = [0x20 * (t or 0) + 0x4 * (p or 0) for t, p in zip(thermal, power, strict=True)]
-            labels = {**self.ctx.spec.selector_labels, "Hostname": node, "gpu": str(gpu)}
-            series.append(RawSeries("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", labels, mask))
-        return series
-
-    def test_series(self, signal: str, node: str, gpu: int, values: list) -> list[RawSeries]:
-        labels = {**self.ctx.spec.selector_labels, "Hostname": node, "gpu": str(gpu)}
-
-        def scaled(factor: float) -> list:
-            return [None if v is None else v * factor for v in values]
-
-        if signal == "memory_used_ratio":
-            total = 81559
-            return [
-                RawSeries("DCGM_FI_DEV_FB_USED", labels, scaled(total)),
-                RawSeries(
-                    "DCGM_FI_DEV_FB_FREE",
-                    labels,
-                    [None if v is None else total - v * total for v in values],
-                ),
-            ]
-        if signal.startswith("xid:"):
-            code = int(signal.removeprefix("xid:"))
-            # The gauge shows the code once an event arrived (values are event counts here).
-            return [
-                RawSeries(
-                    "DCGM_FI_DEV_XID_ERRORS",
-                    labels,
-                    [None if v is None else (code if v else 0) for v in values],
-                )
-            ]
-        name, factor = {
-            "utilization": ("DCGM_FI_DEV_GPU_UTIL", 100.0),
-            "temperature": ("DCGM_FI_DEV_GPU_TEMP", 1.0),
-            "remapped_rows_pending": ("DCGM_FI_DEV_ROW_REMAP_FAILURE", 1.0),
-            "ecc_uncorrected": ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", 1.0),
-        }[signal]
-        return [RawSeries(name, labels, scaled(factor))]
-
-
 def gpu_source(ctx: RuleContext) -> GpuSource:
+    from .dcgm_source import DcgmExporter  # it builds on GpuSource above
+
     return {"trainsignals": OwnExporter, "dcgm": DcgmExporter}[ctx.spec.gpu_metrics](ctx)

@@ -29,8 +29,10 @@ PANEL_IDS: dict[str, int] = {
     "gpu_throttle": 24,
     "gpu_errors": 25,
     "gpu_count": 26,
+    "gpu_activity": 27,
     "disk": 30,
     "network": 31,
+    "fabric": 32,
     "firing_alerts": 40,
 }
 

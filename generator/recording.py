@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from .alert_catalog import NODE_HARDWARE_FAULTS
 from .durations import format_duration
+from .fabric import fabric_recordings
 from .gpu_sources import gpu_source
 from .promql import RuleContext, le_label, matchers, not_regex, regex
 from .slo import slo_recordings
@@ -106,7 +107,7 @@ def job_recordings(ctx: RuleContext) -> dict[str, str]:
             f"sum by (node) (rate(node_network_transmit_bytes_total{physical}[{w5}]))"
         ),
     }
-    return rules | restart_recordings(ctx)
+    return rules | restart_recordings(ctx) | fabric_recordings(ctx)
 
 
 def restart_recordings(ctx: RuleContext) -> dict[str, str]:

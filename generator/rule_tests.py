@@ -13,10 +13,12 @@ from collections.abc import Callable
 from itertools import accumulate
 
 from .alerts import AlertRule, severity, team
+from .fabric_tests import FABRIC_PORT
 from .faults import FAULT_ONSET, GPU_HEALTHY, FaultCase, JobTimeline, restart
 from .gpu_sources import RawSeries, gpu_source
 from .promql import RuleContext, le_label, matchers
 from .series_notation import encode
+from .xid_catalog import action_of
 
 REPORTING_RANKS = 2  # ranks that carry job series in tests; rules aggregate over ranks
 HEALTHY_HORIZON = 600  # minutes the healthy test covers
@@ -194,7 +196,8 @@ def _expected_labels(ctx: RuleContext, case: FaultCase, node_labels: dict) -> st
         "training_job": spec.name,
     }
     for name in case.labels:
-        labels[name] = node_labels[name]
+        if node_labels[name] != "":  # an XID without a catalog action has no action label
+            labels[name] = node_labels[name]
     labels |= case.extra_labels
     return "ALERTS" + matchers(labels)
 
@@ -208,10 +211,18 @@ def fault_test(ctx: RuleContext, case: FaultCase) -> dict:
         series += gpu_series(ctx, minutes, case.gpu_overrides)
     if case.job_fault or not (case.targets_down or case.gpu_overrides):
         series += job_series(ctx, JobTimeline(ctx, minutes, case.job_fault).build())
+    if case.raw_series:
+        series += case.raw_series(ctx, minutes)
     xid = next(
         (k.removeprefix("xid:") for k in case.gpu_overrides or {} if k.startswith("xid:")), ""
     )
-    node_labels = {"node": "node-0", "gpu": "0", "path": "/checkpoints", "xid": xid}
+    node_labels = {
+        "node": "node-0",
+        "gpu": "0",
+        "path": "/checkpoints",
+        "xid": xid,
+        "action": action_of(xid),
+    } | FABRIC_PORT
     return {
         "name": f"{case.alert} fires {case.what} and not before",
         "interval": "1m",

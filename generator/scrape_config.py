@@ -1,7 +1,8 @@
 """Plain Prometheus: one job's scrape config (file_sd), `deploy/prometheus/<job>.scrape.yaml`.
 
 Targets come from file_sd files in `<deploy.file_sd_dir>/<job>/`: `training*.json` (one
-address per rank) and `gpu*.json` (one GPU exporter per node), written by
+address per rank), `gpu*.json` (one GPU exporter per node) and `node*.json` (node_exporter,
+for the InfiniBand and network series), written by
 `trainsignals slurm-targets` on Slurm or by anything else that knows where the job runs.
 Each scrape job attaches what the rules select on: the Prometheus `job` label of the spec's
 `scrape_jobs`, the spec's selector labels, and `node` (from the target group, else the host of
@@ -15,7 +16,8 @@ from __future__ import annotations
 
 from .spec import JobSpec
 
-KINDS = ("training", "gpu")
+KINDS = ("training", "gpu", "node")  # node: node_exporter (InfiniBand, network; fabric.py)
+NODE_EXPORTER_JOB = "node"  # the `job` label node_exporter's targets get
 
 
 def targets_dir(spec: JobSpec) -> str:
@@ -30,7 +32,9 @@ def scrape_job_name(spec: JobSpec, kind: str) -> str:
 
 
 def _relabel(spec: JobSpec, kind: str) -> list[dict]:
-    job_label = spec.scrape_jobs.training if kind == "training" else spec.scrape_jobs.gpu
+    job_label = {"training": spec.scrape_jobs.training, "gpu": spec.scrape_jobs.gpu}.get(
+        kind, NODE_EXPORTER_JOB
+    )
     rules: list[dict] = [{"target_label": "job", "replacement": job_label}]
     rules += [
         {"target_label": label, "replacement": value}
@@ -51,8 +55,8 @@ def _relabel(spec: JobSpec, kind: str) -> list[dict]:
 def scrape_configs(
     spec: JobSpec, directory: str | None = None, refresh_interval: str = "30s"
 ) -> list[dict]:
-    """The job's two scrape configs (training ranks, GPU exporters) reading file_sd files
-    under `directory` (default: `targets_dir(spec)`)."""
+    """The job's scrape configs (training ranks, GPU exporters, node_exporters) reading
+    file_sd files under `directory` (default: `targets_dir(spec)`)."""
     folder = (directory or targets_dir(spec)).rstrip("/")
     return [
         {

@@ -26,6 +26,7 @@ from trainsignals.exporters.training import TrainingMetrics
 from trainsignals.exporters.training.disk import DiskUsage
 from trainsignals.generator.spec import JobSpec
 
+from .fabric import NodeFabric
 from .gpus import GpuLoad, make_gpus, update_gpu
 from .profile import JobProfile
 from .scenarios import SCENARIOS, Conditions, Scenario
@@ -57,6 +58,10 @@ class _Node:
     up: bool = True
     server: MetricsServer | None = None
     ranks: list[_Rank] = field(default_factory=list)
+    # node_exporter's InfiniBand series (simulator/fabric.py), served as the node's own target.
+    fabric: NodeFabric = field(default_factory=NodeFabric)
+    fabric_target: Target | None = None
+    fabric_server: MetricsServer | None = None
 
 
 def effective_spec(spec: JobSpec, nodes: int | None, gpus_per_node: int | None) -> JobSpec:
@@ -153,6 +158,7 @@ class Simulation:
                 Target("gpu", name, None, exporter.registry, self.host),
                 free,
             )
+            node.fabric_target = Target("node", name, None, node.fabric.registry, self.host)
             for local in range(shape.gpus_per_node):
                 rank = n * shape.gpus_per_node + local
                 metrics = TrainingMetrics(
@@ -218,11 +224,14 @@ class Simulation:
         for n in c.down_nodes:
             node = self.nodes[n]
             node.up = False
-            if node.server:
-                node.server.close()
-                node.server = None
+            for server in (node.server, node.fabric_server):
+                if server:
+                    server.close()
+            node.server = node.fabric_server = None
             for r in node.ranks:
                 self._take_down(r)
+        for n in c.ib_down:
+            self.nodes[n].fabric.port_down()
         for n, g in c.lost_gpus:
             self._resolve_gpu(n, g).lost = True
         for n, g in c.ecc_gpus:
@@ -246,6 +255,8 @@ class Simulation:
                 self._xids_sent.add(i)
                 node = self.nodes[n]
                 node.backend.inject_xid(node.gpus[g].index, xid)
+        for n in c.ib_flapping:
+            self.nodes[n].fabric.flap(t - self.fault_at)
         now = self.real_time_at(t)
         live = [r for r in self.ranks if r.up]
 
@@ -331,11 +342,14 @@ class Simulation:
     # --- endpoints ---------------------------------------------------------------------
     def targets(self) -> list[Target]:
         """Every endpoint, training ranks first; `port` is set once start() served them."""
-        return [r.target for r in self.ranks] + [n.target for n in self.nodes]
+        fabric = [n.fabric_target for n in self.nodes if n.fabric_target is not None]
+        return [r.target for r in self.ranks] + [n.target for n in self.nodes] + fabric
 
     def is_up(self, target: Target) -> bool:
         if target.kind == "gpu":
             return next(n for n in self.nodes if n.target is target).up
+        if target.kind == "node":
+            return next(n for n in self.nodes if n.fabric_target is target).up
         return self.ranks[target.rank or 0].up
 
     def scrape(self, target: Target) -> str | None:
@@ -360,6 +374,13 @@ class Simulation:
                     node.exporter.registry, self.host, self._port(world + node.index)
                 )
                 node.target.port = node.server.port
+                node.fabric_server = serve(
+                    node.fabric.registry,
+                    self.host,
+                    self._port(world + len(self.nodes) + node.index),
+                )
+                if node.fabric_target is not None:
+                    node.fabric_target.port = node.fabric_server.port
         if self.targets_dir is not None:
             write_file_sd(self.targets_dir, self.targets(), self.spec.selector_labels)
 
@@ -393,9 +414,10 @@ class Simulation:
         for r in self.ranks:
             r.metrics.stop_http_server()
         for node in self.nodes:
-            if node.server:
-                node.server.close()
-                node.server = None
+            for server in (node.server, node.fabric_server):
+                if server:
+                    server.close()
+            node.server = node.fabric_server = None
             node.exporter.close()
 
     def __enter__(self) -> Simulation:

@@ -41,6 +41,8 @@ class Conditions:
     ecc_gpus: tuple[GpuRef, ...] = ()  # uncorrectable ECC errors and a pending row remap
     # (node, gpu, xid, seconds after onset): each injected once through the NVML event path.
     xids: tuple[tuple[int, int, int, int], ...] = ()
+    ib_down: tuple[int, ...] = ()  # nodes whose InfiniBand port mlx5_0/1 goes down for good
+    ib_flapping: tuple[int, ...] = ()  # nodes whose port goes down 30 s every 10 min
 
 
 @dataclass(frozen=True)
@@ -231,4 +233,29 @@ _SCENARIOS = (
     ),
 )
 
-SCENARIOS: dict[str, Scenario] = {s.name: s for s in _SCENARIOS}
+# The fabric (node_exporter's InfiniBand series, simulator/fabric.py): tickets for the infra
+# team; a fault that stalls the job pages once, as the stall.
+_FABRIC_SCENARIOS = (
+    Scenario(
+        "ib_port_down",
+        "At fault_at InfiniBand port mlx5_0/1 of node 0 goes down for good (state 1, physical "
+        "state polling, one link-down) and the job's collectives hang: TrainingStalled pages "
+        "~11m after onset, InfinibandPortDown is a ticket ~2m after onset.",
+        Conditions(ib_down=(0,), stalled=True),
+        {"TrainingStalled": "page", "InfinibandPortDown": "ticket"},
+        duration=30 * MINUTE + 16 * MINUTE,
+        later_alerts={"CheckpointTooOld": "page", "MfuBelowFloor": "ticket"},
+    ),
+    Scenario(
+        "ib_port_flapping",
+        "From fault_at port mlx5_0/1 of node 0 goes down for 30 s every 10m (a link-down, "
+        "link recoveries and symbol errors each time); NCCL retries, training continues. "
+        "InfinibandPortFlapping is a ticket right after the second link-down (~10m after "
+        "onset); no port stays down long enough for InfinibandPortDown.",
+        Conditions(ib_flapping=(0,)),
+        {"InfinibandPortFlapping": "ticket"},
+        duration=30 * MINUTE + 15 * MINUTE,
+    ),
+)
+
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in (*_SCENARIOS, *_FABRIC_SCENARIOS)}

@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry
 class Target:
     """One endpoint the simulation serves: a training rank or a node's GPU exporter."""
 
-    kind: str  # "training" or "gpu"
+    kind: str  # "training", "gpu" or "node" (node_exporter)
     node: str
     rank: int | None  # None for the GPU exporter
     registry: CollectorRegistry
@@ -53,9 +53,9 @@ def write_atomically(path: Path, data: object) -> None:
 
 
 def write_file_sd(directory: Path, targets: list[Target], labels: dict[str, str]) -> list[Path]:
-    """training.json and gpu.json in `directory`; returns their paths."""
+    """training.json, gpu.json and node.json (node_exporter) in `directory`; their paths."""
     written = []
-    for kind in ("training", "gpu"):
+    for kind in ("training", "gpu", "node"):
         path = directory / f"{kind}.json"
         write_atomically(path, file_sd_groups([t for t in targets if t.kind == kind], labels))
         written.append(path)

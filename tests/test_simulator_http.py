@@ -33,7 +33,9 @@ def test_serves_one_rank_and_one_gpu_endpoint(tmp_path: Path) -> None:
     try:
         sim.serve()
         sim.advance_to(15 * 60)  # deterministic clock; HTTP only reads
-        rank, gpu = sim.targets()[1], sim.targets()[-1]
+        rank = sim.targets()[1]
+        (gpu,) = [t for t in sim.targets() if t.kind == "gpu"]
+        (node,) = [t for t in sim.targets() if t.kind == "node"]
         series = get(rank.address)
         (steps,) = series["trainsignals_steps_total"]
         assert steps.value > 0
@@ -53,6 +55,11 @@ def test_serves_one_rank_and_one_gpu_endpoint(tmp_path: Path) -> None:
         ]
         gpu_groups = json.loads((tmp_path / "gpu.json").read_text())
         assert gpu_groups[0]["targets"] == [gpu.address]
+        # node_exporter stand-in: InfiniBand ports, its own target in node.json.
+        ib = get(node.address)["node_infiniband_state_id"]
+        assert sorted((s.labels["device"], s.value) for s in ib) == [("mlx5_0", 4), ("mlx5_1", 4)]
+        node_groups = json.loads((tmp_path / "node.json").read_text())
+        assert node_groups[0]["targets"] == [node.address]
     finally:
         sim.stop()
 

@@ -254,13 +254,15 @@ def test_crash_node_down_and_gpu_lost_take_endpoints_away(spec: JobSpec) -> None
         sim.advance_to(sim.fault_at - sim.tick)
         assert all(sim.is_up(t) for t in sim.targets())
         sim.advance_to(sim.fault_at + MIN)
-        assert [sim.is_up(t) for t in sim.targets()] == [True, True, True, False, True, True]
+        # 4 ranks, 2 GPU exporters, 2 node_exporters: only rank 3's endpoint is gone.
+        up = [sim.is_up(t) for t in sim.targets()]
+        assert up == [True, True, True, False, True, True, True, True]
         assert sim.scrape(sim.targets()[3]) is None
         assert Probe(sim).gpu("trainsignals_gpu_utilization_ratio", node=1, gpu=1) < 0.05
     with make(spec, "node_down") as sim:
         sim.advance_to(sim.fault_at + MIN)
         down = [t.node for t in sim.targets() if not sim.is_up(t)]
-        assert down == ["minimal-node1"] * 3
+        assert down == ["minimal-node1"] * 4  # 2 ranks, its GPU exporter, its node_exporter
     with make(spec, "gpu_lost") as sim:
         p = Probe(sim)
         sim.advance_to(sim.fault_at - sim.tick)
@@ -411,3 +413,30 @@ def test_readme_table_lists_the_expected_alerts_of_every_scenario() -> None:
     for name, scenario in SCENARIOS.items():
         listed = dict(re.findall(r"(\w+) \((page|ticket)\)", rows[name]))
         assert listed == scenario.expected_alerts, name
+
+
+def _ib(sim: Simulation, name: str, node: int = 0, device: str = "mlx5_0") -> float:
+    """A node_exporter InfiniBand series of one node, as its endpoint serves it now."""
+    target = [t for t in sim.targets() if t.kind == "node"][node]
+    (value,) = values(sim.scrape(target), name, device=device, port="1")
+    return value
+
+
+def test_ib_port_down_and_flapping(spec: JobSpec) -> None:
+    with make(spec, "ib_port_down") as sim:
+        sim.advance_to(sim.fault_at - sim.tick)
+        assert _ib(sim, "node_infiniband_state_id") == 4
+        sim.advance_to(sim.fault_at + MIN)
+        assert _ib(sim, "node_infiniband_state_id") == 1
+        assert _ib(sim, "node_infiniband_physical_state_id") == 2
+        assert _ib(sim, "node_infiniband_link_downed_total") == 1
+        assert _ib(sim, "node_infiniband_state_id", device="mlx5_1") == 4
+        assert _ib(sim, "node_infiniband_state_id", node=1) == 4
+    with make(spec, "ib_port_flapping") as sim:
+        sim.advance_to(sim.fault_at + 2 * MIN)  # the first flap is over
+        assert _ib(sim, "node_infiniband_state_id") == 4
+        assert _ib(sim, "node_infiniband_link_downed_total") == 1
+        sim.advance_to(sim.fault_at + 10 * MIN + sim.tick)  # inside the second flap
+        assert _ib(sim, "node_infiniband_state_id") == 1
+        assert _ib(sim, "node_infiniband_link_downed_total") == 2
+        assert _ib(sim, "node_infiniband_symbol_error_total") == 80

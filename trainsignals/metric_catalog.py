@@ -378,6 +378,49 @@ METRICS: tuple[Metric, ...] = (
         ("node", "device"),
         "Bytes transmitted per network device.",
     ),
+    # --- node_exporter's infiniband collector (collector/infiniband_linux.go), fabric ---
+    Metric(
+        "node_infiniband_state_id",
+        Kind.GAUGE,
+        Component.NODE_EXPORTER,
+        ("node", "device", "port"),
+        "Port state (1 down, 2 init, 3 armed, 4 active, 5 act defer).",
+    ),
+    Metric(
+        "node_infiniband_physical_state_id",
+        Kind.GAUGE,
+        Component.NODE_EXPORTER,
+        ("node", "device", "port"),
+        "Physical port state (5 link up, 2 polling, 3 disabled).",
+    ),
+    Metric(
+        "node_infiniband_link_downed_total",
+        Kind.COUNTER,
+        Component.NODE_EXPORTER,
+        ("node", "device", "port"),
+        "Times the link failed to recover from an error and went down.",
+    ),
+    Metric(
+        "node_infiniband_link_error_recovery_total",
+        Kind.COUNTER,
+        Component.NODE_EXPORTER,
+        ("node", "device", "port"),
+        "Times the link recovered from an error state.",
+    ),
+    Metric(
+        "node_infiniband_symbol_error_total",
+        Kind.COUNTER,
+        Component.NODE_EXPORTER,
+        ("node", "device", "port"),
+        "Minor link errors on the physical lanes.",
+    ),
+    Metric(
+        "node_infiniband_port_errors_received_total",
+        Kind.COUNTER,
+        Component.NODE_EXPORTER,
+        ("node", "device", "port"),
+        "Received packets that contained an error.",
+    ),
     # --- Prometheus ---
     Metric(
         "up",
@@ -396,33 +439,74 @@ METRICS: tuple[Metric, ...] = (
 )
 
 # dcgm-exporter's names for the same signals, for specs with `gpu_metrics: dcgm`.
-# Names and units from NVIDIA/dcgm-exporter's default-counters.csv; labels gpu, UUID,
-# modelName, Hostname.
+# Names and units from NVIDIA/dcgm-exporter's etc/default-counters.csv (4.5.3-4.8.2); "optional"
+# marks fields that are commented out there (docs/dcgm-exporter.md says what each adds). Labels
+# from its rendermetrics template: gpu, UUID, pci_bus_id, device, modelName, Hostname (hostname
+# after #655), plus pod/namespace/container on Kubernetes.
+DCGM_LABELS = ("Hostname", "gpu", "UUID", "device", "modelName", "pci_bus_id")
 DCGM_METRICS: tuple[Metric, ...] = tuple(
     Metric(
         name,
-        Kind.COUNTER if name.endswith("_TOTAL") or "ENERGY" in name else Kind.GAUGE,
+        Kind.COUNTER if kind == "counter" else Kind.GAUGE,
         Component.DCGM_EXPORTER,
-        ("Hostname", "gpu", "UUID", "modelName"),
+        (*DCGM_LABELS, "err_code") if name == "DCGM_FI_DEV_XID_ERRORS" else DCGM_LABELS,
         help_,
     )
-    for name, help_ in (
-        ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization in percent."),
-        ("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization in percent."),
-        ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used, MiB."),
-        ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free, MiB."),
-        ("DCGM_FI_DEV_POWER_USAGE", "Power draw, W."),
-        ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "Energy since boot, mJ."),
-        ("DCGM_FI_DEV_GPU_TEMP", "GPU temperature, C."),
-        ("DCGM_FI_DEV_SM_CLOCK", "SM clock, MHz."),
-        ("DCGM_FI_DEV_MEM_CLOCK", "Memory clock, MHz."),
-        ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "Throttle reasons bitmask."),
-        ("DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error seen."),
-        ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "Volatile double-bit (uncorrectable) ECC errors."),
-        ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "Volatile single-bit (corrected) ECC errors."),
-        ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "Whether remapping of rows has failed."),
-        ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "PCIe replays."),
-        ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "NVLink bandwidth counter total."),
+    for name, kind, help_ in (
+        ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization in percent."),
+        ("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization in percent."),
+        ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used, MiB."),
+        ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free, MiB."),
+        ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw, W."),
+        ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", "Energy since boot, mJ."),
+        ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature, C."),
+        ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock, MHz."),
+        ("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock, MHz."),
+        ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "gauge", "Optional: clock-event reasons bitmask."),
+        (
+            "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+            "gauge",
+            "Optional: the same bitmask, DCGM 3 name.",
+        ),
+        ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error seen (err_code)."),
+        (
+            "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+            "counter",
+            "Optional: volatile double-bit (uncorrectable) ECC errors.",
+        ),
+        (
+            "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+            "counter",
+            "Optional: volatile single-bit (corrected) ECC errors.",
+        ),
+        (
+            "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+            "counter",
+            "Rows remapped for uncorrectable errors.",
+        ),
+        (
+            "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+            "counter",
+            "Rows remapped for correctable errors.",
+        ),
+        ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed."),
+        ("DCGM_FI_DEV_ROW_REMAP_PENDING", "gauge", "Optional: row remapping pending a reset."),
+        ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "PCIe replays."),
+        ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter", "NVLink bandwidth counter total."),
+        (
+            "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+            "counter",
+            "Optional: NVLink flow-control CRC errors.",
+        ),
+        (
+            "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
+            "counter",
+            "Optional: NVLink recovery errors.",
+        ),
+        ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Share of time the graphics engine is active."),
+        ("DCGM_FI_PROF_SM_ACTIVE", "gauge", "Optional: share of cycles an SM has a warp."),
+        ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", "Share of cycles the tensor pipe is active."),
+        ("DCGM_FI_PROF_DRAM_ACTIVE", "gauge", "Share of cycles device memory is active."),
     )
 )
 

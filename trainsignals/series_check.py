@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import promql_parser
 
 from trainsignals.metric_catalog import BY_NAME
+from trainsignals.optional_series import OPTIONAL_SERIES
 
 # Series that exist only once something happened; absent on a healthy job is fine.
 EVENT_ONLY = {
@@ -28,6 +29,7 @@ EVENT_ONLY = {
     "trainsignals_gpu_process_memory_used_bytes": "only while processes hold GPU memory",
     "trainsignals_gpu_fan_speed_ratio": "only on boards with fans",
     "DCGM_FI_DEV_XID_ERRORS": "appears with a GPU's first XID error",
+    **OPTIONAL_SERIES,  # read where present, with a fallback (optional_series.py)
 }
 # Components a job may not run: fine to miss where only panels read them (they stay empty).
 PANEL_ONLY_COMPONENTS = {"node_exporter (Prometheus project)"}

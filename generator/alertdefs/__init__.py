@@ -7,12 +7,13 @@ self-healing symptoms, then the training process, loss and checkpoints, nodes an
 from __future__ import annotations
 
 from ..alert_model import AlertDef
-from . import loss_checkpoint, node, recovery, slo_burn, training
+from . import fabric, loss_checkpoint, node, recovery, slo_burn, training
 
 DEFINITIONS: tuple[AlertDef, ...] = (
     *recovery.GROUP.definitions,
     *training.GROUP.definitions,
     *loss_checkpoint.GROUP.definitions,
     *node.GROUP.definitions,
+    *fabric.GROUP.definitions,
     *slo_burn.GROUP.definitions,
 )

@@ -15,7 +15,9 @@ APPLICATION_XIDS = (13, 31, 43, 45)
 
 
 def _xid_labels(ctx: RuleContext) -> tuple[str, ...]:
-    return (*GPU_NODE, "xid") if gpu_source(ctx).name == "trainsignals" else GPU_NODE
+    # Both sources carry the code as `xid` and NVIDIA's immediate action as `action`
+    # (generator/xid_catalog.py; codes outside its table have none).
+    return (*GPU_NODE, "xid", "action")
 
 
 @GROUP.alert(

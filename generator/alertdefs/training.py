@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..alert_model import AlertGroup, Rule
 from ..durations import format_duration
 from ..faults import FAULT_ONSET, FaultCase, JobTimeline, from_onset, slow, stall
+from ..gpu_activity import activity_now
 from ..promql import RuleContext
 
 GROUP = AlertGroup()
@@ -86,7 +87,7 @@ def stalled(ctx: RuleContext) -> Rule:
         description="The slowest rank last completed a step {{ $value | humanizeDuration }} ago "
         f"while the processes are up (limit {format_duration(o.stall_after)} while training, "
         f"{format_duration(o.max_pause)} in eval/checkpoint/warm-up pauses). GPUs may still "
-        "look busy: a hung collective (NCCL) spins at 100% utilization.",
+        "look busy: a hung collective (NCCL) spins at 100% utilization." + activity_now(ctx),
         panel="step_progress",
         threshold=f"no step for > {format_duration(o.stall_after)} (train) / "
         f"{format_duration(o.max_pause)} (any phase)",
@@ -198,7 +199,7 @@ def data_loader_starved(ctx: RuleContext) -> Rule:
         description="Over the last 15 minutes of training, ranks spent "
         "{{ $value | humanizePercentage }} of wall time waiting for the data loader (tolerated: "
         f"{o.data_wait_max_ratio:.0%}). The GPUs are busy-but-starved: utilization looks "
-        "fine between waits while throughput suffers.",
+        "fine between waits while throughput suffers." + activity_now(ctx),
         panel="data_wait",
         threshold=f"> {o.data_wait_max_ratio:.0%} of wall time",
         window="15m of training",

@@ -89,7 +89,7 @@ def setup() -> Iterator[Setup]:
             try:
                 for sim in sims:
                     sim.start()
-                stack.wait_for_targets(2 * (NODES * GPUS_PER_NODE + NODES))
+                stack.wait_for_targets(2 * (NODES * GPUS_PER_NODE + 2 * NODES))  # + node_exporters
                 _rules_evaluated(stack, 2 * len(specs))
                 yield Setup(stack, specs, jobs_dir)
             finally:
@@ -160,7 +160,7 @@ def test_scrape_job_named_differently_names_the_job_label(setup: Setup) -> None:
     assert len(problems) == 1, problems
     assert problems[0].startswith(
         'label job: the rules match job="trainer", '
-        "the series carry job in ['trainsignals-gpu', 'trainsignals-training']"
+        "the series carry job in ['node', 'trainsignals-gpu', 'trainsignals-training']"
     ), problems[0]
     assert "alerts that depend on them: " in problems[0] and "NodeDown" in problems[0]
     assert "set scrape_jobs in jobs/ready-ok.yaml" in check.problems[0][1]

@@ -27,6 +27,7 @@ from trainsignals.generator.dashboard import panel_queries
 from trainsignals.generator.durations import parse_duration
 from trainsignals.generator.loader import load_specs
 from trainsignals.generator.spec import JobSpec
+from trainsignals.generator.xid_catalog import action_of
 from trainsignals.simulator.job import Simulation, effective_spec
 from trainsignals.simulator.scenarios import SCENARIOS, Scenario
 
@@ -196,7 +197,7 @@ def results() -> Iterator[Results]:
                         start_time=start_time,
                     )
                     run.sim.start(run.duration)
-                stack.wait_for_targets(len(runs) * (NODES * GPUS_PER_NODE + NODES))
+                stack.wait_for_targets(len(runs) * (NODES * GPUS_PER_NODE + 2 * NODES))
                 stack.load_rules()
                 healthy = runs["healthy"]
                 assert healthy.sim is not None
@@ -229,6 +230,8 @@ def test_scenario_alerts(results: Results, name: str) -> None:
         assert n.labels["training_job"] == run.job
         assert n.labels["team"] == run.spec.team
         assert n.path == f"/{run.spec.team}/{n.severity}"
+        if n.alertname.startswith("GpuXid"):  # NVIDIA's immediate action, where catalogued
+            assert n.labels.get("action", "") == action_of(n.labels["xid"]), n.labels
     for alertname, severity in expected.items():
         if severity == "page":
             posts = {n.notification for n in fired if n.alertname == alertname}

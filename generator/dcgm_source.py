@@ -1,0 +1,175 @@
+"""NVIDIA dcgm-exporter as shipped: its default counters, old and new field names, label variants.
+
+Every signal works from the default counters of current releases (`etc/default-counters.csv`);
+optional counters, where exported, refine some of them. The README ("dcgm-exporter as shipped")
+has the table of which counter feeds which recorded series.
+
+Labels: the GPU's host comes as `Hostname` (releases up to 4.5.3-4.8.2) or `hostname` (after
+NVIDIA/dcgm-exporter#655); either becomes `node` (a `node` target label stays when neither is
+set). `gpu`, `UUID`/`uuid`, `device`, `modelName`, `pci_bus_id`, `DCGM_FI_DRIVER_VERSION` and the
+Kubernetes `pod`/`namespace`/`container` are aggregated away (`by (node, gpu)`), so a driver
+upgrade or a pod change does not split a GPU's series.
+"""
+
+from __future__ import annotations
+
+from .gpu_sources import GpuSource, RawSeries
+from .xid_catalog import with_xid_action
+
+# NVML clocks-event (throttle) reason bits: 0x20 sw thermal, 0x40 hw thermal slowdown;
+# 0x4 sw power cap, 0x80 hw power brake.
+THERMAL_BITS = (5, 6)
+POWER_BITS = (2, 7)
+# Inferred throttling from default counters only (see the table above).
+CLOCK_DEFICIT = 0.9  # SM clock below this share of the job's fastest GPU
+BUSY_PERCENT = 50  # ... while GPU_UTIL is at least this
+THERMAL_MARGIN_CELSIUS = 5  # ... and this close to gpu_temperature_max_celsius: thermal
+
+
+class DcgmExporter(GpuSource):
+    """NVIDIA dcgm-exporter (default counters): percent, MiB, MHz, labels Hostname/gpu."""
+
+    name = "dcgm"
+    node_label = "Hostname"
+    reports_gpu_up = False
+    reports_nvml_errors = False
+    presence_signal = "utilization"
+
+    def _raw(self, field: str) -> str:
+        return f"DCGM_FI_{field}{self.ctx.raw()}"
+
+    @staticmethod
+    def _node(expr: str) -> str:
+        # Hostname (4.x releases) or hostname (after #655); empty values keep a `node` target label.
+        inner = f'label_replace({expr}, "node", "$1", "Hostname", "(.+)")'
+        return f'label_replace({inner}, "node", "$1", "hostname", "(.+)")'
+
+    def _m(self, field: str) -> str:
+        """A per-GPU field (DEV_... or PROF_...), `node` set from the host label."""
+        return self._node(self._raw(field))
+
+    def _gpu(self, field: str, scale: str = "") -> str:
+        return self.by_gpu(f"{self._m(field)}{scale}")
+
+    def _bits(self, field: str, bits: tuple[int, ...]) -> str:
+        # PromQL has no bitwise AND: bit b of x is floor(x / 2^b) % 2.
+        reasons = self._m(field)
+        terms = " + ".join(f"(floor({reasons} / {2**b}) % 2)" for b in bits)
+        return self.by_gpu(f"clamp_max({terms}, 1)")
+
+    def _throttle(self, bits: tuple[int, ...], thermal: bool) -> str:
+        """Reason bits when an optional reasons field is exported, else inferred from clocks."""
+        clock = self._gpu("DEV_SM_CLOCK")
+        fastest = f"scalar(max({self._raw('DEV_SM_CLOCK')}))"
+        slow = f"({clock} < bool {CLOCK_DEFICIT} * {fastest})"
+        busy = f"({self._gpu('DEV_GPU_UTIL')} >= bool {BUSY_PERCENT})"
+        limit = self.ctx.spec.objectives.gpu_temperature_max_celsius - THERMAL_MARGIN_CELSIUS
+        hot = f"({self._gpu('DEV_GPU_TEMP')} >= bool {limit:g})"
+        cause = hot if thermal else f"(1 - {hot})"
+        return (
+            f"{self._bits('DEV_CLOCKS_EVENT_REASONS', bits)} or "
+            f"{self._bits('DEV_CLOCK_THROTTLE_REASONS', bits)} or "
+            f"{slow} * {busy} * {cause}"
+        )
+
+    def _xid(self) -> str:
+        # The last-value gauge; err_code (4.x) names the code as a label too.
+        gauge = self._m("DEV_XID_ERRORS")
+        return f'label_replace({gauge}, "xid", "$1", "err_code", "(.+)")'
+
+    def recordings(self) -> dict[str, str]:
+        ctx, m, gpu = self.ctx, self._m, self._gpu
+        w10 = ctx.range(600)
+        step = ctx.range(60)
+        xid = self._xid()
+        critical = " or ".join(f"{xid} == {c}" for c in ctx.spec.objectives.xid_page_codes)
+        uncorrectable = " or ".join(
+            self.by_gpu_sum(self._node(f"increase({self._raw(field)}[{w10}])"))
+            for field in ("DEV_ECC_DBE_VOL_TOTAL", "DEV_UNCORRECTABLE_REMAPPED_ROWS")
+        )
+        # Real activity: SM_ACTIVE (optional), else GR_ENGINE_ACTIVE (default), else utilization.
+        busy = " or ".join(
+            (gpu("PROF_SM_ACTIVE"), gpu("PROF_GR_ENGINE_ACTIVE"), gpu("DEV_GPU_UTIL", " / 100"))
+        )
+        return {
+            # dcgm-exporter drops a lost GPU's series; presence means up.
+            "gpu:trainsignals_gpu_up:value": gpu("DEV_GPU_UTIL", " * 0 + 1"),
+            "gpu:trainsignals_gpu_utilization:ratio": gpu("DEV_GPU_UTIL", " / 100"),
+            "gpu:trainsignals_gpu_busy:ratio": busy,
+            "gpu:trainsignals_gpu_tensor_active:ratio": gpu("PROF_PIPE_TENSOR_ACTIVE"),
+            "gpu:trainsignals_gpu_dram_active:ratio": gpu("PROF_DRAM_ACTIVE"),
+            "gpu:trainsignals_gpu_memory_used:bytes": gpu("DEV_FB_USED", " * 1048576"),
+            "gpu:trainsignals_gpu_memory_used:ratio": self.by_gpu(
+                f"{m('DEV_FB_USED')} / ({m('DEV_FB_USED')} + {m('DEV_FB_FREE')})"
+            ),
+            "gpu:trainsignals_gpu_power:watts": gpu("DEV_POWER_USAGE"),
+            "gpu:trainsignals_gpu_temperature:celsius": gpu("DEV_GPU_TEMP"),
+            "gpu:trainsignals_gpu_sm_clock:hertz": gpu("DEV_SM_CLOCK", " * 1000000"),
+            "gpu:trainsignals_gpu_thermal_throttle:active": self._throttle(THERMAL_BITS, True),
+            "gpu:trainsignals_gpu_power_throttle:active": self._throttle(POWER_BITS, False),
+            "gpu:trainsignals_gpu_ecc_uncorrected:increase10m": uncorrectable,
+            # The gauge holds the last XID code; the recorded value is that code.
+            "gpu:trainsignals_gpu_xid_critical:seen10m": with_xid_action(
+                f"max by (node, gpu, xid) (max_over_time(({critical})[{w10}:{step}]))"
+            ),
+            "gpu:trainsignals_gpu_xid_other:seen10m": with_xid_action(
+                f"max by (node, gpu, xid) "
+                f"(max_over_time(({xid} > 0 unless ({critical}))[{w10}:{step}]))"
+            ),
+            "gpu:trainsignals_gpu_remapped_rows:pending": (
+                f"{gpu('DEV_ROW_REMAP_PENDING')} or {gpu('DEV_ROW_REMAP_FAILURE')}"
+            ),
+        }
+
+    def _labels(self, node: str, gpu: int) -> dict[str, str]:
+        return {**self.ctx.spec.selector_labels, "Hostname": node, "gpu": str(gpu)}
+
+    def gpu_test_series(self, node: str, gpu: int, signals: dict[str, list]) -> list[RawSeries]:
+        # Thermal and power throttling share one bitmask series: add their bits.
+        signals = dict(signals)
+        thermal = signals.pop("thermal_throttle", None)
+        power = signals.pop("power_throttle", None)
+        series = super().gpu_test_series(node, gpu, signals)
+        if thermal is not None or power is not None:
+            length = len(thermal if thermal is not None else power)
+            thermal = thermal or [0] * length
+            power = power or [0] * length
+            mask = [0x20 * (t or 0) + 0x4 * (p or 0) for t, p in zip(thermal, power, strict=True)]
+            series.append(
+                RawSeries("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", self._labels(node, gpu), mask)
+            )
+        return series
+
+    def test_series(self, signal: str, node: str, gpu: int, values: list) -> list[RawSeries]:
+        labels = self._labels(node, gpu)
+
+        def scaled(factor: float) -> list:
+            return [None if v is None else v * factor for v in values]
+
+        if signal == "memory_used_ratio":
+            total = 81559
+            return [
+                RawSeries("DCGM_FI_DEV_FB_USED", labels, scaled(total)),
+                RawSeries(
+                    "DCGM_FI_DEV_FB_FREE",
+                    labels,
+                    [None if v is None else total - v * total for v in values],
+                ),
+            ]
+        if signal.startswith("xid:"):
+            code = signal.removeprefix("xid:")
+            # The gauge shows the code once an event arrived (values are event counts here).
+            return [
+                RawSeries(
+                    "DCGM_FI_DEV_XID_ERRORS",
+                    {**labels, "err_code": code},
+                    [None if v is None else (int(code) if v else 0) for v in values],
+                )
+            ]
+        name, factor = {
+            "utilization": ("DCGM_FI_DEV_GPU_UTIL", 100.0),
+            "temperature": ("DCGM_FI_DEV_GPU_TEMP", 1.0),
+            "remapped_rows_pending": ("DCGM_FI_DEV_ROW_REMAP_FAILURE", 1.0),
+            "ecc_uncorrected": ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", 1.0),
+        }[signal]
+        return [RawSeries(name, labels, scaled(factor))]
