@@ -59,7 +59,18 @@ GPU_SERIES = (
     "trainsignals_gpu_remapped_rows_pending",
     "trainsignals_gpu_remapped_rows_failed",
     "trainsignals_gpu_xid_errors_total",
+    "trainsignals_gpu_sm_active_ratio",
+    "trainsignals_gpu_tensor_active_ratio",
 )
+# node_exporter's InfiniBand collector, one HCA port per node: ACTIVE (4), no errors. The
+# replay's network faults take the whole host off the network (see history.py).
+INFINIBAND_SERIES = {
+    "node_infiniband_state_id": "4",
+    "node_infiniband_link_downed_total": "0",
+    "node_infiniband_link_error_recovery_total": "0",
+    "node_infiniband_port_errors_received_total": "0",
+    "node_infiniband_symbol_error_total": "0",
+}
 OTHER_SERIES = (
     "up",
     "trainsignals_phase",
@@ -72,7 +83,13 @@ OTHER_SERIES = (
     "trainsignals_gpu_exporter_nvml_errors_total",
     "ALERTS",  # written by Prometheus itself
 )
-KNOWN = set(RANK_SERIES) | set(EPOCH_SERIES) | set(GPU_SERIES) | set(OTHER_SERIES)
+KNOWN = (
+    set(RANK_SERIES)
+    | set(EPOCH_SERIES)
+    | set(GPU_SERIES)
+    | set(OTHER_SERIES)
+    | set(INFINIBAND_SERIES)
+)
 
 _METRIC = re.compile(r"\b((?:trainsignals|node|DCGM)_[A-Za-z0-9_]+|up|ALERTS)\s*[{\[]")
 
@@ -160,6 +177,10 @@ class Emitter:
                     "node_network_transmit_bytes_total",
                 ):
                     yield f'{name}{{{sel},node="{node}",device="ib0"}} {(m + 1) * 2.4e10:.0f}{ts}'
+            port = f'{sel},node="{node}",device="mlx5_0",port="1"'
+            for name, value in INFINIBAND_SERIES.items():
+                if self._want(name):
+                    yield f"{name}{{{port}}} {value}{ts}"
             faults = {(f_slot, gpu): f for f_slot, gpu, f in s.gpu_faults if f_slot == slot}
             for gpu in range(GPUS_PER_NODE):
                 yield from self._gpu_lines(s, m, gpu_target, node, gpu, faults.get((slot, gpu)), ts)
@@ -178,6 +199,9 @@ class Emitter:
             "trainsignals_gpu_power_watts": "650" if s.alive else "90",
             "trainsignals_gpu_temperature_celsius": "95" if cause == "gpu_thermal" else "66",
             "trainsignals_gpu_sm_clock_hertz": "1.98e9",
+            # GPM: a hung collective spins (utilization 1.0) on few SMs with no tensor work.
+            "trainsignals_gpu_sm_active_ratio": _activity(s, 0.8, 0.05),
+            "trainsignals_gpu_tensor_active_ratio": _activity(s, 0.45, 0.0),
             "trainsignals_gpu_remapped_rows_pending": str(int(struck and cause == "gpu_hbm3")),
             "trainsignals_gpu_remapped_rows_failed": str(int(struck and cause == SDC)),
         }
@@ -244,6 +268,14 @@ def _finish(running: subprocess.Popen | None, path: Path | None) -> None:
     if running.returncode != 0:
         raise RuntimeError(f"promtool could not import {path}: {err.strip()}")
     path.unlink()
+
+
+def _activity(s: Minute, training: float, stuck: float) -> str:
+    if not s.alive:
+        return "0"
+    if s.busy >= 1.0:
+        return f"{stuck}"
+    return f"{training * s.busy:.3f}"
 
 
 def import_openmetrics(paths: list[Path], blocks_dir: Path) -> None:
