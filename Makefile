@@ -5,24 +5,28 @@ BIN     := $(VENV)/bin
 SUDO    := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 SCENARIO ?= healthy
 
-.PHONY: setup tools dashboards generate check lint test bench fleet demo clean
+.PHONY: setup tools dashboards generate check lint test chaos e2e-vm bench fleet demo clean
 
 setup: $(VENV)/.installed tools
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	# torch pinned (a CPU build; unpinned pulls a multi-GB CUDA build) and installed before the
+	# HF/Lightning extras that depend on it: the callback tests train tiny models on CPU.
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dev,hf,lightning]'
 	touch $@
 
 # promtool (Debian `prometheus`) and amtool (Debian `prometheus-alertmanager`); neither
 # package starts a service here, the tests start their own on 127.0.0.1.
 tools:
 	@if ! command -v promtool >/dev/null || ! command -v amtool >/dev/null \
-	    || ! command -v prometheus-alertmanager >/dev/null; then \
-	  echo "installing prometheus and prometheus-alertmanager (Debian packages)"; \
+	    || ! command -v prometheus-alertmanager >/dev/null || ! command -v vmalert >/dev/null; then \
+	  echo "installing prometheus, prometheus-alertmanager, victoria-metrics (Debian packages)"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
-	    $(SUDO) apt-get install -y -qq --no-install-recommends prometheus prometheus-alertmanager; \
+	    $(SUDO) apt-get install -y -qq --no-install-recommends prometheus prometheus-alertmanager \
+	    victoria-metrics; \
 	fi
 
 dashboards: setup generate
@@ -44,9 +48,24 @@ lint: $(VENV)/.installed
 
 # Two workers: the real-stack tests (Prometheus, Alertmanager, simulator; mostly waiting on
 # compressed time) stay together on one, everything else runs on the other.
+# The longer fault tests (`chaos_full`) run in `make chaos`; the short ones run here.
 # PYTEST_ARGS narrows the run (tests/test_teardown.py kills a `make test` of one file).
+# exec: the quotes make `make` run a shell; exec keeps pytest its direct child, so a SIGTERM
+# to make reaches the suite (tests/test_teardown.py).
 test: setup lint
-	$(BIN)/pytest -q -n 2 --dist loadgroup $(PYTEST_ARGS)
+	exec $(BIN)/pytest -q -n 2 --dist loadgroup -m "not chaos_full" $(PYTEST_ARGS)
+
+# Every fault test on the real pipeline (~8 min): Alertmanager and Prometheus killed and
+# restarted, a cluster member lost, a receiver answering 500, a failing rule, a stopped
+# heartbeat. Prints the table of pages expected, delivered, duplicated and their delay.
+chaos: setup
+	@mkdir -p .chaos && rm -f .chaos/results.md
+	TRAINSIGNALS_CHAOS_TABLE=.chaos/results.md $(BIN)/pytest -q tests/chaos
+	@cat .chaos/results.md
+
+# Every page scenario on vmagent + VictoriaMetrics + vmalert (the suite runs the short ones).
+e2e-vm: setup
+	TRAINSIGNALS_VM_SCENARIOS=all $(BIN)/pytest -q tests/e2e/test_vm_scenarios.py
 
 bench: setup
 	$(BIN)/python bench/bench_generator.py

@@ -7,10 +7,15 @@ and every inhibit rule can carry a comment explaining why it exists.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .alert_catalog import ALERTS
 from .receivers import Receiver, Routing
 from .spec import JobSpec
 from .yaml_out import dump
+
+if TYPE_CHECKING:  # generator/monitoring.py imports the loader, which imports this module
+    from .monitoring import MonitoringSettings
 
 SEVERITIES = ("page", "ticket")
 
@@ -266,6 +271,7 @@ def alertmanager_config(
     default_webhook_base: str = "http://127.0.0.1:9095",
     timing: dict[str, dict[str, str]] | None = None,
     global_config: dict[str, str] | None = None,
+    monitoring: MonitoringSettings | None = None,
 ) -> str:
     """The Alertmanager config (YAML text) routing every spec's alerts by team and severity.
 
@@ -274,6 +280,7 @@ def alertmanager_config(
     A team whose specs name no receiver for a severity gets a webhook to
     `<default_webhook_base>/<team>/<severity>`, a local placeholder to replace (or that the
     end-to-end tests listen on). Raises ValueError when a team's specs disagree on a receiver.
+    `monitoring` adds the meta-monitoring routes and receivers first (generator/meta_routing.py).
     """
     teams = team_receivers(specs)
     receivers: list[dict] = [{"name": "default"}]
@@ -307,6 +314,14 @@ def alertmanager_config(
         **_timing(timing, "default"),
         "routes": team_routes,
     }
+    if monitoring is not None:  # meta-monitoring: heartbeat and pipeline alerts, first
+        from .meta_routing import meta_receivers, meta_routes
+
+        timing_of = {severity: _timing(timing, severity) for severity in SEVERITIES}
+        route["routes"] = [*meta_routes(monitoring, timing_of), *team_routes]
+        meta, meta_placeholders = meta_receivers(monitoring, default_webhook_base)
+        receivers[1:1] = meta
+        placeholders = [*meta_placeholders, *placeholders]
     global_section = dict(global_config or {})
     if uses_email and "smtp_smarthost" not in global_section:
         global_section = {**_SMTP_PLACEHOLDER, **global_section}
@@ -329,6 +344,10 @@ def alertmanager_config(
             "notifies nobody."
         )
     )
+    if monitoring is not None:
+        from .meta_routing import COMMENT
+
+        parts.append(_comment(COMMENT))
     parts.append(dump({"route": route}))
     if placeholders:
         parts.append(

@@ -18,6 +18,7 @@ from grafanalib import core as g
 from .alerts import AlertRule
 from .durations import format_duration
 from .fabric import fabric_panels
+from .goodput_panels import goodput_panels
 from .gpu_activity import gpu_activity_panels
 from .gpu_sources import gpu_source
 from .grafana_normalize import grafanalib_json, normalize_dashboard
@@ -690,7 +691,8 @@ def raw_dashboard(
     """grafanalib's JSON before normalisation (the tests show why the normaliser exists)."""
     spec = ctx.spec
     b = _Builder(ctx, alerts)
-    panels = [*b.golden_signals(), *b.training(), *b.gpus(), *b.nodes(), *b.firing_alerts()]
+    panels = [*b.golden_signals(), *b.training(), *goodput_panels(b), *b.gpus(), *b.nodes()]
+    panels += b.firing_alerts()
     gpu_series = f"gpu:trainsignals_gpu_utilization:ratio{ctx.recorded()}"
     node_gpu_series = f"gpu:trainsignals_gpu_utilization:ratio{ctx.recorded(node=regex('$node'))}"
     dashboard = g.Dashboard(

@@ -13,7 +13,7 @@ upgrade or a pod change does not split a GPU's series.
 
 from __future__ import annotations
 
-from .gpu_sources import GpuSource, RawSeries
+from .gpu_sources import GpuSource, RawSeries, test_uuid
 from .xid_catalog import with_xid_action
 
 # NVML clocks-event (throttle) reason bits: 0x20 sw thermal, 0x40 hw thermal slowdown;
@@ -122,7 +122,12 @@ class DcgmExporter(GpuSource):
         }
 
     def _labels(self, node: str, gpu: int) -> dict[str, str]:
-        return {**self.ctx.spec.selector_labels, "Hostname": node, "gpu": str(gpu)}
+        labels = {**self.ctx.spec.selector_labels, "Hostname": node, "gpu": str(gpu)}
+        return labels | {"UUID": test_uuid(node, gpu)}
+
+    def identity(self) -> str:
+        uuid = f'label_replace({self._m("DEV_GPU_UTIL")}, "uuid", "$1", "UUID", "(.+)")'
+        return f"group by (node, gpu, uuid) ({uuid})"
 
     def gpu_test_series(self, node: str, gpu: int, signals: dict[str, list]) -> list[RawSeries]:
         # Thermal and power throttling share one bitmask series: add their bits.

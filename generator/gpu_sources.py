@@ -27,6 +27,11 @@ class RawSeries:
         return self.name + matchers(self.labels)
 
 
+def test_uuid(node: str, gpu: int) -> str:
+    """The UUID a GPU carries in the generated tests."""
+    return f"GPU-{node}-{gpu}"
+
+
 class GpuSource:
     """Recording expressions and test series of one GPU metric source."""
 
@@ -47,6 +52,10 @@ class GpuSource:
         return f"sum by (node, gpu) ({expr})"
 
     def recordings(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def identity(self) -> str:
+        """1 per GPU with its `uuid`: joined into per-GPU alerts to name the board."""
         raise NotImplementedError
 
     def test_series(self, signal: str, node: str, gpu: int, values: list) -> list[RawSeries]:
@@ -73,6 +82,9 @@ class OwnExporter(GpuSource):
             f"sum by (node, gpu, xid) (increase({counter}[{window}])) > 0 or "
             f"max by (node, gpu, xid) ({counter} unless {counter} offset {window})"
         )
+
+    def identity(self) -> str:
+        return f"group by (node, gpu, uuid) ({self._m('up')})"
 
     def recordings(self) -> dict[str, str]:
         ctx, m = self.ctx, self._m
@@ -123,6 +135,7 @@ class OwnExporter(GpuSource):
 
     def test_series(self, signal: str, node: str, gpu: int, values: list) -> list[RawSeries]:
         labels = {**self.ctx.spec.selector_labels, "node": node, "gpu": str(gpu)}
+        labels["uuid"] = test_uuid(node, gpu)
         simple = {
             "up": "trainsignals_gpu_up",
             "utilization": "trainsignals_gpu_utilization_ratio",

@@ -15,6 +15,7 @@ import orjson
 from trainsignals import __version__
 
 from .alerts import AlertRule, alert_rules, render_alert
+from .monitoring import MonitoringSettings
 from .promql import RuleContext
 from .recording import recording_rules
 from .rule_tests import rule_tests
@@ -32,6 +33,7 @@ class Options:
     min_range_seconds: int = 60
     with_tests: bool = True
     with_dashboards: bool = True
+    monitoring: MonitoringSettings | None = None  # None: generator/monitoring.py's defaults
 
 
 def spec_hash(spec: JobSpec) -> str:
@@ -110,7 +112,14 @@ def generate_all(specs: list[tuple[JobSpec, str]], options: Options = Options())
         f"# {GENERATED_MARK} {__version__} from {sources}.\n"
         "# Do not edit: change the specs and run `make dashboards`.\n"
     )
-    files["alerts/alertmanager.yaml"] = alertmanager_config(job_specs, am_header)
+    from .meta_files import meta_files
+    from .monitoring import DEFAULT_SETTINGS
+
+    settings = options.monitoring or DEFAULT_SETTINGS
+    files["alerts/alertmanager.yaml"] = alertmanager_config(
+        job_specs, am_header, monitoring=settings
+    )
+    files |= meta_files(specs, options, settings)  # meta-monitoring (generator/meta_files.py)
     contexts = [
         RuleContext(spec, options.time_scale, options.min_range_seconds) for spec in job_specs
     ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from .alert_catalog import NODE_HARDWARE_FAULTS
 from .durations import format_duration
 from .fabric import fabric_recordings
+from .goodput import goodput_recordings
 from .gpu_sources import gpu_source
 from .promql import RuleContext, le_label, matchers, not_regex, regex
 from .slo import slo_recordings
@@ -146,11 +147,17 @@ def restart_recordings(ctx: RuleContext) -> dict[str, str]:
 
 def recording_rules(ctx: RuleContext) -> list[dict]:
     """Job-level rules, then the GPU rules of the spec's GPU metric source."""
-    gpu = gpu_source(ctx).recordings()
+    source = gpu_source(ctx)
+    gpu = source.recordings()
+    gpu["gpu:trainsignals_gpu_uuid:info"] = source.identity()
     gpu["node:trainsignals_gpus:count"] = (
         f"count by (node) (gpu:trainsignals_gpu_up:value{ctx.recorded()})"
     )
-    return [
-        {"record": name, "expr": expr, "labels": ctx.job_label}
-        for name, expr in (*job_recordings(ctx).items(), *gpu.items())
-    ] + slo_recordings(ctx)
+    return (
+        [
+            {"record": name, "expr": expr, "labels": ctx.job_label}
+            for name, expr in (*job_recordings(ctx).items(), *gpu.items())
+        ]
+        + goodput_recordings(ctx)
+        + slo_recordings(ctx)
+    )

@@ -15,7 +15,8 @@ from itertools import accumulate
 from .alerts import AlertRule, severity, team
 from .fabric_tests import FABRIC_PORT
 from .faults import FAULT_ONSET, GPU_HEALTHY, FaultCase, JobTimeline, restart
-from .gpu_sources import RawSeries, gpu_source
+from .goodput_tests import goodput_tests, timeline_series
+from .gpu_sources import RawSeries, gpu_source, test_uuid
 from .promql import RuleContext, le_label, matchers
 from .series_notation import encode
 from .xid_catalog import action_of
@@ -124,6 +125,8 @@ def job_series(ctx: RuleContext, t: JobTimeline) -> list[RawSeries]:
             disk,
         )
         add("trainsignals_checkpoint_disk_size_bytes", [DISK_SIZE] * (t.minutes + 1), disk)
+        for extra in timeline_series({}, t.phase, t.steps_per_second, t.data_wait_share):
+            add(extra.name, extra.values, extra.labels)
     return series
 
 
@@ -219,6 +222,7 @@ def fault_test(ctx: RuleContext, case: FaultCase) -> dict:
     node_labels = {
         "node": "node-0",
         "gpu": "0",
+        "uuid": test_uuid("node-0", 0),
         "path": "/checkpoints",
         "xid": xid,
         "action": action_of(xid),
@@ -309,7 +313,8 @@ def rule_tests(ctx: RuleContext, alerts: list[AlertRule], rule_file: str) -> dic
     tests = [healthy_test(ctx)]
     if ctx.spec.recovery.automatic:
         tests.append(restart_test(ctx))
-    return promtool_suite(ctx, rule_file, [*tests, *(fault_test(ctx, c) for c in cases)])
+    tests += [*(fault_test(ctx, c) for c in cases), *goodput_tests(ctx)]
+    return promtool_suite(ctx, rule_file, tests)
 
 
 def promtool_suite(ctx: RuleContext, rule_file: str, tests: list[dict]) -> dict:

@@ -10,14 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .durations import format_duration
+from .goodput import goodput_name
 from .promql import RuleContext
 from .spec import Slo
 
+SLO_GOODPUT = "job:trainsignals_goodput:ratio_5m_after_first_step"
 WINDOWS = {"5m": 300, "30m": 1800, "1h": 3600, "2h": 7200, "6h": 21600, "1d": 86400, "3d": 259200}
 # Error ratios above this cannot be told from a total outage; a low objective (large budget)
 # would otherwise put a 14.4x threshold above 1, where it could never fire.
 MAX_THRESHOLD = 0.9
-GOODPUT_STEP_GAP = 60  # seconds without a completed step that count as lost time
 
 
 @dataclass(frozen=True)
@@ -42,9 +43,9 @@ def threshold(slo: Slo, factor: float) -> float:
 def _errors_expr(ctx: RuleContext, slo: Slo, seconds: int) -> str:
     window = ctx.range(seconds)
     if slo.sli == "goodput":
-        # avg_over_time of a per-evaluation indicator, not rate() over the long window: rate()
-        # divides by the whole window, so a job younger than 3 days would look idle.
-        return f"1 - avg_over_time(job:trainsignals_goodput:bool{ctx.recorded()}[{window}])"
+        # Goodput (generator/goodput.py) over 5m windows, averaged over the long window: a
+        # job younger than 3 days is judged on the time it has existed.
+        return f"1 - avg_over_time({SLO_GOODPUT}{ctx.recorded()}[{window}])"
     indicator = f"job:trainsignals_throughput_below_floor:bool{ctx.recorded()}"
     return f"avg_over_time({indicator}[{window}])"
 
@@ -53,16 +54,15 @@ def slo_recordings(ctx: RuleContext) -> list[dict]:
     spec, r = ctx.spec, ctx.recorded()
     rules: list[dict] = []
     if any(slo.sli == "goodput" for slo in spec.slos):
-        # 1 while steps complete (the slowest rank stepped within a minute), 0 in pauses and
-        # hangs. Process start-up is left out: every restart would otherwise page through the
-        # nearly empty long windows of a young job; crash loops page as TrainingTargetsDown.
-        startup = ctx.raw(phase="startup")
+        # The 5m goodput once the job has completed a step: its very first start-up would
+        # otherwise fill the nearly empty long windows of a young job and page. Restarts
+        # (the global step's high-water mark is above 0 then) count in full.
+        rank0 = ctx.raw(rank="0")
         rules.append(
             {
-                "record": "job:trainsignals_goodput:bool",
-                "expr": f"(job:trainsignals_last_step:age_seconds{r} < bool "
-                f"{ctx.seconds(GOODPUT_STEP_GAP):g}) "
-                f"unless on () max(trainsignals_phase{startup}) == 1",
+                "record": SLO_GOODPUT,
+                "expr": f"{goodput_name('5m')}{r} and on () "
+                f"max(max_over_time(trainsignals_global_step{rank0}[{ctx.range(86400)}])) > 0",
                 "labels": ctx.job_label,
             }
         )

@@ -204,8 +204,9 @@ class Recovery(StrictModel):
 class Slo(StrictModel):
     """A service level objective on the job, alerted by multi-window burn rates.
 
-    goodput: share of wall time in which steps complete (eval and checkpoint pauses and hangs
-    are bad time; process start-up is not counted). throughput: share of training time with
+    goodput: share of wall time in steps that move the job forward (generator/goodput.py:
+    start-up, checkpoints, eval, data wait, redone steps and recovery are bad time; the job's
+    very first start-up is not counted). throughput: share of training time with
     throughput at or above the floor.
     """
 

@@ -29,7 +29,7 @@ from trainsignals.generator.spec import JobSpec
 from .fabric import NodeFabric
 from .gpus import GpuLoad, make_gpus, update_gpu
 from .profile import JobProfile
-from .scenarios import SCENARIOS, Conditions, Scenario
+from .scenarios import RESTART, SCENARIOS, Conditions, Scenario
 from .targets import Target, write_file_sd
 
 HEALTHY = Conditions()
@@ -101,6 +101,8 @@ class Simulation:
         start_time: float | None = None,
     ) -> None:
         if isinstance(scenario, str):
+            scenario = RESTART if scenario == RESTART.name else scenario
+        if isinstance(scenario, str):
             if scenario not in SCENARIOS:
                 raise ValueError(f"unknown scenario {scenario!r}; one of {', '.join(SCENARIOS)}")
             scenario = SCENARIOS[scenario]
@@ -134,6 +136,18 @@ class Simulation:
         self._onset_done = False
         self._xids_sent: set[int] = set()  # positions in Conditions.xids already injected
         self._thread: threading.Thread | None = None
+        # Goodput: the job's global step, its last checkpoint and high-water mark, and the
+        # ground truth (real seconds per goodput category, see generator/goodput.py).
+        self._global_step = self._checkpoint_step = self._high_water = 0
+        self._restarted_at: float | None = None
+        self._restoring = False
+        self._restore_scopes: list = []
+        self._stepped = False  # a step completed since the processes (re)started
+        self._serving = False
+        # The ranks' clock: a tick's state covers the tick's interval, so what changes at a
+        # tick (phase, restart) happens at its start; scrapes see its end.
+        self._metrics_now = self.start_time
+        self.truth: dict[str, float] = {}
         self._stop = threading.Event()
         self.finished = threading.Event()
         self._build()
@@ -161,19 +175,7 @@ class Simulation:
             node.fabric_target = Target("node", name, None, node.fabric.registry, self.host)
             for local in range(shape.gpus_per_node):
                 rank = n * shape.gpus_per_node + local
-                metrics = TrainingMetrics(
-                    rank=rank,
-                    local_rank=local,
-                    world_size=shape.gpus,
-                    node=name,
-                    labels=labels,
-                    checkpoint_dir=self.spec.checkpoint_path or f"/checkpoints/{self.spec.name}",
-                    start_time=self.start_time,
-                    step_time_bound=self.spec.objectives.step_time_max_seconds,
-                    disk_usage=lambda _path, node=node: DiskUsage(
-                        self.profile.disk_size_bytes, node.disk_free
-                    ),
-                )
+                metrics = self._metrics(node, rank, local, self.start_time)
                 r = _Rank(
                     rank,
                     n,
@@ -184,6 +186,88 @@ class Simulation:
                 node.ranks.append(r)
                 self.ranks.append(r)
             self.nodes.append(node)
+
+    def _metrics(self, node: _Node, rank: int, local: int, started: float) -> TrainingMetrics:
+        return TrainingMetrics(
+            rank=rank,
+            local_rank=local,
+            world_size=self.spec.shape.gpus,
+            node=node.name,
+            labels=self.spec.selector_labels,
+            checkpoint_dir=self.spec.checkpoint_path or f"/checkpoints/{self.spec.name}",
+            start_time=started,
+            step_time_bound=self.spec.objectives.step_time_max_seconds,
+            disk_usage=lambda _path: DiskUsage(self.profile.disk_size_bytes, node.disk_free),
+            clock=lambda: self._metrics_now,
+        )
+
+    def _restart(self, t: float) -> None:
+        """The launcher brings every process back: new incarnations, counters from zero."""
+        self._restarted_at, self._stepped = t, False
+        started = self._metrics_now  # the tick's start
+        for node in self.nodes:
+            for r in node.ranks:
+                r.metrics.stop_http_server()
+                r.metrics = self._metrics(node, r.rank, r.local_rank, started)
+                r.target.registry = r.metrics.registry
+                r.up = True
+                if self._serving:
+                    port = r.target.port or self._port(r.rank)
+                    r.target.port = r.metrics.start_http_server(port, addr=self.host)
+        self._phase = "startup"
+
+    def _restart_phase(self, t: float, c: Conditions, live: list[_Rank]) -> str | None:
+        """startup, then the checkpoint restore, after a restart; None once training again."""
+        if self._restarted_at is None:
+            return None
+        restore_at = self._restarted_at + self.profile.startup_seconds
+        restore = restore_at <= t < restore_at + c.restore_seconds
+        if restore and not self._restoring:
+            self._restoring = True
+            self._global_step = self._checkpoint_step
+            self._restore_scopes = [
+                r.metrics.checkpoint_restore(step=self._checkpoint_step) for r in live
+            ]
+            for scope in self._restore_scopes:
+                scope.__enter__()
+        elif not restore and self._restoring:
+            self._restoring = False
+            for scope in self._restore_scopes:
+                scope.__exit__()
+        return "startup" if t < restore_at + c.restore_seconds else None
+
+    def _account(self, live: list[_Rank], phase: str, stepping: bool, dt: float) -> None:
+        """Ground truth: a tick's real seconds into one goodput category.
+
+        Stepping ticks are counted per completed step (_truth_step); the part of a step
+        that never completes counts when it is dropped (other, or recovery in a crash).
+        """
+        if stepping:
+            return
+        if self._step_progress > 0:
+            self._add_truth("other" if live else "recovery", self._step_progress)
+        if not live:
+            category = "recovery"
+        elif self._restoring:
+            category = "checkpoint_restore"
+        elif phase == "startup":
+            category = "startup"
+        elif phase in ("eval", "checkpoint"):
+            category = "eval" if phase == "eval" else "checkpoint_save"
+        else:
+            category = "other"  # in phase train without stepping: a hang
+        self._add_truth(category, dt)
+
+    def _add_truth(self, category: str, seconds: float) -> None:
+        self.truth[category] = self.truth.get(category, 0.0) + seconds
+
+    def _truth_step(self, seconds: float, wait: float) -> None:
+        if not self._stepped:  # start-up lasts until the process's first step
+            self._add_truth("startup", seconds)
+            return
+        self._add_truth("data_wait", wait * seconds)
+        new = self._global_step + 1 > self._high_water
+        self._add_truth("goodput" if new else "lost_progress", (1.0 - wait) * seconds)
 
     # --- clock -------------------------------------------------------------------------
     def real_time_at(self, sim_seconds: float) -> float:
@@ -219,6 +303,9 @@ class Simulation:
     def _onset(self, c: Conditions) -> None:
         """One-time effects of the fault (processes dying, errors counted once)."""
         self._onset_done = True
+        if c.crash_job:
+            for r in self.ranks:
+                self._take_down(r)
         for r in c.crashed_ranks:
             self._take_down(self.ranks[r])
         for n in c.down_nodes:
@@ -246,6 +333,7 @@ class Simulation:
         rank.metrics.stop_http_server()
 
     def _step(self, t: float, dt_real: float) -> None:
+        self._metrics_now = self.real_time_at(t - self.tick)
         c = self.conditions()
         if self.fault_active and not self._onset_done:
             self._onset(c)
@@ -258,11 +346,20 @@ class Simulation:
         for n in c.ib_flapping:
             self.nodes[n].fabric.flap(t - self.fault_at)
         now = self.real_time_at(t)
+        if (
+            c.restart_after is not None
+            and self._restarted_at is None
+            and t >= self.fault_at + c.restart_after
+        ):
+            self._restart(t)
         live = [r for r in self.ranks if r.up]
 
-        phase = "train" if c.stalled else self.profile.phase_at(t)
+        phase = self._restart_phase(t, c, live) or (
+            "train" if c.stalled else self.profile.phase_at(t)
+        )
         if phase != self._phase:
-            if self._phase == "checkpoint" and self._checkpoint_succeeds(c):
+            if self._phase == "checkpoint" and live and self._checkpoint_succeeds(c):
+                self._checkpoint_step = self._global_step
                 for r in live:
                     r.metrics.checkpoint_saved(timestamp=now)
             for r in live:
@@ -275,7 +372,10 @@ class Simulation:
         compute = self.profile.step_seconds * (1.0 - self.profile.data_wait_ratio) / speed
         step_seconds = compute / (1.0 - wait)
 
-        if phase in ("train", "warmup") and not c.stalled:
+        self._metrics_now = now
+        stepping = phase in ("train", "warmup") and not c.stalled and bool(live)
+        self._account(live, phase, stepping, dt_real)
+        if stepping:
             self._step_progress += dt_real
             while True:
                 if self._next_step is None:
@@ -283,7 +383,9 @@ class Simulation:
                 if self._step_progress < self._next_step:
                     break
                 self._step_progress -= self._next_step
-                self._complete_step(live, t, now, self._next_step, wait, c)
+                # The step ended inside this tick: its exact end, for the time accounting.
+                ended = now - self._step_progress
+                self._complete_step(live, t, ended, self._next_step, wait, c)
                 self._next_step = None
         else:
             self._step_progress, self._next_step = 0.0, None
@@ -316,6 +418,10 @@ class Simulation:
         self, live: list[_Rank], t: float, now: float, seconds: float, wait: float, c: Conditions
     ) -> None:
         p = self.profile
+        self._truth_step(seconds, wait)
+        self._global_step += 1
+        self._high_water = max(self._high_water, self._global_step)
+        self._stepped = True
         self._dropped_debt += c.dropped_ratio
         dropped = int(self._dropped_debt)
         self._dropped_debt -= dropped
@@ -365,6 +471,7 @@ class Simulation:
     def serve(self) -> None:
         """Open the HTTP endpoints and write the file_sd files (no clock thread)."""
         world = self.spec.shape.gpus
+        self._serving = True
         for r in self.ranks:
             if r.up:
                 r.target.port = r.metrics.start_http_server(self._port(r.rank), addr=self.host)

@@ -43,6 +43,9 @@ class Conditions:
     xids: tuple[tuple[int, int, int, int], ...] = ()
     ib_down: tuple[int, ...] = ()  # nodes whose InfiniBand port mlx5_0/1 goes down for good
     ib_flapping: tuple[int, ...] = ()  # nodes whose port goes down 30 s every 10 min
+    crash_job: bool = False  # every process dies at onset (a torchrun-style job failure)
+    restart_after: int | None = None  # seconds after onset the launcher has them all back
+    restore_seconds: int = 60  # the restarted job loads its last checkpoint for this long
 
 
 @dataclass(frozen=True)
@@ -259,3 +262,16 @@ _FABRIC_SCENARIOS = (
 )
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (*_SCENARIOS, *_FABRIC_SCENARIOS)}
+
+# Goodput's restart: not in the e2e alert matrix (what pages for it is the recovery mode's
+# business), used by the goodput tests: `Simulation(spec, "restart")`.
+RESTART = Scenario(
+    "restart",
+    "At fault_at (1h35m, 23m after the 1h12m checkpoint) every process dies; the launcher "
+    "restarts them 4m later: 2m start-up, 1m restoring the checkpoint, then the steps since "
+    "it are redone (lost progress) before the job moves forward again.",
+    Conditions(crash_job=True, restart_after=4 * MINUTE),
+    {},
+    duration=3 * HOUR,
+    fault_at=HOUR + 35 * MINUTE,
+)

@@ -8,6 +8,7 @@ the fault window and for a quiet window before it.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import struct
 import tempfile
@@ -25,14 +26,13 @@ from trainsignals.simulator.scenarios import SCENARIOS
 from tests.conftest import JOBS, require_tool
 from trainsignals.cli import main
 from trainsignals.postmortem import (
-    Canvas,
     build_timeline,
     detection,
     parse_when,
-    plot,
     runs,
     step_for,
 )
+from trainsignals.postmortem_plot import SIZE, PlotSpec, plot
 from trainsignals.stack import Stack, job_files
 
 
@@ -54,9 +54,10 @@ def png_size(data: bytes) -> tuple[int, int]:
         pos += 12 + length
     assert kinds[0] == b"IHDR" and kinds[-1] == b"IEND"
     width, height, depth, color = struct.unpack(">IIBB", chunks[b"IHDR"][:10])
-    assert (depth, color) == (8, 2), "8-bit RGB"
+    assert depth == 8 and color in (2, 6), "8-bit RGB or RGBA (matplotlib writes RGBA)"
+    channels = 3 if color == 2 else 4
     raw = zlib.decompress(idat)
-    assert len(raw) == height * (1 + 3 * width), "one filter byte + RGB per row"
+    assert len(raw) == height * (1 + channels * width), "one filter byte + pixels per row"
     return width, height
 
 
@@ -131,20 +132,27 @@ def test_detection_without_alerts_starts_at_the_window() -> None:
     assert found.earliest_sign == 50.0 and found.first_page is None and found.late == []
 
 
-def test_png_renderer_draws_band_line_and_markers() -> None:
-    series = [(float(t), float(t % 7)) for t in range(0, 100)]
-    data = plot(series, 0, 100, (40, 60), [50.0], step=1, size=(200, 80))
-    assert png_size(data) == (200, 80)
-    raw = zlib.decompress(b"".join(_chunks(data, b"IDAT")))
-    colours = {
-        raw[i : i + 3] for row in range(80) for i in range(row * 601 + 1, row * 601 + 601, 3)
-    }
-    assert bytes((255, 228, 196)) in colours, "shaded incident band"
-    assert bytes((31, 90, 200)) in colours, "the series"
-    assert bytes((210, 40, 40)) in colours, "alert marker"
-    canvas = Canvas(3, 2)
-    canvas.set(1, 1, (1, 2, 3))
-    assert zlib.decompress(b"".join(_chunks(canvas.png(), b"IDAT")))[-6:-3] == b"\x01\x02\x03"
+def test_matplotlib_plot_draws_band_firing_onset_threshold_and_series() -> None:
+    import io
+
+    import matplotlib.image
+
+    t0 = 1_800_000_000.0
+    series = [(t0 + t, float(t % 7)) for t in range(0, 100)]
+    look = PlotSpec("Throughput (tokens/s)", "tokens/s", 3.0, "throughput floor")
+    data = plot(series, t0, t0 + 100, (t0 + 40, t0 + 60), [(t0 + 50, t0 + 70)], 1, look, t0 + 45)
+    assert png_size(data) == SIZE
+    pixels = matplotlib.image.imread(io.BytesIO(data))
+    rgb = {tuple(round(255 * c) for c in px[:3]) for row in pixels for px in row}
+    assert (0x1F, 0x5A, 0xC8) in rgb, "the series"
+    onset = (0x6A, 0x1B, 0x9A)  # antialiased: the nearest pixel is close, not exact
+    near = [c for c in rgb if sum(abs(a - b) for a, b in zip(c, onset, strict=True)) < 40]
+    assert near, "onset line"
+    assert (0xD2, 0x28, 0x28) in rgb, "alert firing strip"
+    assert (0xFF, 0xE4, 0xC4) in rgb, "incident window"
+    assert plot(series, t0, t0 + 100, (t0 + 40, t0 + 60), [], 1, look) == plot(
+        series, t0, t0 + 100, (t0 + 40, t0 + 60), [], 1, look
+    ), "deterministic bytes"
 
 
 def _chunks(data: bytes, kind: bytes) -> list[bytes]:
@@ -234,6 +242,10 @@ def test_postmortem_of_a_real_nan_loss_incident(tmp_path: Path) -> None:
     firing = parse_when(cells[4])
     assert onset < firing < onset + 10, (onset, cells)
     assert "First page | NonFiniteLoss at" in text
+    # The incident's badput: a NaN loss keeps the steps going, so most of it is goodput.
+    ettr = re.search(r"Effective training time ratio in the window: ([0-9.]+)%", text)
+    assert ettr and 50 < float(ettr.group(1)) <= 100, text.split("## Impact")[1][:1500]
+    assert "| lost_progress |" in text and "| recovery |" in text
     assert "time to page: **" in text
     for owner in spec.owners:
         assert owner in text
@@ -243,7 +255,7 @@ def test_postmortem_of_a_real_nan_loss_incident(tmp_path: Path) -> None:
     plots = sorted((tmp_path / "pm" / "incident").glob("*.png"))
     assert [p.stem for p in plots] == ["data_wait", "loss", "mfu", "step_time_p95", "tokens"]
     for p in plots:
-        assert png_size(p.read_bytes()) == (480, 160)
+        assert png_size(p.read_bytes()) == SIZE
         assert f"](incident/{p.name})" in text
     tokens_row = next(line for line in text.splitlines() if line.startswith("| Throughput"))
     assert "no data" not in tokens_row, "tokens/s before, during and after the window"

@@ -34,6 +34,29 @@ out_option = click.option(
 )
 
 
+monitoring_option = click.option(
+    "--monitoring",
+    "monitoring_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Monitoring settings YAML (owner team, heartbeat URL; see generator/monitoring.py). "
+    "Default: the settings in generator/monitoring.py.",
+)
+
+
+def _monitoring(path: Path | None):  # -> MonitoringSettings | None
+    if path is None:
+        return None
+    from trainsignals.generator.monitoring import load_monitoring
+
+    try:
+        return load_monitoring(path)
+    except SpecError as exc:
+        for problem in exc.problems:
+            click.echo(problem, err=True)
+        raise SystemExit(1) from None
+
+
 def _load(jobs_dir: Path) -> list:
     paths = spec_files(jobs_dir)
     if not paths:
@@ -63,6 +86,7 @@ def main() -> None:
 @main.command()
 @jobs_option
 @out_option
+@monitoring_option
 @click.option(
     "--time-scale",
     type=float,
@@ -77,10 +101,15 @@ def main() -> None:
     show_default=True,
     help="Smallest range window in seconds (4 x scrape interval).",
 )
-def generate(jobs_dir: Path, out_dir: Path, time_scale: float, min_range: int) -> None:
+def generate(
+    jobs_dir: Path, out_dir: Path, monitoring_file: Path | None, time_scale: float, min_range: int
+) -> None:
     """Write dashboards, rules, rule tests, routing and runbooks for every spec."""
     specs = _load(jobs_dir)
-    files = generate_all(specs, Options(time_scale=time_scale, min_range_seconds=min_range))
+    options = Options(
+        time_scale=time_scale, min_range_seconds=min_range, monitoring=_monitoring(monitoring_file)
+    )
+    files = generate_all(specs, options)
     changed = write_tree(out_dir, files)
     for path in changed:
         click.echo(f"wrote {path}")
@@ -98,9 +127,10 @@ def validate(jobs_dir: Path) -> None:
 @main.command()
 @jobs_option
 @out_option
-def check(jobs_dir: Path, out_dir: Path) -> None:
+@monitoring_option
+def check(jobs_dir: Path, out_dir: Path, monitoring_file: Path | None) -> None:
     """Fail when committed generated files differ from what the specs generate."""
-    files = generate_all(_load(jobs_dir))
+    files = generate_all(_load(jobs_dir), Options(monitoring=_monitoring(monitoring_file)))
     result = drift(out_dir, files)
     if result:
         for line in result.lines():
@@ -148,6 +178,7 @@ def explain(job: str, jobs_dir: Path) -> None:
 
 
 def _register_optional_commands() -> None:
+    from trainsignals.goodput import goodput_command
     from trainsignals.lint import lint_command
     from trainsignals.postmortem import postmortem_command
     from trainsignals.readiness import readiness_command
@@ -161,6 +192,7 @@ def _register_optional_commands() -> None:
     main.add_command(postmortem_command)
     main.add_command(readiness_command)
     main.add_command(slurm_targets)
+    main.add_command(goodput_command)
 
 
 _register_optional_commands()

@@ -94,6 +94,20 @@ METRICS: tuple[Metric, ...] = (
     ),
     Metric("trainsignals_steps_total", Kind.COUNTER, T, JOB, "Optimizer steps completed."),
     Metric(
+        "trainsignals_time_seconds_total",
+        Kind.COUNTER,
+        T,
+        (*JOB, "activity"),
+        "Seconds of this process's life per activity (goodput accounting).",
+    ),
+    Metric(
+        "trainsignals_global_step",
+        Kind.GAUGE,
+        T,
+        JOB,
+        "The trainer's global step; back at the checkpoint's step after a restart.",
+    ),
+    Metric(
         "trainsignals_failed_steps_total",
         Kind.COUNTER,
         T,
@@ -435,6 +449,81 @@ METRICS: tuple[Metric, ...] = (
         Component.PROMETHEUS,
         ("alertname", "alertstate", "severity"),
         "Pending and firing alerts.",
+    ),
+    # --- Prometheus and Alertmanager about themselves (meta-monitoring, generator/meta.py) ---
+    *(
+        Metric(name, kind, Component.PROMETHEUS, labels, help_)
+        for name, kind, labels, help_ in (
+            (
+                "prometheus_rule_evaluation_failures_total",
+                Kind.COUNTER,
+                ("rule_group",),
+                "Rule evaluations that failed.",
+            ),
+            (
+                "prometheus_rule_group_last_duration_seconds",
+                Kind.GAUGE,
+                ("rule_group",),
+                "Duration of the last evaluation of the rule group.",
+            ),
+            (
+                "prometheus_rule_group_interval_seconds",
+                Kind.GAUGE,
+                ("rule_group",),
+                "The rule group's evaluation interval.",
+            ),
+            (
+                "prometheus_rule_group_iterations_missed_total",
+                Kind.COUNTER,
+                ("rule_group",),
+                "Evaluations skipped because the previous one was still running.",
+            ),
+            (
+                "prometheus_notifications_alertmanagers_discovered",
+                Kind.GAUGE,
+                (),
+                "Alertmanagers Prometheus currently sends alerts to.",
+            ),
+            (
+                "prometheus_notifications_errors_total",
+                Kind.COUNTER,
+                ("alertmanager",),
+                "Errors sending alerts to an Alertmanager.",
+            ),
+            (
+                "prometheus_notifications_sent_total",
+                Kind.COUNTER,
+                ("alertmanager",),
+                "Alerts sent to an Alertmanager.",
+            ),
+            (
+                "prometheus_notifications_dropped_total",
+                Kind.COUNTER,
+                (),
+                "Alerts dropped (errors, or a full notification queue).",
+            ),
+        )
+    ),
+    Metric(
+        "alertmanager_notification_requests_failed_total",
+        Kind.COUNTER,
+        Component.ALERTMANAGER,
+        ("integration",),
+        "Notification requests that failed (each retry counts).",
+    ),
+    Metric(
+        "alertmanager_notifications_failed_total",
+        Kind.COUNTER,
+        Component.ALERTMANAGER,
+        ("integration",),
+        "Notifications that failed after all retries.",
+    ),
+    Metric(
+        "alertmanager_cluster_members",
+        Kind.GAUGE,
+        Component.ALERTMANAGER,
+        (),
+        "Members of the gossip cluster this Alertmanager sees.",
     ),
 )
 

@@ -4,7 +4,8 @@ Everything comes from Prometheus's HTTP API (stdlib urllib, bounded timeouts):
 - the incident timeline from `ALERTS{training_job="J"}` (query_range, ~200 points): for each
   alert name + labels the first pending, first firing and resolved times;
 - the golden signals (the recorded series of generator/recording.py) before, during and after
-  the window, drawn as small PNG line plots by a dependency-free renderer (zlib + struct);
+  the window, drawn with matplotlib (postmortem_plot.py): UTC time axis, units, thresholds,
+  alert firing bands and the onset marked;
 - impact figures: longest time without step progress, tokens not processed vs the spec's
   floor, GPU-hours affected.
 
@@ -14,14 +15,11 @@ data can fill and leaves prompts for the humans where judgement is needed.
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
-import struct
 import urllib.error
 import urllib.parse
 import urllib.request
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -33,6 +31,9 @@ import jinja2
 from trainsignals import __version__
 from trainsignals.generator.durations import format_duration
 from trainsignals.generator.spec import JobSpec
+from trainsignals.goodput import LABELS as BADPUT_LABELS
+from trainsignals.goodput import ROWS as BADPUT_ROWS
+from trainsignals.goodput import Breakdown, measure
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "generator" / "templates"
 DEFAULT_PROMETHEUS = "http://127.0.0.1:9090"
@@ -137,6 +138,11 @@ class Prometheus:
         if body.get("status") != "success":
             raise RuntimeError(f"{url}: {body.get('error', body)}")
         return body["data"]
+
+    def query(self, expr: str, at: float) -> list[dict]:
+        """Instant query at `at` (unix seconds): the result vector."""
+        self.log.append((f"query at {iso(at)}", expr))
+        return self._get("/api/v1/query", {"query": expr, "time": f"{at:.3f}"})["result"]
 
     def query_range(self, expr: str, start: float, end: float, step: float) -> list[dict]:
         self.log.append((f"query_range step={step:g}s", expr))
@@ -266,112 +272,6 @@ def detection(events: list[AlertEvent], start: float) -> Detection:
     )
 
 
-# --- PNG line plots ---------------------------------------------------------------------------
-RGB = tuple[int, int, int]
-WHITE, BLACK, GREY = (255, 255, 255), (0, 0, 0), (200, 200, 200)
-BLUE, RED, BAND = (31, 90, 200), (210, 40, 40), (255, 228, 196)
-
-
-class Canvas:
-    """An RGB raster with just what a line plot needs; `png()` encodes it (8-bit truecolour)."""
-
-    def __init__(self, width: int, height: int, background: RGB = WHITE) -> None:
-        self.width, self.height = width, height
-        self.pixels = bytearray(bytes(background) * (width * height))
-
-    def set(self, x: int, y: int, color: RGB) -> None:
-        if 0 <= x < self.width and 0 <= y < self.height:
-            i = 3 * (y * self.width + x)
-            self.pixels[i : i + 3] = bytes(color)
-
-    def rect(self, x0: int, y0: int, x1: int, y1: int, color: RGB) -> None:
-        x0, x1 = max(0, min(x0, x1)), min(self.width - 1, max(x0, x1))
-        row = bytes(color) * (x1 - x0 + 1)
-        for y in range(max(0, min(y0, y1)), min(self.height - 1, max(y0, y1)) + 1):
-            i = 3 * (y * self.width + x0)
-            self.pixels[i : i + len(row)] = row
-
-    def line(self, x0: int, y0: int, x1: int, y1: int, color: RGB) -> None:
-        """Bresenham's line, endpoints included."""
-        dx, dy = abs(x1 - x0), -abs(y1 - y0)
-        sx, sy = (1 if x0 < x1 else -1), (1 if y0 < y1 else -1)
-        err = dx + dy
-        while True:
-            self.set(x0, y0, color)
-            if x0 == x1 and y0 == y1:
-                return
-            e2 = 2 * err
-            if e2 >= dy:
-                err, x0 = err + dy, x0 + sx
-            if e2 <= dx:
-                err, y0 = err + dx, y0 + sy
-
-    def png(self) -> bytes:
-        def chunk(kind: bytes, data: bytes) -> bytes:
-            return (
-                struct.pack(">I", len(data))
-                + kind
-                + data
-                + struct.pack(">I", zlib.crc32(kind + data))
-            )
-
-        stride = 3 * self.width
-        raw = b"".join(
-            b"\x00" + bytes(self.pixels[y * stride : (y + 1) * stride]) for y in range(self.height)
-        )
-        header = struct.pack(">IIBBBBB", self.width, self.height, 8, 2, 0, 0, 0)
-        return (
-            b"\x89PNG\r\n\x1a\n"
-            + chunk(b"IHDR", header)
-            + chunk(b"IDAT", zlib.compress(raw, 9))
-            + chunk(b"IEND", b"")
-        )
-
-
-def plot(
-    series: list[tuple[float, float]],
-    t0: float,
-    t1: float,
-    band: tuple[float, float],
-    markers: Sequence[float],
-    step: float,
-    size: tuple[int, int] = (480, 160),
-) -> bytes:
-    """A line plot as PNG: shaded `band` (the incident window), red marks at `markers`
-    (alerts firing), the series in blue with gaps where samples are missing."""
-    width, height = size
-    left, right, top, bottom = 8, width - 8, 8, height - 8
-    canvas = Canvas(width, height)
-    values = [v for _, v in series]
-    lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
-    if hi - lo < 1e-12:  # a flat line sits mid-height
-        lo, hi = lo - 1.0, hi + 1.0
-    span = max(t1 - t0, 1e-9)
-
-    def x_of(t: float) -> int:
-        return round(left + (right - left) * (t - t0) / span)
-
-    def y_of(v: float) -> int:
-        return round(bottom - (bottom - top) * (v - lo) / (hi - lo))
-
-    canvas.rect(x_of(band[0]), top, x_of(band[1]), bottom, BAND)
-    for frac in (0.25, 0.5, 0.75):  # light grid so levels can be compared by eye
-        y = round(top + (bottom - top) * frac)
-        canvas.line(left, y, right, y, GREY)
-    for t in markers:
-        if t0 <= t <= t1:
-            canvas.line(x_of(t), top, x_of(t), bottom, RED)
-    canvas.line(left, bottom, right, bottom, BLACK)  # axes
-    canvas.line(left, top, left, bottom, BLACK)
-    for (ta, va), (tb, vb) in itertools.pairwise(series):
-        if tb - ta <= 1.5 * step:
-            canvas.line(x_of(ta), y_of(va), x_of(tb), y_of(vb), BLUE)
-    if len(series) == 1:
-        t, v = series[0]
-        canvas.rect(x_of(t) - 1, y_of(v) - 1, x_of(t) + 1, y_of(v) + 1, BLUE)
-    return canvas.png()
-
-
 # --- the report -------------------------------------------------------------------------------
 @dataclass
 class SignalView:
@@ -453,6 +353,7 @@ class Postmortem:
     prometheus: str
     step: float
     plot_step: float
+    badput: Breakdown | None = None  # goodput accounting over the window (trainsignals.goodput)
 
     @property
     def fired(self) -> list[AlertEvent]:
@@ -471,10 +372,28 @@ def default_out(job: str, start: float) -> Path:
     return Path("postmortems") / f"{job}-{datetime.fromtimestamp(start, UTC):%Y-%m-%d}.md"
 
 
+def threshold(spec: JobSpec | None, key: str) -> tuple[float | None, str]:
+    """The spec's bound the alerts use for this signal, and its legend label."""
+    if spec is None:
+        return None, ""
+    if key == "tokens":
+        return spec.tokens_per_second_floor, "throughput floor"
+    if key == "step_time_p95":
+        return spec.objectives.step_time_max_seconds, "step-time bound"
+    if key == "mfu":
+        return spec.objectives.mfu_min_ratio, "MFU floor"
+    if key == "data_wait":
+        return spec.objectives.data_wait_max_ratio, "data-wait ceiling"
+    return None, ""
+
+
 def collect(
     prom: Prometheus, job: str, start: float, end: float, spec: JobSpec | None, plot_dir: Path
 ) -> Postmortem:
     """Query Prometheus, write the plots into `plot_dir`, and return what the template needs."""
+    # matplotlib costs ~0.4 s to import: only the postmortem command pays it.
+    from trainsignals.postmortem_plot import PlotSpec, firing_bands, plot
+
     if end <= start:
         raise ValueError("--to must be after --from")
     selector = f'{{training_job="{job}"}}'
@@ -486,7 +405,8 @@ def collect(
     pad = 0.5 * (end - start)
     p0, p1 = start - pad, end + pad
     plot_step = step_for(p0, p1)
-    markers = [e.first_firing for e in events if e.first_firing is not None]
+    bands = firing_bands(events, p1)
+    onset = detection(events, start).earliest_sign
     plot_dir.mkdir(parents=True, exist_ok=True)
     views = []
     tokens: list[tuple[float, float]] = []
@@ -496,7 +416,8 @@ def collect(
         if signal.key == "tokens":
             tokens = series
         png = plot_dir / f"{signal.key}.png"
-        png.write_bytes(plot(series, p0, p1, (start, end), markers, plot_step))
+        look = PlotSpec(signal.title, signal.unit, *threshold(spec, signal.key))
+        png.write_bytes(plot(series, p0, p1, (start, end), bands, plot_step, look, onset))
         values = [v for _, v in series]
         views.append(
             SignalView(
@@ -511,6 +432,12 @@ def collect(
             )
         )
     step_age = points(prom.query_range(f"{LAST_STEP_AGE}{selector}", start, end, step))
+    badput = None
+    if spec is not None:
+        try:  # the incident's badput: the goodput command's computation over the window
+            badput = measure(prom, spec, start, end)
+        except RuntimeError:
+            badput = None  # no time accounting in the window (older instrumentation)
     return Postmortem(
         job=job,
         start=start,
@@ -524,6 +451,7 @@ def collect(
         prometheus=prom.url,
         step=step,
         plot_step=plot_step,
+        badput=badput,
     )
 
 
@@ -538,7 +466,9 @@ def render(pm: Postmortem) -> str:
     )
     env.filters |= {"iso": iso, "human": human, "fmt": fmt}
     template = env.get_template("postmortem.md.j2")
-    return template.render(pm=pm, version=__version__, cell=_cell)
+    return template.render(
+        pm=pm, version=__version__, cell=_cell, badput_rows=BADPUT_ROWS, badput_labels=BADPUT_LABELS
+    )
 
 
 def _cell(value: object) -> str:

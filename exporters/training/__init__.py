@@ -15,11 +15,15 @@ See exporters/training/README.md.
 
 from .disk import CheckpointDiskCollector, DiskUsage
 from .metrics import DEFAULT_BASE_PORT, STEP_BUCKETS, TrainingMetrics
+from .torchrun import LaunchEnv, LaunchEnvError, read_env
 
 __all__ = [
     "DEFAULT_BASE_PORT",
     "STEP_BUCKETS",
     "CheckpointDiskCollector",
     "DiskUsage",
+    "LaunchEnv",
+    "LaunchEnvError",
     "TrainingMetrics",
+    "read_env",
 ]

@@ -12,6 +12,7 @@ import math
 import os
 import socket
 import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
@@ -23,6 +24,8 @@ from trainsignals.metric_catalog import PHASES
 
 from .disk import CheckpointDiskCollector, DiskUsageFn, WithoutCreated, real_disk_usage
 from .server import MetricsServer
+from .timeaccount import PHASE_ACTIVITY, TimeAccount, TimeAccountCollector
+from .torchrun import LaunchEnv, read_env
 
 # Port scheme: one endpoint per rank, base + local_rank, so ranks of a node never collide.
 DEFAULT_BASE_PORT = 9850
@@ -93,10 +96,11 @@ class _StepTimer:
 
 
 class _WaitTimer:
-    __slots__ = ("_counter", "_start")
+    __slots__ = ("_account", "_counter", "_start")
 
-    def __init__(self, counter: Any) -> None:
+    def __init__(self, counter: Any, account: TimeAccount) -> None:
         self._counter = counter
+        self._account = account
         self._start = 0.0
 
     def __enter__(self) -> _WaitTimer:
@@ -105,7 +109,9 @@ class _WaitTimer:
 
     def __exit__(self, *exc: object) -> None:
         # Counted even when the loader raised: the time was spent waiting either way.
-        self._counter.inc(time.perf_counter() - self._start)
+        waited = time.perf_counter() - self._start
+        self._counter.inc(waited)
+        self._account.wait_seconds += waited
 
 
 class _PhaseScope:
@@ -124,6 +130,40 @@ class _PhaseScope:
         self._metrics.phase(self._previous)
 
 
+class _ActivityScope:
+    """Accounts the block's time to one activity, then back to what the phase asks for."""
+
+    __slots__ = ("_account", "_activity", "_previous")
+
+    def __init__(self, account: TimeAccount, activity: str) -> None:
+        self._account, self._activity, self._previous = account, activity, "startup"
+
+    def __enter__(self) -> _ActivityScope:
+        self._previous = self._account.switch(self._activity)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._account.switch(self._previous)
+
+
+class _CheckpointScope:
+    __slots__ = ("_metrics", "_scope")
+
+    def __init__(self, metrics: TrainingMetrics) -> None:
+        self._metrics = metrics
+        self._scope: _PhaseScope | None = None
+
+    def __enter__(self) -> _CheckpointScope:
+        self._scope = self._metrics.phase("checkpoint")
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        if self._scope is not None:
+            self._scope.__exit__()
+        if exc_type is None:
+            self._metrics.checkpoint_saved()
+
+
 class TrainingMetrics:
     """Per-rank training metrics. Create one per process, early (its start time matters)."""
 
@@ -140,6 +180,7 @@ class TrainingMetrics:
         restart_count: int = 0,
         step_time_bound: float | None = None,
         disk_usage: DiskUsageFn = real_disk_usage,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         labels = dict(sorted((labels or {}).items()))
         clash = RESERVED_LABELS.intersection(labels)
@@ -148,6 +189,10 @@ class TrainingMetrics:
         if world_size < 1 or not 0 <= rank < world_size or local_rank < 0:
             raise ValueError(f"need 0 <= rank < world_size, got rank={rank} of {world_size}")
         self.rank, self.local_rank, self.world_size = rank, local_rank, world_size
+        self.restart_count = restart_count
+        self.launch = LaunchEnv(
+            rank, local_rank, world_size, local_rank + 1, restart_count=restart_count
+        )
         self.node = node or socket.gethostname()
         # Metrics live in an inner registry; the exposed one filters out the `_created`
         # series prometheus_client adds (not in the metric table, and noise to every scrape).
@@ -242,6 +287,11 @@ class TrainingMetrics:
         self._phase = "startup"
         self._phases["startup"].set(1)
 
+        # Goodput time accounting (timeaccount.py): `clock` is Unix time (the simulator's own).
+        self._clock = clock
+        self._account = TimeAccount(clock, started if start_time is not None else clock())
+        inner.register(TimeAccountCollector(self._account, names, values))
+
         self.checkpoint_dir = None if checkpoint_dir is None else os.fspath(checkpoint_dir)
         if self.checkpoint_dir is not None:
             disk = CheckpointDiskCollector(self.checkpoint_dir, names, values, disk_usage)
@@ -250,22 +300,25 @@ class TrainingMetrics:
     # --- construction from the launcher's environment ---------------------------------
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **kwargs: Any) -> TrainingMetrics:
-        """Read RANK, LOCAL_RANK, WORLD_SIZE and TORCHELASTIC_RESTART_COUNT as torchrun sets them.
+        """Configure from torchrun's variables (see torchrun.py); no argument is required.
 
         TRAINSIGNALS_STEP_TIME_BOUND_SECONDS, when set, is the spec's step-time bound.
         Missing variables mean a single-process run (rank 0 of 1, first incarnation). Other
-        arguments pass through to the constructor.
+        arguments pass through to the constructor. `metrics.launch` keeps what was read
+        (group_rank, restart_count, ...).
         """
-        env = os.environ if environ is None else environ
-        bound = env.get(STEP_TIME_BOUND_ENV)
-        return cls(
-            rank=int(env.get("RANK", "0")),
-            local_rank=int(env.get("LOCAL_RANK", "0")),
-            world_size=int(env.get("WORLD_SIZE", "1")),
-            restart_count=int(env.get("TORCHELASTIC_RESTART_COUNT", "0")),
+        launch = read_env(environ)
+        bound = (os.environ if environ is None else environ).get(STEP_TIME_BOUND_ENV)
+        metrics = cls(
+            rank=launch.rank,
+            local_rank=launch.local_rank,
+            world_size=launch.world_size,
+            restart_count=launch.restart_count,
             step_time_bound=float(bound) if bound else None,
             **kwargs,
         )
+        metrics.launch = launch
+        return metrics
 
     # --- the hot path ------------------------------------------------------------------
     def step(self, tokens: float = 0, samples: float = 0) -> _StepTimer:
@@ -286,7 +339,9 @@ class TrainingMetrics:
             self._tokens.inc(tokens)
         if samples:
             self._samples.inc(samples)
-        self._last_step.set(time.time() if timestamp is None else timestamp)
+        now = self._clock() if timestamp is None else timestamp
+        self._last_step.set(now)
+        self._account.step_done(seconds, now)
 
     def loss(self, value: float) -> None:
         """Finite values set the gauge; NaN/inf count as non-finite and keep the last value."""
@@ -300,10 +355,11 @@ class TrainingMetrics:
 
     def data_wait(self) -> _WaitTimer:
         """`with metrics.data_wait(): batch = next(it)`: time spent waiting for data."""
-        return _WaitTimer(self._data_wait)
+        return _WaitTimer(self._data_wait, self._account)
 
     def add_data_wait(self, seconds: float) -> None:
         self._data_wait.inc(seconds)
+        self._account.wait_seconds += seconds
 
     # --- rarer events ------------------------------------------------------------------
     def batch_dropped(self, n: int = 1) -> None:
@@ -326,11 +382,32 @@ class TrainingMetrics:
             self._phases[name].set(1)
             self._phases[previous].set(0)
             self._phase = name
+            self._account.switch(PHASE_ACTIVITY[name])
         return _PhaseScope(self, previous)
 
     @property
     def current_phase(self) -> str:
         return self._phase
+
+    # --- goodput: checkpoints and the global step ---------------------------------------
+    def checkpoint_restore(self, step: int | None = None) -> _ActivityScope:
+        """`with metrics.checkpoint_restore(step=N): load()`: time it as checkpoint_restore.
+
+        `step` is the checkpoint's global step: the global step gauge continues from it, so
+        steps redone after a restart are visible (and counted as lost progress).
+        """
+        if step is not None:
+            self.set_global_step(step)
+        return _ActivityScope(self._account, "checkpoint_restore")
+
+    def checkpoint_save(self) -> _CheckpointScope:
+        """`with metrics.checkpoint_save(): save()`: phase "checkpoint" while it blocks,
+        then checkpoint_saved() when the block exits without an exception."""
+        return _CheckpointScope(self)
+
+    def set_global_step(self, step: int) -> None:
+        """Set the trainer's global step now (it then advances by one per completed step)."""
+        self._account.set_global_step(step)
 
     # --- exposition --------------------------------------------------------------------
     def start_http_server(

@@ -10,14 +10,26 @@ from ..promql import RuleContext
 GROUP = AlertGroup()
 onset = FAULT_ONSET
 GPU_NODE = ("node", "gpu")
+GPU_ID = (*GPU_NODE, "uuid")  # what a per-GPU ticket names: node, index and UUID
 # Application-fault XIDs, one of which the GpuXidError test injects.
 APPLICATION_XIDS = (13, 31, 43, 45)
+
+
+def named_gpu(ctx: RuleContext, expr: str) -> str:
+    """`expr` with each GPU's UUID joined in, so a ticket names the very board to replace.
+
+    The UUID comes from gpu:trainsignals_gpu_uuid:info; a GPU the source no longer reports
+    (dcgm-exporter drops a lost GPU) keeps its alert, without a UUID.
+    """
+    info = f"gpu:trainsignals_gpu_uuid:info{ctx.recorded()}"
+    match = "on (training_job, node, gpu)"
+    return f"({expr}) * {match} group_left (uuid) {info} or (({expr}) unless {match} {info})"
 
 
 def _xid_labels(ctx: RuleContext) -> tuple[str, ...]:
     # Both sources carry the code as `xid` and NVIDIA's immediate action as `action`
     # (generator/xid_catalog.py; codes outside its table have none).
-    return (*GPU_NODE, "xid", "action")
+    return (*GPU_ID, "xid", "action")
 
 
 @GROUP.alert(
@@ -62,8 +74,11 @@ def gpu_lost(ctx: RuleContext) -> Rule:
     r, gpus, source = ctx.recorded(), ctx.spec.shape.gpus_per_node, gpu_source(ctx)
     presence = source.presence_signal
     return Rule(
-        expr=f"gpu:trainsignals_gpu_up:value{r} == 0 or on (training_job, node) "
-        f"node:trainsignals_gpus:count{r} < {gpus}",
+        expr=named_gpu(
+            ctx,
+            f"gpu:trainsignals_gpu_up:value{r} == 0 or on (training_job, node) "
+            f"node:trainsignals_gpus:count{r} < {gpus}",
+        ),
         for_seconds=60,
         summary="{{ $labels.training_job }}: GPU lost on {{ $labels.node }} {{ $labels.gpu }}",
         description="A GPU on {{ $labels.node }} stopped answering NVML (fell off the bus, XID "
@@ -75,7 +90,7 @@ def gpu_lost(ctx: RuleContext) -> Rule:
             FaultCase(
                 "",
                 8,
-                labels=GPU_NODE if source.reports_gpu_up else ("node",),
+                labels=GPU_ID if source.reports_gpu_up else ("node",),
                 gpu_overrides={
                     presence: after(
                         onset, 0 if source.reports_gpu_up else None, GPU_HEALTHY[presence]
@@ -97,7 +112,10 @@ def gpu_lost(ctx: RuleContext) -> Rule:
 )
 def gpu_uncorrectable_ecc(ctx: RuleContext) -> Rule:
     return Rule(
-        expr=f"gpu:trainsignals_gpu_ecc_uncorrected:increase10m{ctx.recorded()} > 0",
+        expr=named_gpu(
+            ctx,
+            f"gpu:trainsignals_gpu_ecc_uncorrected:increase10m{ctx.recorded()} > 0",
+        ),
         for_seconds=60,
         summary="{{ $labels.training_job }}: uncorrectable ECC errors on {{ $labels.node }} "
         "GPU {{ $labels.gpu }}",
@@ -108,7 +126,7 @@ def gpu_uncorrectable_ecc(ctx: RuleContext) -> Rule:
         threshold="> 0 in 10m",
         window="10m",
         faults=[
-            FaultCase("", 4, labels=GPU_NODE, gpu_overrides={"ecc_uncorrected": after(onset, 2, 0)})
+            FaultCase("", 4, labels=GPU_ID, gpu_overrides={"ecc_uncorrected": after(onset, 2, 0)})
         ],
     )
 
@@ -125,7 +143,10 @@ def gpu_uncorrectable_ecc(ctx: RuleContext) -> Rule:
 def gpu_xid_critical(ctx: RuleContext) -> Rule:
     o = ctx.spec.objectives
     return Rule(
-        expr=f"gpu:trainsignals_gpu_xid_critical:seen10m{ctx.recorded()} > 0",
+        expr=named_gpu(
+            ctx,
+            f"gpu:trainsignals_gpu_xid_critical:seen10m{ctx.recorded()} > 0",
+        ),
         for_seconds=60,
         summary="{{ $labels.training_job }}: critical XID on {{ $labels.node }} GPU "
         "{{ $labels.gpu }}",
@@ -158,7 +179,10 @@ def gpu_xid_error(ctx: RuleContext) -> Rule:
     o = ctx.spec.objectives
     other = next(c for c in APPLICATION_XIDS if c not in o.xid_page_codes)
     return Rule(
-        expr=f"gpu:trainsignals_gpu_xid_other:seen10m{ctx.recorded()} > 0",
+        expr=named_gpu(
+            ctx,
+            f"gpu:trainsignals_gpu_xid_other:seen10m{ctx.recorded()} > 0",
+        ),
         for_seconds=60,
         summary="{{ $labels.training_job }}: XID {{ $labels.xid }} on {{ $labels.node }} GPU "
         "{{ $labels.gpu }}",
@@ -185,7 +209,10 @@ def gpu_xid_error(ctx: RuleContext) -> Rule:
 )
 def gpu_remapped_rows_pending(ctx: RuleContext) -> Rule:
     return Rule(
-        expr=f"gpu:trainsignals_gpu_remapped_rows:pending{ctx.recorded()} > 0",
+        expr=named_gpu(
+            ctx,
+            f"gpu:trainsignals_gpu_remapped_rows:pending{ctx.recorded()} > 0",
+        ),
         for_seconds=600,
         summary="{{ $labels.training_job }}: row remapping pending on {{ $labels.node }} GPU "
         "{{ $labels.gpu }}",
@@ -196,7 +223,7 @@ def gpu_remapped_rows_pending(ctx: RuleContext) -> Rule:
         window="instant",
         faults=[
             FaultCase(
-                "", 12, labels=GPU_NODE, gpu_overrides={"remapped_rows_pending": after(onset, 1, 0)}
+                "", 12, labels=GPU_ID, gpu_overrides={"remapped_rows_pending": after(onset, 1, 0)}
             )
         ],
     )
@@ -205,8 +232,11 @@ def gpu_remapped_rows_pending(ctx: RuleContext) -> Rule:
 def _throttling(ctx: RuleContext, signal: str, how: str, cause: str, consequence: str = "") -> Rule:
     o = ctx.spec.objectives
     return Rule(
-        expr=f"avg_over_time(gpu:trainsignals_gpu_{signal}:active{ctx.recorded()}"
-        f"[{ctx.range(900)}]) > {o.throttle_max_ratio:g}",
+        expr=named_gpu(
+            ctx,
+            f"avg_over_time(gpu:trainsignals_gpu_{signal}:active{ctx.recorded()}"
+            f"[{ctx.range(900)}]) > {o.throttle_max_ratio:g}",
+        ),
         for_seconds=900,
         summary="{{ $labels.training_job }}: {{ $labels.node }} GPU {{ $labels.gpu }} "
         f"{how} throttled {{{{ $value | humanizePercentage }}}} of the time",
@@ -216,7 +246,7 @@ def _throttling(ctx: RuleContext, signal: str, how: str, cause: str, consequence
         panel="gpu_throttle",
         threshold=f"> {o.throttle_max_ratio:.0%} of time",
         window="15m",
-        faults=[FaultCase("", 22, labels=GPU_NODE, gpu_overrides={signal: after(onset, 1, 0)})],
+        faults=[FaultCase("", 22, labels=GPU_ID, gpu_overrides={signal: after(onset, 1, 0)})],
     )
 
 
@@ -263,7 +293,10 @@ def gpu_temperature_high(ctx: RuleContext) -> Rule:
     o = ctx.spec.objectives
     limit = o.gpu_temperature_max_celsius
     return Rule(
-        expr=f"gpu:trainsignals_gpu_temperature:celsius{ctx.recorded()} > {limit:g}",
+        expr=named_gpu(
+            ctx,
+            f"gpu:trainsignals_gpu_temperature:celsius{ctx.recorded()} > {limit:g}",
+        ),
         for_seconds=600,
         summary="{{ $labels.training_job }}: {{ $labels.node }} GPU {{ $labels.gpu }} at "
         "{{ $value }} C",
@@ -276,7 +309,7 @@ def gpu_temperature_high(ctx: RuleContext) -> Rule:
             FaultCase(
                 "",
                 12,
-                labels=GPU_NODE,
+                labels=GPU_ID,
                 gpu_overrides={"temperature": after(onset, limit + 5, 65.0)},
             )
         ],
@@ -295,7 +328,10 @@ def gpu_memory_near_full(ctx: RuleContext) -> Rule:
     o = ctx.spec.objectives
     memory_fault = (1 + o.gpu_memory_max_ratio) / 2
     return Rule(
-        expr=f"gpu:trainsignals_gpu_memory_used:ratio{ctx.recorded()} > {o.gpu_memory_max_ratio:g}",
+        expr=named_gpu(
+            ctx,
+            f"gpu:trainsignals_gpu_memory_used:ratio{ctx.recorded()} > {o.gpu_memory_max_ratio:g}",
+        ),
         for_seconds=1800,
         summary="{{ $labels.training_job }}: {{ $labels.node }} GPU {{ $labels.gpu }} memory "
         "{{ $value | humanizePercentage }} used",
@@ -309,7 +345,7 @@ def gpu_memory_near_full(ctx: RuleContext) -> Rule:
             FaultCase(
                 "",
                 32,
-                labels=GPU_NODE,
+                labels=GPU_ID,
                 gpu_overrides={"memory_used_ratio": after(onset, memory_fault, 0.75)},
             )
         ],
@@ -363,7 +399,10 @@ def gpu_exporter_nvml_errors(ctx: RuleContext) -> Rule | None:
     if not gpu_source(ctx).reports_nvml_errors:
         return None
     return Rule(
-        expr=f"gpu:trainsignals_gpu_nvml_errors:rate15m{ctx.recorded()} > 0",
+        expr=named_gpu(
+            ctx,
+            f"gpu:trainsignals_gpu_nvml_errors:rate15m{ctx.recorded()} > 0",
+        ),
         for_seconds=900,
         summary="{{ $labels.training_job }}: NVML errors on {{ $labels.node }} GPU "
         "{{ $labels.gpu }}",
@@ -376,7 +415,7 @@ def gpu_exporter_nvml_errors(ctx: RuleContext) -> Rule | None:
             FaultCase(
                 "",
                 17,
-                labels=GPU_NODE,
+                labels=GPU_ID,
                 gpu_overrides={"nvml_errors": lambda m: float(max(0, m - onset))},
             )
         ],

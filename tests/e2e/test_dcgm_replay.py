@@ -141,6 +141,7 @@ EXPECTED: dict[str, Expected] = {
     "gpu:trainsignals_gpu_xid_critical:seen10m": lambda g: g.xid if g.xid == 79 else None,
     "gpu:trainsignals_gpu_xid_other:seen10m": lambda g: g.xid if g.xid == 13 else None,
     "gpu:trainsignals_gpu_remapped_rows:pending": lambda g: g.row_remap_failure,
+    "gpu:trainsignals_gpu_uuid:info": lambda g: 1,  # its `uuid` label: checked in ALERTS
 }
 EMPTY_WHEN_HEALTHY = ("xid_critical", "xid_other")
 ALERTS = {
@@ -274,7 +275,10 @@ def test_stock_page_healthy_then_faults(stack_and_pages) -> None:
         missing = []
         for alert, labels in ALERTS.items():
             got = seen.get((alert, labels["node"]))
-            if got is None or any(got.get(k) != v for k, v in labels.items()):
+            # Every per-GPU ticket names the board: the UUID from the page's UUID label.
+            board = gpus[labels["node"]][int(labels["gpu"])].uuid(labels["node"])
+            wanted = {**labels, "uuid": board}
+            if got is None or any(got.get(k) != v for k, v in wanted.items()):
                 missing.append(f"{alert} {labels}: got {got}")
         return missing
 

@@ -158,7 +158,7 @@ def prepare(base: JobSpec, scenario: Scenario, workdir: Path) -> tuple[Run, Path
 
 def dashboard_exprs(run: Run) -> list[str]:
     return [
-        expr.replace("$node", ".*").replace("$gpu", ".*")
+        expr.replace("$node", ".*").replace("$gpu", ".*").replace("$__range", "1h")
         for _, expr in panel_queries(run.dashboard)
     ]
 

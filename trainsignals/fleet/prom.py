@@ -74,7 +74,7 @@ class Prometheus:
     def restart_with(self, blocks: Path) -> None:
         """Stop, move freshly written blocks into the data directory, start again."""
         self.stop()
-        for block in sorted(blocks.iterdir()):
+        for block in sorted(blocks.iterdir()) if blocks.is_dir() else []:  # none: nothing recorded
             if block.is_dir():
                 shutil.move(str(block), self.data / block.name)
         self.start()

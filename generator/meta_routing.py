@@ -1,0 +1,90 @@
+"""Alertmanager routes and receivers for the meta-monitoring alerts (generator/meta.py).
+
+Two routes go before every team's: the Watchdog heartbeat to the dead man's switch, repeated
+every `heartbeat.interval` for as long as the pipeline works, and the other meta alerts to the
+monitoring team's page / ticket receivers. They match on alert name and team, so a job team that
+happens to be called like the monitoring team keeps its own routes.
+"""
+
+from __future__ import annotations
+
+from .durations import format_duration
+from .meta import HEARTBEAT
+from .monitoring import META_ALERT_NAMES, MonitoringSettings
+from .receivers import Receiver
+
+SWITCH_RECEIVER = "deadmansswitch"
+SEVERITIES = ("page", "ticket")
+
+
+def receiver_name(settings: MonitoringSettings, severity: str) -> str:
+    return f"meta-{settings.team}-{severity}"
+
+
+def heartbeat_timing(settings: MonitoringSettings) -> dict[str, str]:
+    """Ping every `interval`: Alertmanager re-sends once `repeat_interval` has passed, checked
+    every `group_interval`, so a quarter of it keeps the real period within 1.25 x interval."""
+    interval = settings.heartbeat.interval
+    return {
+        "group_wait": "0s",
+        "group_interval": format_duration(max(1, interval // 4)),
+        "repeat_interval": format_duration(interval),
+    }
+
+
+def meta_routes(settings: MonitoringSettings, timing_of: dict[str, dict[str, str]]) -> list[dict]:
+    """[heartbeat route, meta alerts route]; `timing_of` maps page/ticket to their timing."""
+    names = "|".join(n for n in META_ALERT_NAMES if n != HEARTBEAT)
+    return [
+        {
+            "receiver": SWITCH_RECEIVER,
+            "matchers": [f'alertname="{HEARTBEAT}"'],
+            **heartbeat_timing(settings),
+        },
+        {
+            "matchers": [f'team="{settings.team}"', f'alertname=~"{names}"'],
+            "routes": [
+                {
+                    "receiver": receiver_name(settings, severity),
+                    "matchers": [f'severity="{severity}"'],
+                    **timing_of[severity],
+                }
+                for severity in SEVERITIES
+            ],
+        },
+    ]
+
+
+def switch_receiver(settings: MonitoringSettings) -> dict:
+    """The dead man's switch: a webhook (token from a file, never inline), no resolved."""
+    from .alertmanager import _receiver_config  # alertmanager.py imports this module
+
+    config = _receiver_config(SWITCH_RECEIVER, settings.heartbeat.receiver())
+    config["webhook_configs"][0]["send_resolved"] = False
+    return config
+
+
+def meta_receivers(
+    settings: MonitoringSettings, default_webhook_base: str
+) -> tuple[list[dict], list[str]]:
+    """(receivers, names of those that fell back to the local placeholder webhook)."""
+    from .alertmanager import _receiver_config  # alertmanager.py imports this module
+
+    receivers, placeholders = [switch_receiver(settings)], []
+    for severity in SEVERITIES:
+        name = receiver_name(settings, severity)
+        receiver = getattr(settings.routing, severity)
+        if receiver is None:
+            receiver = Receiver(
+                kind="webhook", target=f"{default_webhook_base}/{settings.team}/{severity}"
+            )
+            placeholders.append(name)
+        receivers.append(_receiver_config(name, receiver))
+    return receivers, placeholders
+
+
+COMMENT = (
+    "Meta-monitoring first: the always-firing Watchdog goes only to the dead man's switch "
+    "(it pages when these pings stop: Prometheus, Alertmanager or their host is down); the "
+    "other meta alerts go to the monitoring team, whoever owns the job."
+)

@@ -1,0 +1,390 @@
+"""promtool unit tests for the meta-monitoring group (alerts/meta.test.yaml).
+
+Each alert gets a case where its fault fires it with exact labels and a healthy (or
+deliberately tolerated) case where it stays silent: one Alertmanager of two failing is not a
+page, a finished job losing all its targets is not a vanished target. Series carry the labels
+Prometheus 2.42 and Alertmanager 0.25 really export (checked on the e2e stack).
+"""
+
+from __future__ import annotations
+
+from .meta import GROUP, HEARTBEAT, HEARTBEAT_SEVERITY, severity_of, vanish_groups
+from .monitoring import MonitoringSettings
+from .promql import matchers
+from .spec import JobSpec
+
+PROM_INSTANCE = "prometheus-0:9090"
+RULE_GROUP = "/etc/prometheus/rules/job.rules.yaml;trainsignals-job-alerts"
+
+
+def _series(name: str, labels: dict[str, str], values: str) -> dict:
+    return {"series": f"{name}{matchers(labels)}", "values": values}
+
+
+def _alert(alertname: str, minute: int, expected: list[dict[str, str]]) -> dict:
+    """The firing alerts named `alertname` at `minute`: exactly these label sets.
+
+    An ALERTS query, not `alert_rule_test`: promtool compares annotations verbatim there, and
+    ours carry live values.
+    """
+    firing = {"alertname": alertname, "alertstate": "firing"}
+    return {
+        "expr": f"ALERTS{matchers(firing)}",
+        "eval_time": f"{minute}m",
+        "exp_samples": [
+            {"labels": f"ALERTS{matchers({**firing, **labels})}", "value": 1} for labels in expected
+        ],
+    }
+
+
+def _case(name: str, series: list[dict], checks: list[dict]) -> dict:
+    return {"name": name, "interval": "1m", "input_series": series, "promql_expr_test": checks}
+
+
+def _tests(settings: MonitoringSettings, specs: list[JobSpec]) -> dict[str, list[dict]]:
+    """{alert name: its test cases}."""
+    team = settings.team
+    prom = {"instance": PROM_INSTANCE, "job": settings.prometheus_job}
+    am_job = settings.alertmanager_job
+
+    def labels(alert: str, job: str, **extra: str) -> dict[str, str]:
+        sev = severity_of(settings, alert)
+        return {"job": job, "severity": sev, "team": team, **extra}
+
+    def am_url(i: int) -> str:
+        return f"http://alertmanager-{i}:9093/api/v2/alerts"
+
+    tests: dict[str, list[dict]] = {
+        HEARTBEAT: [
+            _case(
+                "Watchdog always fires, with no input at all",
+                [_series("up", prom, "1x5")],
+                [
+                    _alert(
+                        HEARTBEAT,
+                        1,
+                        [
+                            {
+                                "job": settings.prometheus_job,
+                                "severity": HEARTBEAT_SEVERITY,
+                                "team": team,
+                            }
+                        ],
+                    )
+                ],
+            )
+        ],
+        "PrometheusRuleFailures": [
+            _case(
+                "a rule group failing every evaluation from minute 20 fires; a healthy one not",
+                [
+                    _series(
+                        "prometheus_rule_evaluation_failures_total",
+                        {**prom, "rule_group": RULE_GROUP},
+                        "0x20 1+1x40",
+                    ),
+                    _series(
+                        "prometheus_rule_evaluation_failures_total",
+                        {**prom, "rule_group": "/etc/prometheus/rules/ok.rules.yaml;ok"},
+                        "0x60",
+                    ),
+                ],
+                [
+                    _alert("PrometheusRuleFailures", 19, []),
+                    _alert(
+                        "PrometheusRuleFailures",
+                        45,
+                        [
+                            labels(
+                                "PrometheusRuleFailures",
+                                settings.prometheus_job,
+                                instance=PROM_INSTANCE,
+                                rule_group=RULE_GROUP,
+                            )
+                        ],
+                    ),
+                ],
+            )
+        ],
+        "PrometheusRuleGroupSlow": [
+            _case(
+                "a group taking 90 s per 60 s interval fires; a 0.5 s group does not",
+                [
+                    _series(
+                        "prometheus_rule_group_last_duration_seconds",
+                        {**prom, "rule_group": "fast"},
+                        "0.5x60",
+                    ),
+                    _series(
+                        "prometheus_rule_group_interval_seconds",
+                        {**prom, "rule_group": "fast"},
+                        "60x60",
+                    ),
+                    _series(
+                        "prometheus_rule_group_last_duration_seconds",
+                        {**prom, "rule_group": "slow"},
+                        "1x10 90x50",
+                    ),
+                    _series(
+                        "prometheus_rule_group_interval_seconds",
+                        {**prom, "rule_group": "slow"},
+                        "60x60",
+                    ),
+                    _series(
+                        "prometheus_rule_group_iterations_missed_total",
+                        {**prom, "rule_group": "fast"},
+                        "0x60",
+                    ),
+                ],
+                [
+                    _alert("PrometheusRuleGroupSlow", 10, []),
+                    _alert(
+                        "PrometheusRuleGroupSlow",
+                        40,
+                        [
+                            labels(
+                                "PrometheusRuleGroupSlow",
+                                settings.prometheus_job,
+                                instance=PROM_INSTANCE,
+                                rule_group="slow",
+                            )
+                        ],
+                    ),
+                ],
+            )
+        ],
+        "PrometheusNotConnectedToAlertmanagers": [
+            _case(
+                "no Alertmanager discovered from minute 11 fires after the window and `for`",
+                [_series("prometheus_notifications_alertmanagers_discovered", prom, "2x10 0x40")],
+                [
+                    _alert("PrometheusNotConnectedToAlertmanagers", 10, []),
+                    _alert(
+                        "PrometheusNotConnectedToAlertmanagers",
+                        40,
+                        [
+                            labels(
+                                "PrometheusNotConnectedToAlertmanagers",
+                                settings.prometheus_job,
+                                instance=PROM_INSTANCE,
+                            )
+                        ],
+                    ),
+                ],
+            )
+        ],
+        "PrometheusNotificationsFailing": [
+            _case(
+                "one Alertmanager of two refusing alerts is no page (the other delivers)",
+                [
+                    _series(
+                        "prometheus_notifications_errors_total",
+                        {**prom, "alertmanager": am_url(0)},
+                        "0+10x60",
+                    ),
+                    _series(
+                        "prometheus_notifications_sent_total",
+                        {**prom, "alertmanager": am_url(0)},
+                        "0+10x60",
+                    ),
+                    _series(
+                        "prometheus_notifications_errors_total",
+                        {**prom, "alertmanager": am_url(1)},
+                        "0x60",
+                    ),
+                    _series(
+                        "prometheus_notifications_sent_total",
+                        {**prom, "alertmanager": am_url(1)},
+                        "0+10x60",
+                    ),
+                    _series("prometheus_notifications_dropped_total", prom, "0x60"),
+                ],
+                [_alert("PrometheusNotificationsFailing", 50, [])],
+            ),
+            _case(
+                "both Alertmanagers refusing alerts from minute 20 pages",
+                [
+                    _series(
+                        "prometheus_notifications_errors_total",
+                        {**prom, "alertmanager": am_url(i)},
+                        "0x20 10+10x40",
+                    )
+                    for i in (0, 1)
+                ]
+                + [
+                    _series(
+                        "prometheus_notifications_sent_total",
+                        {**prom, "alertmanager": am_url(i)},
+                        "0+10x60",
+                    )
+                    for i in (0, 1)
+                ]
+                + [_series("prometheus_notifications_dropped_total", prom, "0x60")],
+                [
+                    _alert("PrometheusNotificationsFailing", 19, []),
+                    _alert(
+                        "PrometheusNotificationsFailing",
+                        45,
+                        [
+                            labels(
+                                "PrometheusNotificationsFailing",
+                                settings.prometheus_job,
+                                instance=PROM_INSTANCE,
+                            )
+                        ],
+                    ),
+                ],
+            ),
+            _case(
+                "alerts dropped from a full queue page",
+                [_series("prometheus_notifications_dropped_total", prom, "0x20 5+5x40")],
+                [
+                    _alert(
+                        "PrometheusNotificationsFailing",
+                        45,
+                        [
+                            labels(
+                                "PrometheusNotificationsFailing",
+                                settings.prometheus_job,
+                                instance=PROM_INSTANCE,
+                            )
+                        ],
+                    )
+                ],
+            ),
+        ],
+        "AlertmanagerNotificationsFailing": [
+            _case(
+                "webhook requests failing from minute 20 fire; a pagerduty request that one "
+                "retry fixed at minute 20 does not",
+                [
+                    _series(
+                        "alertmanager_notification_requests_failed_total",
+                        {
+                            "instance": "alertmanager-0:9093",
+                            "integration": "webhook",
+                            "job": am_job,
+                        },
+                        "0x20 1+1x40",
+                    ),
+                    _series(
+                        "alertmanager_notification_requests_failed_total",
+                        {
+                            "instance": "alertmanager-0:9093",
+                            "integration": "pagerduty",
+                            "job": am_job,
+                        },
+                        "0x20 1x40",
+                    ),
+                    _series(
+                        "alertmanager_notifications_failed_total",
+                        {
+                            "instance": "alertmanager-0:9093",
+                            "integration": "pagerduty",
+                            "job": am_job,
+                        },
+                        "0x60",
+                    ),
+                ],
+                [
+                    _alert("AlertmanagerNotificationsFailing", 19, []),
+                    _alert(
+                        "AlertmanagerNotificationsFailing",
+                        40,
+                        [labels("AlertmanagerNotificationsFailing", am_job, integration="webhook")],
+                    ),
+                ],
+            )
+        ],
+    }
+    n = settings.alertmanager_replicas
+    if n > 1:
+        up = [
+            _series(
+                "up",
+                {"instance": f"alertmanager-{i}:9093", "job": am_job},
+                "1x20 0x40" if i == n - 1 else "1x60",
+            )
+            for i in range(n)
+        ]
+        members = [
+            _series(
+                "alertmanager_cluster_members",
+                {"instance": f"alertmanager-{i}:9093", "job": am_job},
+                f"{n}x20" if i == n - 1 else f"{n}x25 {n - 1}x35",
+            )
+            for i in range(n)
+        ]
+        tests["AlertmanagerClusterDegraded"] = [
+            _case(
+                f"one of {n} Alertmanagers down from minute 21 raises a ticket",
+                up + members,
+                [
+                    _alert("AlertmanagerClusterDegraded", 20, []),
+                    _alert(
+                        "AlertmanagerClusterDegraded",
+                        50,
+                        [labels("AlertmanagerClusterDegraded", am_job)],
+                    ),
+                ],
+            )
+        ]
+    vanished: list[dict] = []
+    for names, training, gpu, group in vanish_groups(specs):
+        selector = group[0].selector_labels
+        for gone, still in ((gpu, training), (training, gpu)):
+            running = [
+                _series("up", {**selector, "instance": "node-0:9400", "job": gone}, "1x20 stale"),
+                _series("up", {**selector, "instance": "node-0:9401", "job": still}, "1x60"),
+            ]
+            vanished.append(
+                _case(
+                    f"{group[0].name}: its `{gone}` targets leave service discovery at minute "
+                    f"21 while `{still}` targets run",
+                    running,
+                    [
+                        _alert("ScrapeTargetsVanished", 20, []),
+                        _alert(
+                            "ScrapeTargetsVanished",
+                            45,
+                            [
+                                labels(
+                                    "ScrapeTargetsVanished",
+                                    gone,
+                                    vanished=gone,
+                                    **{k: selector[k] for k in names},
+                                )
+                            ],
+                        ),
+                    ],
+                )
+            )
+        finished = [
+            _series("up", {**selector, "instance": "node-0:9400", "job": job}, "1x20 stale")
+            for job in sorted({training, gpu})
+        ]
+        vanished.append(
+            _case(
+                f"{group[0].name}: a finished job (every target gone) is not a vanished target",
+                finished,
+                [_alert("ScrapeTargetsVanished", 45, [])],
+            )
+        )
+    tests["ScrapeTargetsVanished"] = vanished
+    return tests
+
+
+def meta_rule_tests(settings: MonitoringSettings, specs: list[JobSpec], rules_file: str) -> dict:
+    """The promtool test document for the enabled meta alerts (scale 1 only)."""
+    cases = [
+        case
+        for name, alert_cases in _tests(settings, specs).items()
+        if name == HEARTBEAT or severity_of(settings, name) != "off"
+        for case in alert_cases
+    ]
+    return {
+        "rule_files": [rules_file],
+        "evaluation_interval": "1m",
+        "group_eval_order": [GROUP],
+        "tests": cases,
+    }

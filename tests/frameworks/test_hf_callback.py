@@ -1,0 +1,150 @@
+"""HF transformers Trainer + TrainSignalsCallback, a 2-layer GPT-2 on CPU, under real Prometheus.
+
+No downloads: the model is built from a config with a 64-token vocabulary and trained on
+random tokens. Healthy training keeps the job's generated rules silent; NaN losses (injected by
+a forward hook) page NonFiniteLoss through Alertmanager. torch and transformers are imported
+inside the test (`make setup` installs them): collecting the suite stays fast.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.frameworks.harness import Control, healthy_then_nan, monitored_run, tiny_run_spec
+
+# Not in the "real-stack" xdist group: these train (CPU-bound, one torch thread) rather than
+# wait on compressed time, so they run beside the long e2e worker instead of after it.
+pytestmark = pytest.mark.e2e
+
+VOCAB, SEQ, BATCH = 64, 16, 4
+
+
+def hf_trainer(out: Path, control: Control, callback: Any, **overrides: Any) -> Any:
+    """A Trainer for a tiny GPT-2 on random tokens; eval takes ~1.5 s, saves every 200 steps."""
+    import torch
+    import transformers
+
+    class RandomTokens(torch.utils.data.Dataset):
+        def __len__(self) -> int:
+            return 10**6
+
+        def __getitem__(self, i: int) -> dict:
+            ids = torch.randint(0, VOCAB, (SEQ,), generator=torch.Generator().manual_seed(i))
+            return {"input_ids": ids, "labels": ids.clone()}
+
+    class StopWhenTold(transformers.TrainerCallback):
+        def on_step_end(self, args, state, flow, **kwargs):  # type: ignore[no-untyped-def]
+            if control.stop.is_set():  # never clear it: max_steps sets it too
+                flow.should_training_stop = True
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    config = transformers.GPT2Config(
+        vocab_size=VOCAB, n_positions=SEQ, n_embd=32, n_layer=2, n_head=2
+    )
+    model = transformers.GPT2LMHeadModel(config)
+
+    def poison(module, args, output):  # type: ignore[no-untyped-def]
+        if control.poison.is_set() and module.training:
+            output.loss = output.loss * float("nan")
+        if not module.training:
+            time.sleep(0.1)  # an eval long enough (1.5 s) for a 1 s scrape to see
+        return output
+
+    model.register_forward_hook(poison)
+    settings: dict[str, Any] = {
+        "per_device_train_batch_size": BATCH,
+        "per_device_eval_batch_size": BATCH,
+        "max_steps": 10**6,
+        "warmup_steps": 20,
+        "eval_strategy": "steps",
+        "eval_steps": 400,
+        "save_steps": 200,
+        "save_total_limit": 1,
+        "logging_steps": 50,
+        "report_to": [],
+        "use_cpu": True,
+        "disable_tqdm": True,
+        "dataloader_num_workers": 0,
+    }
+    args = transformers.TrainingArguments(output_dir=str(out), **{**settings, **overrides})
+    return transformers.Trainer(
+        model=model,
+        args=args,
+        train_dataset=RandomTokens(),
+        eval_dataset=torch.utils.data.Subset(RandomTokens(), range(60)),
+        callbacks=[callback, StopWhenTold()],
+    )
+
+
+def test_hf_trainer_scraped_silent_when_healthy_pages_on_nan(tmp_path: Path) -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from trainsignals.exporters.training.hf import TrainSignalsCallback
+
+    spec = tiny_run_spec("hf-tiny")
+    callback = TrainSignalsCallback(job=spec.name, port=0)
+
+    def train(control: Control) -> None:
+        hf_trainer(tmp_path / "out", control, callback).train()
+
+    def port() -> int | None:
+        return callback.metrics.http_port if callback.metrics else None
+
+    with monitored_run(tmp_path, spec, train, port) as run:
+        healthy_fired, notified = healthy_then_nan(run)
+        job = f'training_job="{spec.name}"'
+        steps = run.query_value(f"sum(trainsignals_steps_total{{{job}}})")
+        tokens = run.query_value(f"sum(trainsignals_tokens_total{{{job}}})")
+        saved = run.query_value(
+            f"max(trainsignals_last_checkpoint_timestamp_seconds{{{job}}})"
+            f" - max(trainsignals_process_start_time_seconds{{{job}}})"
+        )
+        evals = run.query_value(f'max_over_time(trainsignals_phase{{{job},phase="eval"}}[1h])')
+
+    assert healthy_fired == set(), f"healthy HF run fired {healthy_fired}"
+    assert "NonFiniteLoss" in notified, f"NaN losses notified only {notified}"
+    assert steps is not None and steps > 100
+    assert tokens == pytest.approx(steps * BATCH * SEQ, rel=0.05)
+    assert saved is not None and saved > 0, "on_save never marked a checkpoint"
+    assert evals == 1, "the eval phase was never scraped"
+
+
+def test_hf_accumulation_token_count_and_standalone_evaluate(tmp_path: Path) -> None:
+    """No Prometheus: 5 optimizer steps of 2 micro-batches, Trainer's own token count, and an
+    evaluate() after training that restores the phase it interrupted."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from trainsignals.exporters.training.hf import TrainSignalsCallback
+
+    callback = TrainSignalsCallback(job="hf-accum", serve=False)
+    trainer = hf_trainer(
+        tmp_path / "out",
+        Control(),
+        callback,
+        max_steps=5,
+        gradient_accumulation_steps=2,
+        include_num_input_tokens_seen=True,
+        eval_strategy="no",
+        save_strategy="no",
+    )
+    trainer.train()
+    metrics = callback.metrics
+    assert metrics is not None
+    values = {
+        line.split("{")[0]: float(line.rsplit(" ", 1)[1])
+        for line in metrics.exposition().decode().splitlines()
+        if line.startswith(("trainsignals_steps_total{", "trainsignals_tokens_total{",
+                            "trainsignals_samples_total{"))
+    }  # fmt: skip
+    assert values == {
+        "trainsignals_steps_total": 5,
+        "trainsignals_tokens_total": 5 * 2 * BATCH * SEQ,
+        "trainsignals_samples_total": 5 * 2 * BATCH,
+    }
+    assert metrics.current_phase == "warmup"  # 5 steps, all within the 20 warmup steps
+    trainer.evaluate()
+    assert metrics.current_phase == "warmup"
