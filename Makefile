@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 SUDO    := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 SCENARIO ?= healthy
 
-.PHONY: setup tools dashboards generate check lint test chaos e2e-vm bench demo clean
+.PHONY: setup tools dashboards generate check lint test chaos e2e-vm bench fleet demo clean
 
 setup: $(VENV)/.installed tools
 
@@ -71,6 +71,13 @@ bench: setup
 	$(BIN)/python bench/bench_generator.py
 	$(BIN)/python bench/bench_gpu_exporter.py
 	$(BIN)/python bench/bench_instrumentation.py
+	$(BIN)/python bench/bench_fleet_cost.py
+
+# 54 days of a 2,048-node job's fault history against the generated rules on a real
+# Prometheus (trainsignals/fleet/); FLEET_DAYS=3 for a quick run.
+FLEET_DAYS ?= 54
+fleet: setup
+	$(BIN)/python -m trainsignals.fleet --days $(FLEET_DAYS)
 
 demo: setup
 	$(BIN)/python -m trainsignals.demo --scenario $(SCENARIO)

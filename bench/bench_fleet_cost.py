@@ -1,0 +1,229 @@
+"""Monitoring cost of one 16,384-GPU job (2,048 nodes x 8 GPUs, Llama 3 405B's shape).
+
+Prints, per GPU source, the series each GPU costs (read from the exporters themselves, see
+bench_gpu_exporter.py), the series each training rank serves, the series the generated
+recording rules add per job, and each generated rule group's evaluation time and Prometheus'
+peak memory measured on a real Prometheus 2.42 (127.0.0.1).
+
+Rule evaluation is measured at two smaller scales and projected linearly to 16,384 GPUs (a
+full-size run needs ~750k series in memory, too much for a bounded bench on a shared
+machine): Prometheus gets 40 minutes of healthy series (the series the rules read, written as
+the fleet replay writes them, backfilled with promtool), loads the generated rule file with a
+15 s evaluation interval and reports `prometheus_rule_group_last_duration_seconds`. The goal:
+every group under 10% of its interval (1 minute, the default evaluation interval).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_gpu_exporter import CollectOptions, dcgm_series_per_gpu, own_series_per_gpu
+from trainsignals.exporters.training.metrics import TrainingMetrics
+
+from trainsignals import reaper
+from trainsignals.fleet.emit import Emitter, referenced_metrics
+from trainsignals.fleet.spec import fleet_spec, generated_files
+from trainsignals.fleet.timeline import STEP_SECONDS, Minute
+from trainsignals.stack import HOST, PROMETHEUS, free_port
+
+NODES, GPUS_PER_NODE = 2048, 8
+GPUS = NODES * GPUS_PER_NODE
+SCALES = (32, 128)  # nodes measured; the projection is linear in GPUs
+MINUTES = 40
+EVAL_S = 15
+INTERVAL_S = 60  # the generated groups' interval (Prometheus' default evaluation interval)
+
+
+def rank_series() -> int:
+    """Series one rank of the training instrumentation serves while training."""
+    metrics = TrainingMetrics(
+        rank=0,
+        local_rank=0,
+        world_size=8,
+        labels={"training_job": "b"},
+        checkpoint_dir=tempfile.gettempdir(),
+    )
+    with metrics.step(tokens=1000, samples=2):
+        pass
+    metrics.loss(2.0)
+    metrics.checkpoint_saved()
+    text = metrics.exposition().decode()
+    return sum(1 for line in text.splitlines() if line and not line.startswith("#"))
+
+
+def recorded_series(rules_text: str, nodes: int) -> int:
+    """Output series of the recording rules, from their `level:` (job, node or GPU)."""
+    per_level = {"job": 1, "node": nodes, "gpu": nodes * GPUS_PER_NODE}
+    document = yaml.safe_load(rules_text)
+    return sum(
+        per_level.get(rule["record"].split(":")[0], 1)
+        for group in document["groups"]
+        for rule in group["rules"]
+        if "record" in rule
+    )
+
+
+def healthy_minutes(nodes: int) -> list[Minute]:
+    hosts = tuple(f"gpu-n{i:04d}" for i in range(nodes))
+    return [
+        Minute(
+            alive=True,
+            phase="train",
+            steps=m * 60 / STEP_SECONDS,
+            step_seconds=STEP_SECONDS,
+            data_wait=m * 1.2,
+            last_step=m * 60 + 58,
+            last_checkpoint=0,
+            loss=2.0,
+            busy=0.97,
+            incarnation=0,
+            process_start=0,
+            nodes=hosts,
+        )
+        for m in range(MINUTES)
+    ]
+
+
+def rule_costs(port: int, rules_text: str) -> dict[str, float]:
+    """Seconds of one instant query of each rule's expression (best of three)."""
+    costs: dict[str, float] = {}
+    for group in yaml.safe_load(rules_text)["groups"]:
+        for rule in group["rules"]:
+            name = rule.get("record") or rule["alert"]
+            query = urllib.parse.urlencode({"query": rule["expr"]})
+            best = float("inf")
+            for _ in range(3):
+                started = time.perf_counter()
+                with urllib.request.urlopen(
+                    f"http://{HOST}:{port}/api/v1/query?{query}", timeout=60
+                ) as answer:
+                    answer.read()
+                best = min(best, time.perf_counter() - started)
+            costs[name] = costs.get(name, 0.0) + best
+    return costs
+
+
+def measure(nodes: int, work: Path) -> tuple[dict[str, float], float, int, dict[str, float]]:
+    """({group: last evaluation seconds}, peak RSS MiB, samples, {rule: seconds})."""
+    spec, _ = fleet_spec(nodes)
+    rules_text, _ = generated_files(spec)
+    rules = work / "rules.yaml"
+    rules.write_text(rules_text)
+    epoch = int(time.time()) // 60 * 60 - MINUTES * 60
+    emitter = Emitter(
+        healthy_minutes(nodes),
+        spec.selector_labels,
+        (spec.scrape_jobs.training, spec.scrape_jobs.gpu),
+        referenced_metrics(rules_text),
+        epoch,
+    )
+    data = work / "data"
+    samples = emitter.write_blocks(work / "om", data)
+    config = work / "prometheus.yml"
+    config.write_text(
+        yaml.safe_dump(
+            {"global": {"evaluation_interval": f"{EVAL_S}s"}, "rule_files": [str(rules)]}
+        )
+    )
+    port = free_port()
+    log = (work / "prometheus.log").open("wb")
+    process = reaper.spawn(
+        [
+            PROMETHEUS,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={data}",
+            "--storage.tsdb.retention.time=10y",
+            f"--web.listen-address={HOST}:{port}",
+        ],
+        stdout=log,
+        stderr=log,
+    )
+    try:
+        time.sleep(EVAL_S * 4 + 5)  # a few evaluations of every group
+        with urllib.request.urlopen(f"http://{HOST}:{port}/metrics", timeout=10) as answer:
+            text = answer.read().decode()
+        durations = {
+            match.group(1).split(";")[-1]: float(match.group(2))
+            for match in re.finditer(
+                r'prometheus_rule_group_last_duration_seconds\{rule_group="([^"]+)"\} (\S+)', text
+            )
+        }
+        costs = rule_costs(port, rules_text)
+        status = Path(f"/proc/{process.pid}/status").read_text()
+        peak_kib = int(re.search(r"VmHWM:\s+(\d+)", status).group(1))  # type: ignore[union-attr]
+    finally:
+        reaper.stop([process], timeout=30)
+    return durations, peak_kib / 1024, samples, costs
+
+
+def main() -> None:
+    for tool in ("promtool", PROMETHEUS):
+        if shutil.which(tool) is None:
+            sys.exit(f"{tool} not found: run `make setup`")
+    own_mean, _, own_node = own_series_per_gpu(CollectOptions())
+    dcgm = dcgm_series_per_gpu()
+    per_rank = rank_series()
+    spec, _ = fleet_spec(NODES)
+    recorded = recorded_series(generated_files(spec)[0], NODES)
+    print(f"fleet cost: one job of {NODES:,} nodes x {GPUS_PER_NODE} GPUs = {GPUS:,} GPUs")
+    print(f"{'source':<40} {'per GPU':>8} {'job series':>12}")
+    own_total = own_mean * GPUS + own_node * NODES
+    print(f"{'trainsignals-gpu-exporter (default)':<40} {own_mean:>8.1f} {own_total:>12,.0f}")
+    print(f"{'dcgm-exporter (default counters)':<40} {dcgm:>8} {dcgm * GPUS:>12,}")
+    print(f"{'training instrumentation (per rank)':<40} {per_rank:>8} {per_rank * GPUS:>12,}")
+    print(f"{'recorded by the generated rules':<40} {recorded / GPUS:>8.2f} {recorded:>12,}")
+
+    print(
+        f"\nrule groups on Prometheus 2.42, {MINUTES} min of healthy series, measured and projected"
+    )
+    rows: dict[str, list[float]] = {}
+    peaks: list[tuple[int, float, int]] = []
+    for nodes in SCALES:
+        with tempfile.TemporaryDirectory(prefix="bench-fleet-") as tmp:
+            durations, peak, samples, costs = measure(nodes, Path(tmp))
+        peaks.append((nodes * GPUS_PER_NODE, peak, samples))
+        for group, seconds in durations.items():
+            rows.setdefault(group.rsplit("-", 1)[-1], []).append(seconds)
+    header = "".join(f"{n * GPUS_PER_NODE:>8} GPUs" for n in SCALES)
+    print(f"{'group':<12}{header} {'ms/GPU':>8} {'16,384 GPUs':>12} {'of 1m':>7}")
+    worst = 0.0
+    for group, seconds in sorted(rows.items()):
+        small, large = SCALES[0] * GPUS_PER_NODE, SCALES[-1] * GPUS_PER_NODE
+        slope = max(0.0, (seconds[-1] - seconds[0]) / (large - small))
+        projected = seconds[-1] + slope * (GPUS - large)
+        worst = max(worst, projected / INTERVAL_S)
+        cells = "".join(f"{s * 1000:>10.1f}ms" for s in seconds)
+        print(
+            f"{group:<12}{cells} {slope * 1000:>8.4f} {projected * 1000:>10.0f}ms "
+            f"{projected / INTERVAL_S:>7.1%}"
+        )
+    (g1, m1, _), (g2, m2, _) = peaks[0], peaks[-1]
+    per_gpu_mib = max(0.0, (m2 - m1) / (g2 - g1))
+    print(
+        "Prometheus peak RSS: "
+        + ", ".join(f"{g:,} GPUs {m:.0f} MiB ({s:,} samples)" for g, m, s in peaks)
+        + f"; {per_gpu_mib * 1024:.0f} KiB per GPU -> {m2 + per_gpu_mib * (GPUS - g2):,.0f} MiB "
+        "projected for 16,384 GPUs (series the rules read only)"
+    )
+    top = sorted(costs.items(), key=lambda item: -item[1])[:5]
+    print(
+        f"costliest rules at {SCALES[-1] * GPUS_PER_NODE:,} GPUs (one instant query each): "
+        + ", ".join(f"{name} {seconds * 1000:.0f} ms" for name, seconds in top)
+    )
+    verdict = "met" if worst < 0.10 else "NOT met"
+    print(f"goal every group < 10% of its interval: {verdict} (worst projected {worst:.1%})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+"""Fleet replay (trainsignals/fleet): the fault model, the evaluator's semantics, and a reduced
+replay (2 days, same machinery as `make fleet`) against the generated rules on real Prometheus."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+import yaml
+
+from tests.conftest import require_tool
+from trainsignals.fleet.evaluate import _uses, apply_for, recording_tiers
+from trainsignals.fleet.history import MIX, PLANNED_STOPS, build_history, scaled_counts
+from trainsignals.fleet.report import score
+from trainsignals.fleet.routing import Alertmanager
+from trainsignals.fleet.run import EPOCH, run_replay
+from trainsignals.fleet.spec import fleet_spec, generated_files
+from trainsignals.fleet.timeline import simulate
+
+# Done-means of issue 10 that the generated rules do not meet yet (found by this replay; strict:
+# a fix turns these into XPASS failures, so the marks come off with it).
+EXTRA_PAGES = pytest.mark.xfail(
+    strict=True,
+    reason="ThroughputBelowFloor pages around in-budget restarts (stuck ranks keep phase=train, "
+    "then the post-restart rate ramp) and flaps during a slow leak (checkpoint minutes dip "
+    "rate5m): extra pages, and it pages the hang and the crash loop before their own alerts",
+)
+CAUSE_TICKETS = pytest.mark.xfail(
+    strict=True,
+    reason="cause alerts (GpuLost, GpuXidCritical, NodeDown) fire 1-4 min until the restart "
+    "drains the node; the infra ticket route's group_wait is 5m, and Alertmanager never "
+    "notifies a group whose alerts all resolved before its first flush",
+)
+NO_GOODPUT = pytest.mark.xfail(
+    strict=True,
+    reason="no goodput recordings yet (item 4): job:trainsignals_goodput:bool counts redone "
+    "work, checkpoint saves and most of each restart as productive",
+)
+
+
+def test_full_history_has_llama3_interruption_mix() -> None:
+    history = build_history()
+    unexpected = Counter(i.cause for i in history.interruptions if not i.incident)
+    assert unexpected.pop("planned") == PLANNED_STOPS == 47
+    assert unexpected == {c.name: c.count for c in MIX}
+    assert sum(unexpected.values()) == 419
+    hardware = history.hardware_faults
+    assert len(hardware) == 419 - 54 - 7  # software bugs and NCCL timeouts blame no hardware
+    # Identities come from the whole fleet, and a drained node never faults again.
+    assert len({f.node for f in hardware}) > 300
+    assert all(f.uuid.startswith("GPU-") for f in hardware if f.gpu is not None)
+    # Automatic restarts take minutes, inside a 15-minute budget.
+    assert max(i.restart_cost_s for i in history.interruptions if not i.incident) <= 15 * 60
+    assert build_history().interruptions == history.interruptions  # seeded
+
+
+def test_scaled_counts_keep_the_rate() -> None:
+    assert sum(scaled_counts(54).values()) == 466
+    assert sum(scaled_counts(27).values()) == 233
+
+
+def test_ground_truth_goodput_adds_up() -> None:
+    history = build_history(2)
+    _, truth = simulate(history, 2)
+    assert truth.productive_s + sum(truth.seconds.values()) == pytest.approx(truth.wall_s)
+    assert 0.5 < truth.ettr < 1
+
+
+def test_for_and_keep_firing_for_follow_prometheus() -> None:
+    # Present at 0..240 s: pending at 0, firing once 120 s have passed, resolved at 300.
+    assert apply_for([0, 60, 120, 180, 240], hold=120, keep=0) == [(120, 300)]
+    # A gap resets the pending state.
+    assert apply_for([0, 60, 180, 240, 300], hold=120, keep=0) == [(300, 360)]
+    # keep_firing_for bridges a short gap after firing.
+    assert apply_for([0, 60, 180], hold=0, keep=120) == [(0, 300)]
+    assert apply_for([], hold=0, keep=0) == []
+
+
+def test_recording_tiers_put_dependencies_first() -> None:
+    spec, _ = fleet_spec(2)
+    rules_text, _ = generated_files(spec)
+    document = yaml.safe_load(rules_text)
+    recording = [r for g in document["groups"] for r in g["rules"] if "record" in r]
+    tiers = recording_tiers(recording)
+    assert len(tiers) >= 2
+    assert sum(len(t) for t in tiers) == len(recording)
+    for index, tier in enumerate(tiers):
+        later = {r["record"] for t in tiers[index:] for r in t}
+        for rule in tier:
+            assert not [n for n in later if n != rule["record"] and _uses(rule["expr"], n)]
+
+
+def test_generated_inhibition_mutes_per_gpu_alerts_of_a_down_node() -> None:
+    spec, _ = fleet_spec(2)
+    _, am_text = generated_files(spec)
+    manager = Alertmanager(am_text)
+    base = {"training_job": spec.name, "team": spec.team}
+    node_down = base | {"alertname": "NodeDown", "node": "n1", "severity": "page"}
+    gpu_lost = base | {"alertname": "GpuLost", "node": "n1", "gpu": "3", "severity": "page"}
+    other = base | {"alertname": "GpuLost", "node": "n2", "gpu": "3", "severity": "page"}
+    firing = [node_down, gpu_lost, other]
+    assert manager.inhibited(gpu_lost, firing)
+    assert not manager.inhibited(other, firing)
+    assert not manager.inhibited(node_down, firing)
+
+
+@pytest.fixture(scope="module")
+def replay():
+    require_tool("promtool")
+    require_tool("prometheus")
+    return run_replay(days=2, seed=405, slots=2)
+
+
+def test_reduced_replay_restarts_in_budget_page_no_cause(replay) -> None:
+    """auto_restart: no cause alert pages, and nothing pages outside an incident but the
+    known ThroughputBelowFloor misfire (see EXTRA_PAGES)."""
+    assert replay.mode == "auto_restart"
+    pages = [n for n in replay.notifications if n.severity == "page"]
+    causes = {"GpuLost", "GpuXidCritical", "GpuUncorrectableEccErrors", "NodeDown"}
+    assert not [n.alertname for n in pages if n.alertname in causes]
+    result = score(replay)
+    assert result.time_to_page["hang"] is not None
+    assert result.time_to_page["crash_loop"] is not None
+    assert result.time_to_page["checkpoint_stall"] is not None
+
+
+def test_reduced_replay_evaluates_every_rule_input(replay) -> None:
+    assert replay.series_missing == []
+    assert replay.samples > 1_000_000
+    assert replay.tiers >= 2
+    assert replay.episodes, "no alert ever fired over two days of faults"
+    first = min(start for e in replay.episodes for start, _ in e.firing)
+    assert first >= EPOCH
+
+
+@EXTRA_PAGES
+def test_reduced_replay_pages_once_per_nonrecovering_incident(replay) -> None:
+    result = score(replay)
+    assert replay.mode == "auto_restart"
+    assert result.pages == result.nonrecovering == 4
+    assert result.extra_pages == 0
+    assert all(n == 1 for n in result.pages_per_incident.values())
+
+
+@CAUSE_TICKETS
+def test_reduced_replay_tickets_every_hardware_fault(replay) -> None:
+    result = score(replay)
+    assert result.hardware > 0
+    assert result.ticketed == result.hardware, [(f.cause, f.node, f.gpu) for f in result.unticketed]
+
+
+@NO_GOODPUT
+def test_reduced_replay_measures_ettr_within_one_point(replay) -> None:
+    assert score(replay).ettr_error_pts <= 1.0

@@ -1,0 +1,204 @@
+"""Evaluate a generated rule file on Prometheus over backfilled blocks, as its rule manager would.
+
+Recording rules: one dependency tier at a time (a tier reads only raw series and earlier
+tiers), each rule a range query at the evaluation step, its result imported as blocks with
+`promtool tsdb create-blocks-from openmetrics`, Prometheus restarted on the new blocks.
+
+Alerting rules: a range query of each expression at the evaluation step, then `for` and
+`keep_firing_for` applied exactly as Prometheus' alerting rule does (pending from the first
+evaluation that returns the series, firing once `ts - active_at >= for`, resolved at the first
+evaluation without it unless keep_firing_for holds it).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainsignals.generator.durations import parse_duration
+
+from .emit import BLOCK_S, import_openmetrics
+from .prom import STEP_S, Prometheus
+
+
+@dataclass
+class AlertEpisode:
+    alertname: str
+    labels: dict[str, str]
+    firing: list[tuple[int, int]]  # [from, to) of each firing stretch, unix seconds
+
+
+def _uses(expr: str, name: str) -> bool:
+    return re.search(rf"(?<![\w:]){re.escape(name)}(?![\w:])", expr) is not None
+
+
+def recording_tiers(rules: list[dict]) -> list[list[dict]]:
+    """Recording rules in dependency order: a tier reads only raw series and earlier tiers."""
+    recorded = {r["record"] for r in rules}
+    tier_of: dict[str, int] = {}
+    pending = list(rules)
+    tiers: list[list[dict]] = []
+    while pending:
+        ready = [
+            r
+            for r in pending
+            if all(n in tier_of for n in recorded if n != r["record"] and _uses(r["expr"], n))
+        ]
+        if not ready:
+            raise ValueError("recording rules depend on each other in a cycle")
+        tiers.append(ready)
+        pending = [r for r in pending if r not in ready]
+        for rule in ready:  # names recorded by several rules (one per slo) finish together
+            if all(other["record"] != rule["record"] for other in pending):
+                tier_of[rule["record"]] = len(tiers)
+    return tiers
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+CHUNK_BLOCKS = 36  # three days of two-hour blocks per round of queries (bounded memory)
+
+
+def _record_tier(prom: Prometheus, rules: list[dict], start: int, end: int, work: Path) -> Path:
+    """Evaluate one tier's rules as range queries at the evaluation step and import the
+    results as blocks: what promtool's rule backfiller does, in three-day queries instead of
+    one query per rule and two-hour block (12x faster here)."""
+    out = work / "recorded-blocks"
+    shutil.rmtree(out, ignore_errors=True)
+    span = CHUNK_BLOCKS * BLOCK_S
+    first = start
+    while first <= end:
+        last = min(end, first - first % BLOCK_S + span - STEP_S)  # ends at a block boundary
+        per_block: dict[int, list[tuple[int, str]]] = {}
+        for rule in rules:
+            extra = {k: str(v) for k, v in (rule.get("labels") or {}).items()}
+            for series in prom.range_query(rule["expr"], first, last):
+                labels = {k: v for k, v in series["metric"].items() if k != "__name__"} | extra
+                text = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(labels.items()))
+                prefix = f"{rule['record']}{{{text}}} "
+                for ts, value in series["values"]:
+                    at = round(float(ts))
+                    per_block.setdefault(at // BLOCK_S, []).append((at, f"{prefix}{value} {at}"))
+        files = []
+        for block, samples in sorted(per_block.items()):
+            path = work / f"recorded-{block:05d}.om"
+            samples.sort(key=lambda sample: sample[0])
+            path.write_text("\n".join(line for _, line in samples) + "\n# EOF\n")
+            files.append(path)
+        import_openmetrics(files, out)
+        first = last + STEP_S
+    return out
+
+
+def _backfill(prom: Prometheus, recording: list[dict], start: int, end: int, work: Path) -> int:
+    tiers = recording_tiers(recording)
+    for tier in tiers:
+        prom.restart_with(_record_tier(prom, tier, start, end, work))
+    return len(tiers)
+
+
+def _import_alerts(
+    prom: Prometheus, episodes: list[AlertEpisode], start: int, end: int, work: Path
+) -> None:
+    """Write the ALERTS series Prometheus keeps for firing alerts, for rules that read them."""
+    per_block: dict[int, list[tuple[int, str]]] = {}
+    for episode in episodes:
+        labels = episode.labels | {"alertstate": "firing"}
+        text = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(labels.items()))
+        for begin, stop in episode.firing:
+            for at in range(begin, min(stop, end + STEP_S), STEP_S):
+                per_block.setdefault(at // BLOCK_S, []).append((at, f"ALERTS{{{text}}} 1 {at}"))
+    out = work / "alerts-blocks"
+    shutil.rmtree(out, ignore_errors=True)
+    files = []
+    for block, samples in sorted(per_block.items()):
+        path = work / f"alerts-{block:05d}.om"
+        samples.sort(key=lambda sample: sample[0])
+        path.write_text("\n".join(line for _, line in samples) + "\n# EOF\n")
+        files.append(path)
+    if files:
+        import_openmetrics(files, out)
+        prom.restart_with(out)
+
+
+def evaluate_rules(
+    prom: Prometheus, document: dict, start: int, end: int, work: Path
+) -> tuple[int, list[AlertEpisode]]:
+    """Every rule of the file: (recording tiers, alert episodes).
+
+    Recording rules that read ALERTS (and whatever reads them) wait until the alerts they
+    read have been evaluated and written as ALERTS series, as Prometheus itself writes them.
+    """
+    rules = [r for g in document["groups"] for r in g["rules"]]
+    recording = [r for r in rules if "record" in r]
+    alerting = [r for r in rules if "alert" in r]
+    late: set[str] = set()
+    grew = True
+    while grew:
+        grew = False
+        for rule in recording:
+            if rule["record"] not in late and (
+                _uses(rule["expr"], "ALERTS") or any(_uses(rule["expr"], n) for n in late)
+            ):
+                late.add(rule["record"])
+                grew = True
+    tiers = _backfill(prom, [r for r in recording if r["record"] not in late], start, end, work)
+    first = [r for r in alerting if not any(_uses(r["expr"], n) for n in late)]
+    episodes = evaluate_alerts(prom, first, start, end)
+    if late:
+        _import_alerts(prom, episodes, start, end, work)
+        tiers += _backfill(prom, [r for r in recording if r["record"] in late], start, end, work)
+        rest = [r for r in alerting if r not in first]
+        episodes += evaluate_alerts(prom, rest, start, end)
+    return tiers, episodes
+
+
+def evaluate_alerts(
+    prom: Prometheus, rules: list[dict], start: int, end: int
+) -> list[AlertEpisode]:
+    episodes: list[AlertEpisode] = []
+    for rule in rules:
+        hold = parse_duration(rule["for"]) if rule.get("for") else 0
+        keep = parse_duration(rule["keep_firing_for"]) if rule.get("keep_firing_for") else 0
+        for series in prom.range_query(rule["expr"], start, end):
+            labels = {k: v for k, v in series["metric"].items() if k != "__name__"}
+            labels |= {k: str(v) for k, v in (rule.get("labels") or {}).items()}
+            labels["alertname"] = rule["alert"]
+            times = [round(float(ts)) for ts, _ in series["values"]]
+            firing = apply_for(times, hold, keep)
+            if firing:
+                episodes.append(AlertEpisode(rule["alert"], labels, firing))
+    return episodes
+
+
+def apply_for(times: list[int], hold: int, keep: int, step: int = STEP_S) -> list[tuple[int, int]]:
+    """Firing stretches of one alert series present at `times` (sorted evaluation instants)."""
+    firing: list[tuple[int, int]] = []
+    active_at: int | None = None
+    fired_at: int | None = None
+    last_seen: int | None = None
+    present = set(times)
+    if not times:
+        return firing
+    ts = times[0]
+    while ts <= times[-1] + keep + step:
+        if ts in present:
+            if active_at is None:
+                active_at = ts
+            last_seen = ts
+            if fired_at is None and ts - active_at >= hold:
+                fired_at = ts
+        elif active_at is not None:
+            held = fired_at is not None and keep and last_seen is not None and ts - last_seen < keep
+            if not held:
+                if fired_at is not None:
+                    firing.append((fired_at, ts))
+                active_at = fired_at = last_seen = None
+        ts += step
+    if fired_at is not None:
+        firing.append((fired_at, ts))
+    return firing

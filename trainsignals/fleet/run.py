@@ -1,0 +1,82 @@
+"""One replay end to end: history -> series -> blocks -> Prometheus -> alerts -> notifications."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from .emit import Emitter, referenced_metrics, unsupported
+from .evaluate import AlertEpisode, evaluate_rules
+from .history import MINUTE, History, build_history
+from .prom import Prometheus
+from .routing import Alertmanager, Notification
+from .spec import fleet_spec, generated_files
+from .timeline import Truth, simulate
+
+EPOCH = 1_767_571_200  # 2026-01-05T00:00:00Z, the replay's first second
+
+# Whole-run ETTR from the generated goodput recordings, first expression that answers wins.
+# `{job}` is the training_job label and `{wall}` the run length in seconds.
+GOODPUT_QUERIES = ('avg_over_time(job:trainsignals_goodput:bool{{training_job="{job}"}}[{wall}s])',)
+
+
+@dataclass
+class Replay:
+    history: History
+    truth: Truth
+    mode: str
+    slots: int
+    samples: int = 0
+    series_missing: list[str] = field(default_factory=list)
+    tiers: int = 0
+    episodes: list[AlertEpisode] = field(default_factory=list)
+    notifications: list[Notification] = field(default_factory=list)
+    ettr_measured: float | None = None
+    ettr_query: str = ""
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def run_replay(days: float, seed: int = 405, slots: int = 2, work: Path | None = None) -> Replay:
+    clock = time.monotonic()
+    history = build_history(days, seed)
+    minutes, truth = simulate(history, slots)
+    spec, mode = fleet_spec(slots)
+    rules_text, am_text = generated_files(spec)
+    document = yaml.safe_load(rules_text)
+    wanted = referenced_metrics(rules_text)
+    replay = Replay(history, truth, mode, slots, series_missing=unsupported(wanted))
+    replay.seconds["model"] = time.monotonic() - clock
+
+    with tempfile.TemporaryDirectory(prefix="fleet-", dir=work) as tmp:
+        root = Path(tmp)
+        data = root / "data"
+        data.mkdir()
+        start, end = EPOCH + MINUTE, EPOCH + len(minutes) * MINUTE
+        with Prometheus(data) as prom:
+            emitter = Emitter(
+                minutes,
+                spec.selector_labels,
+                (spec.scrape_jobs.training, spec.scrape_jobs.gpu),
+                wanted,
+                EPOCH,
+            )
+            clock = time.monotonic()
+            replay.samples = emitter.write_blocks(root / "om", root / "raw-blocks")
+            prom.restart_with(root / "raw-blocks")
+            replay.seconds["series"] = time.monotonic() - clock
+            clock = time.monotonic()
+            replay.tiers, replay.episodes = evaluate_rules(prom, document, start, end, root)
+            replay.seconds["rules"] = time.monotonic() - clock
+            for template in GOODPUT_QUERIES:
+                expr = template.format(job=spec.name, wall=end - start + MINUTE)
+                result = prom.range_query(expr, end, end)
+                if result:
+                    replay.ettr_measured = float(result[0]["values"][-1][1])
+                    replay.ettr_query = expr
+                    break
+    replay.notifications = Alertmanager(am_text).replay(replay.episodes, start, end)
+    return replay

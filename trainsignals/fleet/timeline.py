@@ -1,0 +1,213 @@
+"""Minute-by-minute state of the replayed job, and the ground truth of its goodput.
+
+`simulate(history, slots)` walks the run one minute at a time: what phase the ranks are in,
+their counters, which node holds each stored slot, which GPU shows which fault. The emitter
+only formats these minutes; the ground-truth badput is summed here, from the same walk.
+
+Minute m covers [60 m, 60 m + 60) seconds of the run; its sample is written at 60 (m + 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .history import (
+    CHECKPOINT_EVERY_S,
+    DATA_WAIT_RATIO,
+    EVAL_EVERY_S,
+    EVAL_S,
+    FLEET_NODES,
+    LEAK_FLOOR,
+    LEAK_RAMP_S,
+    MINUTE,
+    THERMAL_LEAD_S,
+    History,
+    Interruption,
+)
+
+STEP_SECONDS = 6.0  # nominal step time
+FIRST_STARTUP_S = 5 * MINUTE
+BADPUT = ("startup", "checkpoint", "eval", "data_wait", "lost", "recovery")
+
+
+@dataclass(slots=True)
+class Minute:
+    alive: bool  # training processes up (scrapes succeed)
+    phase: str  # startup, train, checkpoint, eval (meaningful while alive)
+    steps: float  # steps of this incarnation so far (counters restart with the process)
+    step_seconds: float  # current step time
+    data_wait: float  # seconds waited for data in this incarnation
+    last_step: int  # run seconds of the last completed step
+    last_checkpoint: int  # run seconds of the last successful checkpoint
+    loss: float
+    busy: float  # GPU utilization
+    incarnation: int
+    process_start: int
+    nodes: tuple[str, ...]  # hostname in each stored slot
+    down_slots: frozenset[int] = frozenset()  # slots whose host is off the network
+    gpu_faults: tuple[tuple[int, int, Interruption], ...] = ()  # (slot, gpu, fault) shown
+
+
+@dataclass
+class Truth:
+    wall_s: int
+    seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(BADPUT, 0.0))
+    productive_s: float = 0.0
+
+    @property
+    def ettr(self) -> float:
+        return self.productive_s / self.wall_s
+
+
+def _slot_plan(history: History, slots: int) -> list[tuple[int, tuple[str, ...]]]:
+    """(from second, hostnames of the slots) per incarnation.
+
+    Slot 0..W-1 store W of the job's nodes. Each incarnation shows the node its ending fault
+    will hit (in a rotating slot); the other 2,048 - W nodes run in lockstep and would only
+    repeat the healthy series under other hostnames.
+    """
+    nodes = [f"gpu-n{FLEET_NODES - slots + i:04d}" for i in range(slots)]
+    plan: list[tuple[int, tuple[str, ...]]] = []
+    start = 0
+    for k, interruption in enumerate(history.interruptions):
+        if interruption.node and interruption.node not in nodes:
+            nodes[k % slots] = interruption.node
+        plan.append((start, tuple(nodes)))
+        start = interruption.up_s
+    plan.append((start, tuple(nodes)))
+    return plan
+
+
+def simulate(history: History, slots: int) -> tuple[list[Minute], Truth]:
+    wall = history.wall_s
+    truth = Truth(wall)
+    plan = _slot_plan(history, slots)
+    stall = next(i for i in history.incidents if i.kind == "checkpoint_stall")
+    leak = next(i for i in history.incidents if i.kind == "throughput_leak")
+    stops = history.interruptions
+    minutes: list[Minute] = []
+
+    k = 0  # next interruption
+    plan_index = 0
+    incarnation = 0
+    process_start = 0
+    first_step = FIRST_STARTUP_S
+    steps = data_wait = 0.0
+    last_step = last_checkpoint = 0
+    kept_progress = progress = 0.0  # steps kept by the last checkpoint / done overall
+    since_checkpoint_s = 0.0  # training seconds since the last successful checkpoint
+    train_clock = 0  # training seconds of this incarnation (drives checkpoints, evals)
+    pending: list[str] = []  # checkpoint / eval minutes queued by the train clock
+
+    for m in range(wall // MINUTE):
+        t = m * MINUTE
+        while plan_index + 1 < len(plan) and plan[plan_index + 1][0] <= t:
+            plan_index += 1
+        nodes = plan[plan_index][1]
+        current: Interruption | None = stops[k] if k < len(stops) else None
+        if current is not None and t >= current.first_step_s:
+            # The restart is complete: a new incarnation with fresh counters.
+            k += 1
+            incarnation += 1
+            process_start, first_step = current.up_s, current.first_step_s
+            steps = data_wait = 0.0
+            last_step = last_checkpoint = current.up_s
+            progress = kept_progress
+            train_clock = 0
+            pending = []
+            current = stops[k] if k < len(stops) else None
+
+        alive, phase, busy, step_seconds = True, "train", 0.97, STEP_SECONDS
+        category = ""
+        if current is not None and t >= current.fault_s:
+            if t == current.fault_s and current.scope != "planned":
+                lost = since_checkpoint_s * (1 - DATA_WAIT_RATIO)
+                truth.seconds["lost"] += lost
+                truth.productive_s -= lost
+                since_checkpoint_s = 0.0
+            if t < current.down_s:
+                if current.scope == "planned":  # on-demand checkpoint before a clean stop
+                    phase, category = "checkpoint", "checkpoint"
+                    kept_progress = progress
+                    last_checkpoint = t + MINUTE
+                    since_checkpoint_s = 0.0
+                else:  # stuck in a collective until the watchdog or the crash
+                    category, busy = "recovery", 1.0
+            elif t < current.up_s:
+                alive, busy, category = False, 0.0, "recovery"
+            else:
+                phase, category, busy = "startup", "startup", 0.3
+        elif t < first_step:
+            phase, category, busy = "startup", "startup", 0.3
+        elif pending:
+            phase = category = pending.pop(0)
+            busy = 0.5
+            if phase == "checkpoint" and not stall.start_s <= t < stall.end_s:
+                kept_progress = progress
+                last_checkpoint = t + MINUTE
+                since_checkpoint_s = 0.0
+        else:
+            speed = 1.0
+            if leak.start_s <= t < leak.end_s:
+                speed = 1 - (1 - LEAK_FLOOR) * min(1.0, (t - leak.start_s) / LEAK_RAMP_S)
+            step_seconds = STEP_SECONDS / speed
+            done = MINUTE * (1 - DATA_WAIT_RATIO) / step_seconds
+            steps += done
+            progress += done
+            data_wait += MINUTE * DATA_WAIT_RATIO
+            last_step = t + MINUTE - 2
+            truth.productive_s += MINUTE * (1 - DATA_WAIT_RATIO)
+            truth.seconds["data_wait"] += MINUTE * DATA_WAIT_RATIO
+            since_checkpoint_s += MINUTE
+            train_clock += MINUTE
+            if train_clock % CHECKPOINT_EVERY_S == 0:
+                pending.append("checkpoint")
+            if train_clock % EVAL_EVERY_S == 0:
+                pending.extend(["eval"] * (EVAL_S // MINUTE))
+        if category:
+            truth.seconds[category] += MINUTE
+
+        down_slots: set[int] = set()
+        faults: list[tuple[int, int, Interruption]] = []
+        for nearby in stops[max(0, k - 1) : k + 2]:
+            _overlay(nearby, t, nodes, down_slots, faults)
+        minutes.append(
+            Minute(
+                alive=alive,
+                phase=phase,
+                steps=steps,
+                step_seconds=step_seconds,
+                data_wait=data_wait,
+                last_step=last_step,
+                last_checkpoint=last_checkpoint,
+                loss=1.7 + 6.0 / (1 + progress / 2000) ** 0.5,
+                busy=busy,
+                incarnation=incarnation,
+                process_start=process_start,
+                nodes=nodes,
+                down_slots=frozenset(down_slots),
+                gpu_faults=tuple(faults),
+            )
+        )
+    return minutes, truth
+
+
+def _overlay(
+    fault: Interruption,
+    t: int,
+    nodes: tuple[str, ...],
+    down_slots: set[int],
+    faults: list[tuple[int, int, Interruption]],
+) -> None:
+    """What a hardware fault shows on its node until the node is drained (the restart)."""
+    if not fault.node or fault.node not in nodes or t >= fault.up_s:
+        return
+    lead = THERMAL_LEAD_S if fault.cause == "gpu_thermal" else 0
+    if t < fault.fault_s - lead:
+        return
+    slot = nodes.index(fault.node)
+    if fault.scope == "node" and not fault.incident:
+        if t >= fault.fault_s:
+            down_slots.add(slot)
+    elif fault.gpu is not None:
+        faults.append((slot, fault.gpu, fault))
