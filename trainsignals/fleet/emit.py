@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from trainsignals.exporters.training.metrics import STEP_BUCKETS
+from trainsignals.exporters.training.timeaccount import ACTIVITIES
 
 from .history import GPUS_PER_NODE, MINUTE, gpu_uuid
 from .timeline import Minute
@@ -40,6 +41,7 @@ RANK_SERIES: dict[str, RankFn] = {
     "trainsignals_batches_dropped_total": lambda s: "0",
     "trainsignals_data_wait_seconds_total": lambda s: f"{s.data_wait:.1f}",
     "trainsignals_loss": lambda s: f"{s.loss:.5f}",
+    "trainsignals_global_step": lambda s: f"{s.global_step:.3f}",
 }
 EPOCH_SERIES = {  # timestamps: run seconds + the replay's epoch
     "trainsignals_last_step_timestamp_seconds": "last_step",
@@ -73,6 +75,7 @@ INFINIBAND_SERIES = {
 }
 OTHER_SERIES = (
     "up",
+    "trainsignals_time_seconds_total",
     "trainsignals_phase",
     "trainsignals_step_duration_seconds_bucket",
     "trainsignals_checkpoint_disk_free_bytes",
@@ -148,6 +151,12 @@ class Emitter:
                 for name, attr in EPOCH_SERIES.items():
                     if self._want(name):
                         yield f"{name}{{{labels}}} {self.epoch + getattr(s, attr)}{ts}"
+                if self._want("trainsignals_time_seconds_total"):
+                    for activity, seconds in zip(ACTIVITIES, s.activity, strict=True):
+                        yield (
+                            f'trainsignals_time_seconds_total{{{labels},activity="{activity}"}} '
+                            f"{seconds:.1f}{ts}"
+                        )
                 if self._want("trainsignals_phase"):
                     for phase in PHASES:
                         on = int(phase == s.phase)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from trainsignals.exporters.training.timeaccount import ACTIVITIES
+
 from .history import (
     CHECKPOINT_EVERY_S,
     DATA_WAIT_RATIO,
@@ -46,6 +48,9 @@ class Minute:
     nodes: tuple[str, ...]  # hostname in each stored slot
     down_slots: frozenset[int] = frozenset()  # slots whose host is off the network
     gpu_faults: tuple[tuple[int, int, Interruption], ...] = ()  # (slot, gpu, fault) shown
+    global_step: float = 0.0  # the trainer's step: back to the checkpoint's after a restart
+    # Seconds of this incarnation per activity (exporters/training/timeaccount.ACTIVITIES).
+    activity: tuple[float, ...] = ()
 
 
 @dataclass
@@ -99,6 +104,7 @@ def simulate(history: History, slots: int) -> tuple[list[Minute], Truth]:
     train_clock = 0  # training seconds of this incarnation (drives checkpoints, evals)
     pending: list[str] = []  # checkpoint / eval minutes queued by the train clock
 
+    account = dict.fromkeys(ACTIVITIES, 0.0)  # what this incarnation's ranks account
     for m in range(wall // MINUTE):
         t = m * MINUTE
         while plan_index + 1 < len(plan) and plan[plan_index + 1][0] <= t:
@@ -111,6 +117,7 @@ def simulate(history: History, slots: int) -> tuple[list[Minute], Truth]:
             incarnation += 1
             process_start, first_step = current.up_s, current.first_step_s
             steps = data_wait = 0.0
+            account = dict.fromkeys(ACTIVITIES, 0.0)
             last_step = last_checkpoint = current.up_s
             progress = kept_progress
             train_clock = 0
@@ -166,6 +173,14 @@ def simulate(history: History, slots: int) -> tuple[list[Minute], Truth]:
                 pending.extend(["eval"] * (EVAL_S // MINUTE))
         if category:
             truth.seconds[category] += MINUTE
+        if alive:
+            if category == "recovery":  # stuck in a collective: neither step nor pause
+                account["other"] += MINUTE
+            elif phase == "train":
+                account["train"] += MINUTE * (1 - DATA_WAIT_RATIO)
+                account["data_wait"] += MINUTE * DATA_WAIT_RATIO
+            else:
+                account["checkpoint_save" if phase == "checkpoint" else phase] += MINUTE
 
         down_slots: set[int] = set()
         faults: list[tuple[int, int, Interruption]] = []
@@ -187,6 +202,8 @@ def simulate(history: History, slots: int) -> tuple[list[Minute], Truth]:
                 nodes=nodes,
                 down_slots=frozenset(down_slots),
                 gpu_faults=tuple(faults),
+                global_step=progress,
+                activity=tuple(account[a] for a in ACTIVITIES),
             )
         )
     return minutes, truth
