@@ -138,7 +138,8 @@ def stalled(ctx: RuleContext) -> Rule:
     severity="page",
     progress_symptom=True,
     incident_consequence=True,
-    meaning="Tokens per second are below the floor while the job is training.",
+    meaning="Tokens per second while stepping are below the floor (pauses, hangs and restarts "
+    "are left out: a hang pages as TrainingNoProgress or TrainingStalled, not as slowness).",
 )
 def throughput_below_floor(ctx: RuleContext) -> Rule:
     spec = ctx.spec
@@ -216,8 +217,8 @@ def step_time_above_bound(ctx: RuleContext) -> Rule | None:
     severity="ticket",
     progress_symptom=True,
     incident_consequence=True,
-    meaning="Ranks spend more than data_wait_max_ratio of wall time waiting for data: GPUs "
-    "busy-but-starved.",
+    meaning="Ranks spend more than data_wait_max_ratio of their step time waiting for data: "
+    "GPUs busy-but-starved.",
 )
 def data_loader_starved(ctx: RuleContext) -> Rule:
     o = ctx.spec.objectives
@@ -251,8 +252,8 @@ def data_loader_starved(ctx: RuleContext) -> Rule:
     severity="ticket",
     progress_symptom=True,
     incident_consequence=True,
-    meaning="Model FLOPs utilization averaged over mfu_window is below mfu_min_ratio (the slow "
-    "leak).",
+    meaning="Model FLOPs utilization while stepping, over mfu_window, is below mfu_min_ratio "
+    "(the slow leak).",
 )
 def mfu_below_floor(ctx: RuleContext) -> Rule:
     o = ctx.spec.objectives
