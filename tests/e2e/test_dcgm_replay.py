@@ -29,6 +29,8 @@ from trainsignals.simulator.job import effective_spec
 
 from tests.conftest import JOBS, require_tool
 from tests.dcgm_page import FB_RESERVED_MIB, FB_TOTAL_MIB, Gpu, render
+from trainsignals.readiness import Job, check_series
+from trainsignals.series_check import PrometheusClient
 from trainsignals.stack import Stack, job_files
 
 # Its own xdist group: it can run beside the scenario suite instead of after it.
@@ -265,6 +267,17 @@ def test_stock_page_healthy_then_faults(stack_and_pages) -> None:
     )
     gpu_alerts = stack.query('ALERTS{alertname=~"Gpu.*",training_job="e2e-dcgm"}')
     assert gpu_alerts == [], "healthy: no GPU alert pending or firing"
+
+    # Readiness on stock pages: no GPU selector broken; the MIG-instance and optional NVLink
+    # selectors are notes (no MIG GPU here). The replay has no training targets: ignore those.
+    spec = dcgm_spec()
+    check = check_series(
+        PrometheusClient(stack.prometheus_url), Job(spec, rules, dashboard, (spec,))
+    )
+    broken = [p for p, _ in check.problems if "DCGM_FI" in p]
+    assert broken == [], broken
+    assert any('GPU_I_ID!=""' in n and "MIG" in n for n in check.notes), check.notes
+    assert any("NVLINK_REPLAY" in n for n in check.notes), check.notes
 
     gpus = {node: faulty(node) for node in NODES}
     for node, node_gpus in gpus.items():
