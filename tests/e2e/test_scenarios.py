@@ -29,6 +29,7 @@ from trainsignals.generator.loader import load_specs
 from trainsignals.generator.spec import JobSpec
 from trainsignals.generator.xid_catalog import action_of
 from trainsignals.simulator.job import Simulation, effective_spec
+from trainsignals.simulator.profile import JobProfile
 from trainsignals.simulator.scenarios import SCENARIOS, Scenario
 
 from tests.conftest import JOBS, require_tool
@@ -272,3 +273,19 @@ def test_time_to_page_report(results: Results, capsys: pytest.CaptureFixture[str
     with capsys.disabled():
         print("\n" + table)
     assert re.search(r"e2e wall time", table)
+
+
+def test_healthy_mfu_while_stepping_is_the_simulated_mfu(results: Results) -> None:
+    """MfuBelowFloor's view (FLOPs per second spent in steps, over its window) reads the
+    simulated job's true MFU on real Prometheus: eval and checkpoint pauses, the compressed
+    rate windows and a loaded machine do not dilute it. A 5m rate of wall time did, and once
+    ticketed MfuBelowFloor on the healthy day (CI, 2 cores busy)."""
+    run = results.runs["healthy"]
+    mfu = [
+        result
+        for expr, result in results.panels.items()
+        if expr.startswith("(sum_over_time(job:trainsignals_mfu:ratio_rate5m")
+    ]
+    assert len(mfu) == 1, "the MFU panel shows MfuBelowFloor's while-stepping average"
+    (sample,) = mfu[0]
+    assert float(sample["value"][1]) == pytest.approx(JobProfile.from_spec(run.spec).mfu, rel=0.03)
