@@ -66,7 +66,7 @@ def parse_time(value: str) -> float:
 # --- webhook receiver ---------------------------------------------------------------------
 @dataclass(frozen=True)
 class Notification:
-    """One alert inside one webhook notification."""
+    """One alert inside one webhook notification, with what the receiver answered."""
 
     path: str  # /<team>/<severity> of the receiver that posted it
     alertname: str
@@ -77,13 +77,20 @@ class Notification:
     arrived: float  # time.monotonic() at arrival
     arrived_wall: float  # time.time() at arrival
     notification: int  # sequence number of the webhook POST this alert came in
+    sender: str = ""  # the sending Alertmanager's external URL
+    answered: int = 200  # HTTP status the receiver gave the POST
 
 
 class WebhookReceiver:
-    """Records every Alertmanager webhook notification; `on_notify` sees each as it arrives."""
+    """Records every Alertmanager webhook notification; `on_notify` sees each as it arrives.
+
+    POSTs to a path in `failing` are recorded and answered 500, so fault tests can make a
+    receiver fail (Alertmanager then retries).
+    """
 
     def __init__(self, on_notify: Callable[[Notification], None] | None = None) -> None:
         self.notifications: list[Notification] = []
+        self.failing: set[str] = set()
         self._lock = threading.Lock()
         self._posts = 0
         self._on_notify = on_notify
@@ -92,8 +99,8 @@ class WebhookReceiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                receiver.record(self.path, json.loads(body or b"{}"))
-                self.send_response(200)
+                status = receiver.record(self.path, json.loads(body or b"{}"))
+                self.send_response(status)
                 self.end_headers()
 
             def log_message(self, *args: object) -> None:
@@ -103,10 +110,12 @@ class WebhookReceiver:
         self.url = f"http://{HOST}:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def record(self, path: str, payload: dict) -> None:
+    def record(self, path: str, payload: dict) -> int:
+        """Record the POST's alerts; the HTTP status to answer (500 for a failing path)."""
         arrived, arrived_wall = time.monotonic(), time.time()
         with self._lock:
             self._posts += 1
+            answered = 500 if path in self.failing else 200
             items = [
                 Notification(
                     path=path,
@@ -118,6 +127,8 @@ class WebhookReceiver:
                     arrived=arrived,
                     arrived_wall=arrived_wall,
                     notification=self._posts,
+                    sender=payload.get("externalURL", ""),
+                    answered=answered,
                 )
                 for alert in payload.get("alerts", [])
             ]
@@ -125,10 +136,19 @@ class WebhookReceiver:
         if self._on_notify is not None:
             for item in items:
                 self._on_notify(item)
+        return answered
 
     def snapshot(self) -> list[Notification]:
         with self._lock:
             return list(self.notifications)
+
+    def delivered(self, alertname: str, status: str = "firing") -> list[Notification]:
+        """Accepted (200) notifications of `alertname` with `status`."""
+        return [
+            n
+            for n in self.snapshot()
+            if n.alertname == alertname and n.status == status and n.answered == 200
+        ]
 
     def start(self) -> None:
         self._thread.start()
