@@ -28,16 +28,14 @@ from pathlib import Path
 
 import yaml
 
-from trainsignals.generator.alertmanager import alertmanager_config
 from trainsignals.generator.meta_files import meta_files
 from trainsignals.generator.monitoring import Heartbeat, MonitoringSettings
-from trainsignals.generator.pipeline import Options, header
+from trainsignals.generator.pipeline import Options
 from trainsignals.stack import (
     ALERTMANAGER,
     HOST,
     PROMETHEUS,
     Stack,
-    WebhookReceiver,
     free_port,
 )
 
@@ -119,26 +117,15 @@ class HAStack(Stack):
 
     def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.receiver = WebhookReceiver(self.on_notify)
-        self.receiver.start()
+        receiver = self._start_receiver()
         self.prometheus_port = self.prometheus_port or free_port()
         self.am_ports = [free_port() for _ in range(self.alertmanagers)]
         self.cluster_ports = [free_port() for _ in range(self.alertmanagers)]
         self.alertmanager_port = self.am_ports[0]
         self.settings = monitoring_settings(
-            self.receiver.url, self.alertmanagers, self.heartbeat_seconds
+            receiver.url, self.alertmanagers, self.heartbeat_seconds
         )
-        am_file = self.workdir / "alertmanager.yml"
-        am_file.write_text(
-            alertmanager_config(
-                list(self.specs),
-                header(self.specs[0], "<trainsignals.ha_stack>"),
-                default_webhook_base=self.receiver.url,
-                timing=self.timing,
-                monitoring=self.settings,
-            ),
-            encoding="utf-8",
-        )
+        am_file = self._write_alertmanager_config(self.settings)
         if self.with_meta:
             self.rule_files = [*self.rule_files, self._write_meta_rules()]
         prom_file = self._write_prometheus_config(with_rules=True)
@@ -258,21 +245,10 @@ class HAStack(Stack):
         else:
             self._wait_ready(self.alertmanager_urls[int(name.rsplit("-", 1)[1])], name)
 
-    def _wait_ready(self, url: str, name: str) -> None:
+    def _exited(self, name: str) -> bool:
         # Only the named process matters: others may be stopped on purpose by a fault test.
-        deadline = time.monotonic() + self.ready_timeout
-        while time.monotonic() < deadline:
-            proc = self._named.get(name)
-            if proc is not None and proc.poll() is not None:
-                raise RuntimeError(f"{name} exited; see {self.workdir / (name + '.log')}")
-            try:
-                with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as resp:
-                    if resp.status == 200:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.1)
-        raise TimeoutError(f"{name} not ready at {url} after {self.ready_timeout:g} s")
+        proc = self._named.get(name)
+        return proc is not None and proc.poll() is not None
 
     def am_alerts(self, index: int) -> list[dict]:
         """Alerts one Alertmanager holds now (its /api/v2/alerts)."""

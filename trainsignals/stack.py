@@ -25,6 +25,7 @@ from pathlib import Path
 
 from trainsignals import reaper
 from trainsignals.generator.alertmanager import alertmanager_config
+from trainsignals.generator.monitoring import MonitoringSettings
 from trainsignals.generator.pipeline import Options, generate_job, header
 from trainsignals.generator.scrape_config import scrape_configs as generated_scrape_configs
 from trainsignals.generator.spec import JobSpec
@@ -226,29 +227,12 @@ class Stack:
 
     def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.receiver = WebhookReceiver(self.on_notify)
-        self.receiver.start()
+        self._start_receiver()
         self.prometheus_port = self.prometheus_port or free_port()
         self.alertmanager_port = self.alertmanager_port or free_port()
-        am_text = alertmanager_config(
-            list(self.specs),
-            header(self.specs[0], "<trainsignals.stack>"),
-            default_webhook_base=self.receiver.url,
-            timing=self.timing,
-        )
-        am_file = self.workdir / "alertmanager.yml"
-        am_file.write_text(am_text, encoding="utf-8")
+        am_file = self._write_alertmanager_config()
         prom_file = self._write_prometheus_config(with_rules=not self.defer_rules)
-        self._spawn(
-            "alertmanager",
-            [
-                ALERTMANAGER,
-                f"--config.file={am_file}",
-                f"--storage.path={self.workdir / 'am-data'}",
-                f"--web.listen-address={HOST}:{self.alertmanager_port}",
-                "--cluster.listen-address=",
-            ],
-        )
+        self._spawn("alertmanager", self._alertmanager_argv(am_file))
         self._spawn(
             "prometheus",
             [
@@ -261,6 +245,35 @@ class Stack:
         )
         self._wait_ready(self.alertmanager_url, "alertmanager")
         self._wait_ready(self.prometheus_url, "prometheus")
+
+    def _start_receiver(self) -> WebhookReceiver:
+        self.receiver = WebhookReceiver(self.on_notify)
+        self.receiver.start()
+        return self.receiver
+
+    def _write_alertmanager_config(self, monitoring: MonitoringSettings | None = None) -> Path:
+        """alertmanager.yml for the specs, every receiver pointed at the webhook receiver."""
+        assert self.receiver is not None
+        text = alertmanager_config(
+            list(self.specs),
+            header(self.specs[0], f"<{type(self).__module__}>"),
+            default_webhook_base=self.receiver.url,
+            timing=self.timing,
+            monitoring=monitoring,
+        )
+        path = self.workdir / "alertmanager.yml"
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    def _alertmanager_argv(self, am_file: Path) -> list[str]:
+        """A single Alertmanager (no cluster) on `alertmanager_port`."""
+        return [
+            ALERTMANAGER,
+            f"--config.file={am_file}",
+            f"--storage.path={self.workdir / 'am-data'}",
+            f"--web.listen-address={HOST}:{self.alertmanager_port}",
+            "--cluster.listen-address=",
+        ]
 
     def _write_prometheus_config(self, *, with_rules: bool) -> Path:
         path = self.workdir / "prometheus.yml"
@@ -305,19 +318,24 @@ class Stack:
         self._procs.append(reaper.spawn(argv, stdout=log, stderr=subprocess.STDOUT))
         log.close()
 
-    def _wait_ready(self, url: str, name: str) -> None:
+    def _wait_ready(self, url: str, name: str, path: str = "/-/ready") -> None:
+        """Until `url + path` answers 200; fails early once `_exited(name)`."""
         deadline = time.monotonic() + self.ready_timeout
         while time.monotonic() < deadline:
-            if any(p.poll() is not None for p in self._procs):
+            if self._exited(name):
                 raise RuntimeError(f"{name} exited; see {self.workdir / (name + '.log')}")
             try:
-                with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as resp:
+                with urllib.request.urlopen(f"{url}{path}", timeout=1) as resp:
                     if resp.status == 200:
                         return
             except OSError:
                 pass
             time.sleep(0.1)
         raise TimeoutError(f"{name} not ready at {url} after {self.ready_timeout:g} s")
+
+    def _exited(self, name: str) -> bool:
+        """Whether waiting for `name` is futile: here, once any process of the stack exited."""
+        return any(p.poll() is not None for p in self._procs)
 
     def stop(self) -> None:
         for proc in self._procs:
