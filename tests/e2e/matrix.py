@@ -113,7 +113,9 @@ def e2e_name(scenario: Scenario) -> str:
 
 def prepare(base: JobSpec, scenario: Scenario, workdir: Path) -> tuple[Run, Path]:
     spec = effective_spec(
-        base.model_copy(update={"name": e2e_name(scenario)}), NODES, GPUS_PER_NODE
+        scenario.spec_for(base).model_copy(update={"name": e2e_name(scenario)}),
+        NODES,
+        GPUS_PER_NODE,
     )
     scale = scale_for(scenario)
     files = job_files(spec, scale)
