@@ -17,7 +17,9 @@ utilization in MIG mode), framebuffer and PROF_* fields are the instance's own.
 from __future__ import annotations
 
 import csv
+import threading
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 COUNTERS_CSV = Path(__file__).parent / "fixtures" / "dcgm-exporter" / "default-counters.csv"
@@ -168,3 +170,47 @@ def render(node: str, gpus: list[Gpu], host_label: str = "Hostname") -> str:
                 text = f"{value:f}" if name in DOUBLE_FIELDS else f"{int(value)}"
                 lines.append(f"{name}{{{_labels(node, gpu, name, host_label, mig)}}} {text}")
     return "\n".join(lines) + "\n"
+
+
+class DcgmPages:
+    """Serves each node's current page at /<node> on 127.0.0.1 (dcgm-exporter serves
+    /metrics; one path per node lets one server play several); `set()` swaps a node's GPUs.
+    `host_labels` names each node's host label (dcgm-exporter releases differ)."""
+
+    def __init__(self, host_labels: dict[str, str]) -> None:
+        self.host_labels = host_labels
+        self.gpus: dict[str, list[Gpu]] = {}
+        self._lock = threading.Lock()
+        pages = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                node = self.path.strip("/").split("/")[0]
+                with pages._lock:
+                    body = render(node, pages.gpus[node], pages.host_labels[node]).encode()
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/plain; version=0.0.4")
+                    self.end_headers()
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # Prometheus stopped mid-scrape at teardown
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.address = f"127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def set(self, node: str, gpus: list[Gpu]) -> None:
+        with self._lock:
+            self.gpus[node] = gpus
+
+    def __enter__(self) -> DcgmPages:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()

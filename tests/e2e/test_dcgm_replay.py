@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import json
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -28,7 +26,7 @@ from trainsignals.generator.spec import JobSpec
 from trainsignals.simulator.job import effective_spec
 
 from tests.conftest import JOBS, require_tool
-from tests.dcgm_page import FB_RESERVED_MIB, FB_TOTAL_MIB, Gpu, render
+from tests.dcgm_page import FB_RESERVED_MIB, FB_TOTAL_MIB, DcgmPages, Gpu
 from trainsignals.readiness import Job, check_series
 from trainsignals.series_check import PrometheusClient
 from trainsignals.stack import Stack, job_files
@@ -40,47 +38,6 @@ SCALE = 60  # 15 min windows and `for`s become 15 s
 NODES = {"node-0": "Hostname", "node-1": "hostname"}
 GPUS = 3
 POD = {"pod": "gpt-worker-1", "namespace": "training", "container": "trainer"}
-
-
-class Pages:
-    """Serves each node's current page on 127.0.0.1; `set()` swaps a node's GPUs."""
-
-    def __init__(self) -> None:
-        self.gpus: dict[str, list[Gpu]] = {}
-        self._lock = threading.Lock()
-        pages = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                node = self.path.strip("/").split("/")[0]
-                with pages._lock:
-                    body = render(node, pages.gpus[node], NODES[node]).encode()
-                try:
-                    self.send_response(200)
-                    self.send_header("Content-Type", "text/plain; version=0.0.4")
-                    self.end_headers()
-                    self.wfile.write(body)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # Prometheus stopped mid-scrape at teardown
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.address = f"127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def set(self, node: str, gpus: list[Gpu]) -> None:
-        with self._lock:
-            self.gpus[node] = gpus
-
-    def __enter__(self) -> Pages:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def healthy(node: str) -> list[Gpu]:
@@ -218,13 +175,13 @@ def wait_until(check: Callable[[], list[str]], timeout: float) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def stack_and_pages() -> Iterator[tuple[Stack, Pages, dict, dict]]:
+def stack_and_pages() -> Iterator[tuple[Stack, DcgmPages, dict, dict]]:
     require_tool("prometheus")
     require_tool("prometheus-alertmanager")
     spec = dcgm_spec()
     files = job_files(spec, SCALE)
     rules_text = files[f"alerts/{spec.name}.rules.yaml"]
-    with tempfile.TemporaryDirectory(prefix="trainsignals-dcgm-") as tmp, Pages() as pages:
+    with tempfile.TemporaryDirectory(prefix="trainsignals-dcgm-") as tmp, DcgmPages(NODES) as pages:
         workdir = Path(tmp)
         rules_path = workdir / "rules.yaml"
         rules_path.write_text(rules_text, encoding="utf-8")

@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import json
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -28,7 +26,7 @@ from trainsignals.generator.spec import JobSpec
 from trainsignals.simulator.job import effective_spec
 
 from tests.conftest import JOBS, require_tool
-from tests.dcgm_page import Gpu, MigInstance, render
+from tests.dcgm_page import DcgmPages, Gpu, MigInstance
 from trainsignals.stack import Stack, job_files
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("dcgm-replay")]
@@ -86,41 +84,13 @@ def dcgm_gpus() -> list[Gpu]:
     ]
 
 
-class DcgmPage:
-    """Serves the dcgm node's stock page on 127.0.0.1."""
-
-    def __init__(self, gpus: list[Gpu]) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                body = render("dcgm-node", gpus).encode()
-                try:
-                    self.send_response(200)
-                    self.send_header("Content-Type", "text/plain; version=0.0.4")
-                    self.end_headers()
-                    self.wfile.write(body)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # Prometheus stopped mid-scrape at teardown
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.address = f"127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> DcgmPage:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def write_targets(folder: Path, spec: JobSpec, node: str, address: str) -> None:
+def write_targets(
+    folder: Path, spec: JobSpec, node: str, address: str, path: str = "/metrics"
+) -> None:
     folder.mkdir()
     (folder / "training.json").write_text("[]", encoding="utf-8")
-    group = {"targets": [address], "labels": {**spec.selector_labels, "node": node}}
+    labels = {**spec.selector_labels, "node": node, "__metrics_path__": path}
+    group = {"targets": [address], "labels": labels}
     (folder / "gpu.json").write_text(json.dumps([group]), encoding="utf-8")
 
 
@@ -136,11 +106,12 @@ def stack() -> Iterator[tuple[Stack, FakeBackend, dict[str, dict]]]:
     try:
         with (
             tempfile.TemporaryDirectory(prefix="trainsignals-mig-") as tmp,
-            DcgmPage(dcgm_gpus()) as page,
+            DcgmPages({"dcgm-node": "Hostname"}) as page,
         ):
+            page.set("dcgm-node", dcgm_gpus())
             work = Path(tmp)
             write_targets(work / "sd-own", specs[0], "own-node", f"127.0.0.1:{server.port}")
-            write_targets(work / "sd-dcgm", specs[1], "dcgm-node", page.address)
+            write_targets(work / "sd-dcgm", specs[1], "dcgm-node", page.address, "/dcgm-node")
             rule_paths = []
             for s in specs:
                 path = work / f"{s.name}.rules.yaml"
