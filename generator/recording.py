@@ -94,6 +94,14 @@ def job_recordings(ctx: RuleContext) -> dict[str, str]:
         "node:trainsignals_targets_up:max": (
             f"max by (node) (up{ctx.training_targets()} or up{ctx.gpu_targets()})"
         ),
+        # 0 when every scrape of every target of the node failed over the last minute (two
+        # scrapes or more): a node outage, where one failed scrape is not. Its samples outlive
+        # the targets by a minute, so an outage ended by draining the node (its targets
+        # vanish) is still seen (NodeUnreachableRecently).
+        "node:trainsignals_targets_up:max1m": (
+            f"max by (node) (max_over_time(up{ctx.training_targets()}[{ctx.range(60)}]) "
+            f"or max_over_time(up{ctx.gpu_targets()}[{ctx.range(60)}]))"
+        ),
         "node:trainsignals_checkpoint_disk_free:ratio": (
             f"min by (node, path) (trainsignals_checkpoint_disk_free_bytes{raw} / "
             f"trainsignals_checkpoint_disk_size_bytes{raw})"

@@ -308,9 +308,45 @@ def restart_test(ctx: RuleContext) -> dict:
     }
 
 
+BLIP_AT, OUTAGE = 50, (100, 109)  # node-0: one failed scrape; then ten minutes down
+
+
+def node_outage_test(ctx: RuleContext) -> dict:
+    """One outage, one ticket: a node outage NodeDown fires for raises no
+    NodeUnreachableRecently (during it or in the hour after), and neither does a single failed
+    scrape of every target of the node."""
+    minutes = OUTAGE[1] + 90
+
+    def down(kind: str, node: str, m: int) -> bool:
+        return node == "node-0" and (m == BLIP_AT or OUTAGE[0] <= m <= OUTAGE[1])
+
+    recent = _alerts_query(ctx, "NodeUnreachableRecently")
+    node_down = _alerts_query(ctx, "NodeDown", "firing")
+    return {
+        "name": "a node outage NodeDown fires for, or one failed scrape, raises no "
+        "NodeUnreachableRecently",
+        "interval": "1m",
+        "input_series": _input(target_series(ctx, minutes, down)),
+        "promql_expr_test": [
+            {
+                "expr": f"count by (node) ({node_down})",
+                "eval_time": f"{OUTAGE[1]}m",
+                "exp_samples": [{"labels": "{node=\"node-0\"}", "value": 1}],
+            },
+            {
+                "expr": f"count_over_time({recent}[{minutes}m])",
+                "eval_time": f"{minutes}m",
+                "exp_samples": [],
+            },
+        ],
+    }
+
+
 def rule_tests(ctx: RuleContext, alerts: list[AlertRule], rule_file: str) -> dict:
     cases = [case for alert in alerts for case in alert.faults]
     tests = [healthy_test(ctx)]
+    if any(a.name == "NodeUnreachableRecently" for a in alerts):
+        tests.append(node_outage_test(ctx))
     if ctx.spec.recovery.automatic:
         tests.append(restart_test(ctx))
     tests += [*(fault_test(ctx, c) for c in cases), *goodput_tests(ctx)]

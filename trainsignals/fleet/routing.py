@@ -144,17 +144,21 @@ class Alertmanager:
                         "note": None,
                         "route": route,
                     }
-                if ts >= group["flush"]:
+                # Alerts change only at evaluations: a flush due before the next one sees
+                # this evaluation's alerts (group_wait 30s delivers an alert that fired for a
+                # single 60s evaluation, as Alertmanager does: the resolve comes a minute later).
+                if group["flush"] < ts + STEP_S:
+                    at = max(ts, group["flush"])
                     if live:
                         if group["note"] is None:
                             group["note"] = Notification(
-                                key[0], live[0].get("severity", ""), live[0]["alertname"], ts, []
+                                key[0], live[0].get("severity", ""), live[0]["alertname"], at, []
                             )
                             sent.append(group["note"])
                         delivered = [a for _, a in group["note"].alerts]
                         for alert in live:
                             if alert not in delivered:
-                                group["note"].alerts.append((ts, alert))
+                                group["note"].alerts.append((at, alert))
                     group["flush"] += group["route"].group_interval * max(
                         1, (ts - group["flush"]) // group["route"].group_interval + 1
                     )
