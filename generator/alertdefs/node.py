@@ -83,8 +83,8 @@ def node_unreachable_recently(ctx: RuleContext) -> Rule:
     # the host dropped off the network, even if the job healed by itself.
     node_down = matchers({"alertname": "NodeDown", "alertstate": "firing", "training_job": ctx.job})
     return Rule(
-        expr=f"min_over_time(node:trainsignals_targets_up:max1m{r}"
-        f"[{ctx.range(UNREACHABLE_LOOKBACK_S)}]) == 0 "
+        expr=f"max_over_time(node:trainsignals_targets_up:dropped1m{r}"
+        f"[{ctx.range(UNREACHABLE_LOOKBACK_S)}]) == 1 "
         f"unless on (training_job, node) node:trainsignals_targets_up:max{r} == 0 "
         "unless on (training_job, node) "
         f"max_over_time(ALERTS{node_down}[{ctx.range(UNREACHABLE_LOOKBACK_S + 600)}])",
