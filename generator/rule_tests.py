@@ -323,15 +323,15 @@ def node_outage_test(ctx: RuleContext) -> dict:
     recent = _alerts_query(ctx, "NodeUnreachableRecently")
     node_down = _alerts_query(ctx, "NodeDown", "firing")
     return {
-        "name": "a node outage NodeDown fires for, or one failed scrape, raises no "
-        "NodeUnreachableRecently",
+        "name": "NodeUnreachableRecently stays silent on a node outage NodeDown fires for, one "
+        "failed scrape, or targets that come up late",
         "interval": "1m",
         "input_series": _input(target_series(ctx, minutes, down)),
         "promql_expr_test": [
             {
                 "expr": f"count by (node) ({node_down})",
                 "eval_time": f"{OUTAGE[1]}m",
-                "exp_samples": [{"labels": "{node=\"node-0\"}", "value": 1}],
+                "exp_samples": [{"labels": '{node="node-0"}', "value": 1}],
             },
             {
                 "expr": f"count_over_time({recent}[{minutes}m])",
