@@ -112,6 +112,27 @@ def test_walk_notifies_an_alert_that_fired_for_one_evaluation() -> None:
     assert [a for _, a in sent[0].alerts] == [labels]
 
 
+def test_walk_mutes_at_flush_time_on_the_groups_own_clock() -> None:
+    """A consequence inhibited by the incident's page opens its group anyway; when the page
+    resolves a minute before the consequence does, the group's next flush (group_interval
+    later) finds it resolved: no second page, as in Alertmanager."""
+    spec, _ = fleet_spec(2)
+    _, am_text = generated_files(spec)
+    base = {"training_job": spec.name, "job": spec.name, "team": spec.team, "severity": "page"}
+    stall = base | {"alertname": "TrainingNoProgress"}
+    burn = base | {"alertname": "SloErrorBudgetBurnFast", "slo": "goodput"}
+    start = EPOCH + 600
+    sent = Alertmanager(am_text).replay(
+        [
+            AlertEpisode("TrainingNoProgress", stall, [(start, start + 80 * 60)]),
+            AlertEpisode("SloErrorBudgetBurnFast", burn, [(start + 43 * 60, start + 81 * 60)]),
+        ],
+        EPOCH,
+        EPOCH + 4 * 3600,
+    )
+    assert [n.alertname for n in sent] == ["TrainingNoProgress"]
+
+
 def test_reduced_replay_restarts_in_budget_page_no_cause(replay) -> None:
     """auto_restart: no cause alert pages; every non-recovering incident pages."""
     assert replay.mode == "auto_restart"

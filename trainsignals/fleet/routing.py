@@ -2,7 +2,8 @@
 
 A minute-by-minute walk over the firing alerts with the config's own route tree, grouping,
 group_wait / group_interval and inhibition rules (Alertmanager 0.25 semantics: an alert never
-inhibits itself, `equal` labels must agree, missing labels count as empty). A page is one
+inhibits itself, `equal` labels must agree, missing labels count as empty; a group opens when
+its first alert arrives, muted or not, and inhibition mutes at each flush). A page is one
 notification group that gets its first notification: PagerDuty deduplicates by group key, so
 later alerts in an open group update the same incident. Alertmanager's clock cannot be
 compressed, so this walk stands in for it; the config it reads is the generated file.
@@ -135,9 +136,8 @@ class Alertmanager:
             for key, members in by_group.items():
                 live = [a for a in members if not self.inhibited(a, firing)]
                 group = groups.get(key)
-                if group is None:
-                    if not live:
-                        continue
+                if group is None:  # inhibited alerts open their group too: Alertmanager
+                    # mutes at flush time, on the group's own group_wait/group_interval clock
                     route = routes[key]
                     group = groups[key] = {
                         "flush": ts + route.group_wait,
