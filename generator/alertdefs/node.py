@@ -1,12 +1,12 @@
-"""Nodes and GPUs: the hardware causes. Pages with recovery manual, infra tickets otherwise."""
+"""GPUs: the hardware causes. Pages with recovery manual, infra tickets otherwise (the node
+itself: reachability.py)."""
 
 from __future__ import annotations
 
 from ..alert_model import AlertGroup, Rule
 from ..faults import FAULT_ONSET, GPU_HEALTHY, FaultCase, after
-from ..gpu_sources import RawSeries, gpu_source
-from ..promql import RuleContext, matchers
-from ..series_notation import STALE
+from ..gpu_sources import gpu_source
+from ..promql import RuleContext
 
 GROUP = AlertGroup()
 onset = FAULT_ONSET
@@ -31,106 +31,6 @@ def _xid_labels(ctx: RuleContext) -> tuple[str, ...]:
     # Both sources carry the code as `xid` and NVIDIA's immediate action as `action`
     # (generator/xid_catalog.py; codes outside its table have none).
     return (*GPU_ID, "xid", "action")
-
-
-@GROUP.alert(
-    "NodeDown",
-    signal="infrastructure",
-    severity="page",
-    auto_restart="ticket",
-    owner="infra",
-    meaning="Every target of a node (GPU exporter and training ranks) is down.",
-)
-def node_down(ctx: RuleContext) -> Rule:
-    return Rule(
-        expr=f"node:trainsignals_targets_up:max{ctx.recorded()} == 0",
-        for_seconds=120,
-        summary="{{ $labels.training_job }}: node {{ $labels.node }} is down",
-        description="Neither the GPU exporter nor any training rank on {{ $labels.node }} "
-        "answers scrapes. The node crashed, lost its network, or was preempted.",
-        panel="targets_up",
-        threshold="every target of a node down",
-        window="instant",
-        faults=[
-            FaultCase(
-                "",
-                5,
-                labels=("node",),
-                targets_down=lambda kind, node, m: node == "node-0" and m >= onset,
-            )
-        ],
-    )
-
-
-# How far back NodeUnreachableRecently looks: one ticket per outage, however it ended.
-UNREACHABLE_LOOKBACK_S = 3600
-
-
-@GROUP.alert(
-    "NodeUnreachableRecently",
-    signal="infrastructure",
-    severity="ticket",
-    owner="infra",
-    node_scoped=True,
-    meaning="Every target of a node was down for a minute or more in the last hour, and the "
-    "outage ended before NodeDown fired: the node came back, or the scheduler drained it.",
-)
-def node_unreachable_recently(ctx: RuleContext) -> Rule:
-    r = ctx.recorded()
-    # A node outage NodeDown ticketed (or paged) is its; so is one still going on (NodeDown is
-    # pending). What is left is a short one that ended, or one ended by draining the node (its
-    # targets vanish, so NodeDown never sees `for` pass): the infra team must still learn that
-    # the host dropped off the network, even if the job healed by itself.
-    node_down = matchers({"alertname": "NodeDown", "alertstate": "firing", "training_job": ctx.job})
-    return Rule(
-        expr=f"max_over_time(node:trainsignals_targets_up:dropped1m{r}"
-        f"[{ctx.range(UNREACHABLE_LOOKBACK_S)}]) == 1 "
-        f"unless on (training_job, node) node:trainsignals_targets_up:max{r} == 0 "
-        "unless on (training_job, node) "
-        f"max_over_time(ALERTS{node_down}[{ctx.range(UNREACHABLE_LOOKBACK_S + 600)}])",
-        for_seconds=0,
-        summary="{{ $labels.training_job }}: node {{ $labels.node }} dropped off the network "
-        "in the last hour",
-        description="Every target of {{ $labels.node }} (GPU exporter and training ranks) "
-        "failed its scrapes for a minute or more within the last hour, and the outage ended "
-        "before NodeDown fired: the node came back or was drained. Check the host before it "
-        "takes a job down again.",
-        panel="targets_up",
-        threshold="every target of a node down >= 1m, outage over",
-        window="1m outage within 1h",
-        faults=[
-            FaultCase(
-                "",
-                2,
-                labels=("node",),
-                # Down two minutes, one short of NodeDown's `for`, then back.
-                targets_down=lambda kind, node, m: node == "node-0" and onset <= m < onset + 2,
-                what="on a node back after a 2-minute outage",
-            ),
-            FaultCase(
-                "",
-                2,
-                labels=("node",),
-                raw_series=_drained_node,
-                what="on a node drained during a 2-minute outage (its targets vanish)",
-            ),
-        ],
-    )
-
-
-def _drained_node(ctx: RuleContext, minutes: int) -> list[RawSeries]:
-    """`up` of every target; node-0's fail for two minutes from onset, then leave service
-    discovery (a staleness marker, as Prometheus writes for a target that is gone)."""
-    from ..rule_tests import target_series  # rule_tests imports the alert definitions
-
-    drained: list[float | str | None] = [
-        1 if m < onset else 0 if m < onset + 2 else STALE if m == onset + 2 else None
-        for m in range(minutes + 1)
-    ]
-    return [
-        RawSeries(s.name, s.labels, drained) if s.labels["node"] == "node-0" else s
-        for s in target_series(ctx, minutes)
-    ]
 
 
 @GROUP.alert(
