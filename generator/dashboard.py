@@ -21,6 +21,7 @@ from .durations import format_duration
 from .fabric import fabric_panels
 from .goodput_panels import goodput_panels
 from .gpu_activity import gpu_activity_panels
+from .gpu_mig_panels import mig_panels, nvlink_panel
 from .gpu_sources import gpu_source
 from .grafana_normalize import grafanalib_json, normalize_dashboard
 from .panels import PANEL_IDS, dashboard_uid
@@ -576,6 +577,7 @@ class _Builder:
                 "short",
                 showPoints="always",
             ),
+            *nvlink_panel(self, r, legend),
             self.series(
                 "gpu_count",
                 "GPUs per node",
@@ -591,6 +593,7 @@ class _Builder:
                 "short",
                 _red_below(spec.shape.gpus_per_node),
             ),
+            *mig_panels(self, r),
         ]
 
     def nodes(self) -> list[g.Panel]:

@@ -173,7 +173,7 @@ def restart_recordings(ctx: RuleContext) -> dict[str, str]:
 def recording_rules(ctx: RuleContext) -> list[dict]:
     """Job-level rules, then the GPU rules of the spec's GPU metric source."""
     source = gpu_source(ctx)
-    gpu = source.recordings()
+    gpu = source.recordings() | source.mig_recordings()
     gpu["gpu:trainsignals_gpu_uuid:info"] = source.identity()
     gpu["node:trainsignals_gpus:count"] = (
         f"count by (node) (gpu:trainsignals_gpu_up:value{ctx.recorded()})"

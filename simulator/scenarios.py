@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from trainsignals.generator.spec import JobSpec
+from trainsignals.generator.spec import JobSpec, Recovery
 
 MINUTE, HOUR = 60, 3600
 
@@ -58,6 +58,14 @@ class Scenario:
     fault_at: int = 30 * MINUTE  # after startup and warm-up, inside a training stretch
     later_alerts: dict[str, str] = field(default_factory=dict)
     step_slowdown: float = 1.0  # worst step-time factor over `duration` (StepTimeAboveBound)
+    # The spec's `recovery:` section for this scenario (default: the base spec's, manual).
+    recovery: dict[str, object] = field(default_factory=dict)
+
+    def spec_for(self, spec: JobSpec) -> JobSpec:
+        """The spec the scenario runs with: the base one, with the scenario's recovery mode."""
+        if not self.recovery:
+            return spec
+        return spec.model_copy(update={"recovery": Recovery.model_validate(self.recovery)})
 
     def alerts_for(self, spec: JobSpec) -> dict[str, str]:
         """expected_alerts with the spec's severity overrides, its `off`s and optional rules.
@@ -233,6 +241,33 @@ _SCENARIOS = (
         {"NodeDown": "page"},
         duration=30 * MINUTE + 15 * MINUTE,
         later_alerts={"CheckpointTooOld": "page"},
+    ),
+    # recovery.mode auto_restart (torchrun / the scheduler restarts the job): a restart inside
+    # the budget reaches nobody; one that never comes back pages once, as no progress.
+    Scenario(
+        "restart_heals",
+        "auto_restart job. At fault_at (50m, after the 42m checkpoint) every process dies; the "
+        "launcher has them back 4m later: 2m start-up, 1m checkpoint restore, then the lost "
+        "steps are redone. Nothing reaches anyone over the next hour: no page, no ticket "
+        "(under manual, TrainingTargetsDown would page ~2m after onset).",
+        Conditions(crash_job=True, restart_after=4 * MINUTE),
+        {},
+        duration=50 * MINUTE + HOUR,
+        fault_at=50 * MINUTE,
+        recovery={"mode": "auto_restart", "restart_budget": "15m"},
+    ),
+    Scenario(
+        "restart_never_back",
+        "auto_restart job. At fault_at (50m) every process dies and the launcher never brings "
+        "them back. TrainingNoProgress pages once the restart budget (15m) has passed since "
+        "the last step; TrainingTargetsDown (a ticket under auto_restart, after budget + 5m) "
+        "is covered by that page.",
+        Conditions(crash_job=True),
+        {"TrainingNoProgress": "page"},
+        duration=50 * MINUTE + 25 * MINUTE,
+        fault_at=50 * MINUTE,
+        later_alerts={"TrainingTargetsDown": "ticket", "CheckpointTooOld": "page"},
+        recovery={"mode": "auto_restart", "restart_budget": "15m"},
     ),
 )
 

@@ -23,12 +23,14 @@ from pathlib import Path
 import click
 import yaml
 
+from trainsignals.cli_options import jobs_option
 from trainsignals.generator.alertmanager import alertmanager_config, team_receivers
 from trainsignals.generator.dashboard import panel_queries
 from trainsignals.generator.pipeline import Options, generate_job, header
 from trainsignals.generator.spec import JobSpec
 from trainsignals.lint import iter_rules
 from trainsignals.metric_catalog import BY_NAME
+from trainsignals.optional_series import MIG_INSTANCE_MATCHER, MIG_INSTANCES
 from trainsignals.series_check import (
     EVENT_ONLY,
     PrometheusClient,
@@ -132,6 +134,8 @@ def check_series(prom: PrometheusClient, job: Job) -> Check:
         metric = BY_NAME.get(selector.name)
         if selector.name in EVENT_ONLY:  # no match says nothing about its labels
             check.notes.append(f"{selector.text()} empty: {EVENT_ONLY[selector.name]}")
+        elif any((m.label, m.op, m.value) == MIG_INSTANCE_MATCHER for m in selector.matchers):
+            check.notes.append(f"{selector.text()} empty: {MIG_INSTANCES}")
         elif absent and not selector.alerts and metric and metric.component in OPTIONAL:
             check.notes.append(f"{selector.name} absent ({metric.component}): panels empty")
         else:
@@ -316,14 +320,7 @@ def render(job: str, checks: list[Check]) -> str:
 @click.option("--job", "job_name", required=True, help="Job name (a spec in --jobs).")
 @click.option("--prometheus", "prometheus_url", required=True, help="Prometheus base URL.")
 @click.option("--alertmanager", "alertmanager_url", help="Alertmanager base URL (live config).")
-@click.option(
-    "--jobs",
-    "jobs_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default="jobs",
-    show_default=True,
-    help="Folder of job specs (*.yaml).",
-)
+@jobs_option()
 @click.option(
     "--root",
     type=click.Path(file_okay=False, path_type=Path),
