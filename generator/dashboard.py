@@ -391,15 +391,8 @@ class _Builder:
             self.series(
                 "data_wait",
                 "Data-loader wait share",
-                "Share of wall time ranks spend waiting for data (5m), and of their step time "
-                "over the last 15m (what DataLoaderStarved compares with the limit).",
-                self.targets(
-                    (f"job:trainsignals_data_wait:ratio_rate5m{r}", "data wait"),
-                    (
-                        while_stepping(ctx, "job:trainsignals_data_wait:ratio_rate5m"),
-                        "share of step time (15m)",
-                    ),
-                ),
+                "Share of wall time ranks spend waiting for data.",
+                self.targets((f"job:trainsignals_data_wait:ratio_rate5m{r}", "data wait")),
                 "percentunit",
                 _red_above(o.data_wait_max_ratio),
             ),
