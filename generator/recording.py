@@ -100,6 +100,15 @@ def job_recordings(ctx: RuleContext) -> dict[str, str]:
         "node:trainsignals_targets_up:max": (
             f"max by (node) (up{ctx.training_targets()} or up{ctx.gpu_targets()})"
         ),
+        # 1 when every scrape of every target of a node that answered in the five minutes
+        # before failed over the last minute (two scrapes or more): a node outage, where one
+        # failed scrape is not, nor a node whose targets have not come up yet. Its samples
+        # outlive the targets by a minute, so an outage ended by draining the node (its
+        # targets vanish) is still seen (NodeUnreachableRecently).
+        "node:trainsignals_targets_up:dropped1m": (
+            f"max by (node) ({_up_over(ctx, 60)}) == bool 0 "
+            f"and on (node) max by (node) ({_up_over(ctx, 300, offset=60)}) == 1"
+        ),
         "node:trainsignals_checkpoint_disk_free:ratio": (
             f"min by (node, path) (trainsignals_checkpoint_disk_free_bytes{raw} / "
             f"trainsignals_checkpoint_disk_size_bytes{raw})"
@@ -115,6 +124,16 @@ def job_recordings(ctx: RuleContext) -> dict[str, str]:
         ),
     }
     return rules | restart_recordings(ctx) | fabric_recordings(ctx)
+
+
+def _up_over(ctx: RuleContext, seconds: int, offset: int = 0) -> str:
+    """`up` of every target of the job (ranks and GPU exporters), each at its best over a
+    window (and ending `offset` ago)."""
+    window = f"[{ctx.range(seconds)}]" + (f" offset {ctx.range(offset)}" if offset else "")
+    return (
+        f"max_over_time(up{ctx.training_targets()}{window}) "
+        f"or max_over_time(up{ctx.gpu_targets()}{window})"
+    )
 
 
 def restart_recordings(ctx: RuleContext) -> dict[str, str]:

@@ -308,9 +308,48 @@ def restart_test(ctx: RuleContext) -> dict:
     }
 
 
+BLIP_AT, OUTAGE = 10, (20, 29)  # node-0: one failed scrape; then ten minutes down
+
+
+def node_outage_test(ctx: RuleContext) -> dict:
+    """One outage, one ticket: a node outage NodeDown fires for raises no
+    NodeUnreachableRecently (during it or in the hour after), and neither does a single failed
+    scrape of every target of the node, nor targets that come up late at the job's start."""
+    minutes = OUTAGE[1] + 75  # the hour NodeUnreachableRecently looks back, and more
+
+    def down(kind: str, node: str, m: int) -> bool:
+        return node == "node-0" and (m < 2 or m == BLIP_AT or OUTAGE[0] <= m <= OUTAGE[1])
+
+    recent = _alerts_query(ctx, "NodeUnreachableRecently")
+    node_down = _alerts_query(ctx, "NodeDown", "firing")
+    return {
+        "name": "NodeUnreachableRecently stays silent on a node outage NodeDown fires for, one "
+        "failed scrape, or targets that come up late",
+        "interval": "1m",
+        # node-0's targets only: the alerts are per node (a 64-node spec stays fast).
+        "input_series": _input(
+            [s for s in target_series(ctx, minutes, down) if s.labels["node"] == "node-0"]
+        ),
+        "promql_expr_test": [
+            {
+                "expr": f"count by (node) ({node_down})",
+                "eval_time": f"{OUTAGE[1]}m",
+                "exp_samples": [{"labels": '{node="node-0"}', "value": 1}],
+            },
+            {
+                "expr": f"count_over_time({recent}[{minutes}m])",
+                "eval_time": f"{minutes}m",
+                "exp_samples": [],
+            },
+        ],
+    }
+
+
 def rule_tests(ctx: RuleContext, alerts: list[AlertRule], rule_file: str) -> dict:
     cases = [case for alert in alerts for case in alert.faults]
     tests = [healthy_test(ctx)]
+    if any(a.name == "NodeUnreachableRecently" for a in alerts):
+        tests.append(node_outage_test(ctx))
     if ctx.spec.recovery.automatic:
         tests.append(restart_test(ctx))
     tests += [*(fault_test(ctx, c) for c in cases), *goodput_tests(ctx)]

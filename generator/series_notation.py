@@ -12,14 +12,23 @@ def _number(value: float) -> str:
     return text.removesuffix(".0")
 
 
-def encode(values: Sequence[float | None]) -> str:
-    """Run-length encode samples as arithmetic runs; None is a missing sample (`_`).
+# A staleness marker, as Prometheus writes when a target leaves service discovery.
+STALE = "stale"
+
+
+def encode(values: Sequence[float | str | None]) -> str:
+    """Run-length encode samples as arithmetic runs; None is a missing sample (`_`), STALE a
+    staleness marker (`stale`).
 
     promtool's `a+bxn` stands for n+1 samples a, a+b, ..., a+n*b; `_xn` for n missing ones.
     """
     parts: list[str] = []
     i = 0
     while i < len(values):
+        if values[i] == STALE:  # promtool has no `stalexn`: one marker vanishes the series
+            parts.append(STALE)
+            i += 1
+            continue
         if values[i] is None:
             j = i
             while j + 1 < len(values) and values[j + 1] is None:
@@ -34,7 +43,7 @@ def encode(values: Sequence[float | None]) -> str:
         # One pass with locals only: this runs for every sample of every test series.
         while j + 1 < len(values):
             following = values[j + 1]
-            if following is None:
+            if following is None or following == STALE:
                 break
             delta = following - values[j]
             if step is None:

@@ -76,6 +76,12 @@ def test_every_alert_has_a_firing_and_a_healthy_test(tmp_path: Path) -> None:
             'job:trainsignals_nonfinite_losses:increase5m{training_job="minimal"} > 1000',
         ),
         ("TrainingStalled", "vector(1) > 2"),
+        # Without its exclusions it tickets an outage NodeDown already fired for.
+        (
+            "NodeUnreachableRecently",
+            'max_over_time(node:trainsignals_targets_up:dropped1m{training_job="minimal"}[1h]) '
+            "== 1",
+        ),
     ],
 )
 def test_generated_tests_catch_a_broken_rule(alert: str, broken: str, tmp_path: Path) -> None:

@@ -1,18 +1,19 @@
 """Every alert trainsignals knows, one definition each (see generator/alert_model.py).
 
 The order here is the order of the generated rules, `explain` and the runbook index: the
-self-healing symptoms, then the training process, loss and checkpoints, nodes and GPUs, SLOs.
+self-healing symptoms, then the training process, loss and checkpoints, nodes, GPUs, SLOs.
 """
 
 from __future__ import annotations
 
 from ..alert_model import AlertDef
-from . import fabric, loss_checkpoint, node, recovery, slo_burn, training
+from . import fabric, loss_checkpoint, node, reachability, recovery, slo_burn, training
 
 DEFINITIONS: tuple[AlertDef, ...] = (
     *recovery.GROUP.definitions,
     *training.GROUP.definitions,
     *loss_checkpoint.GROUP.definitions,
+    *reachability.GROUP.definitions,
     *node.GROUP.definitions,
     *fabric.GROUP.definitions,
     *slo_burn.GROUP.definitions,

@@ -1,4 +1,5 @@
-"""Nodes and GPUs: the hardware causes. Pages with recovery manual, infra tickets otherwise."""
+"""GPUs: the hardware causes. Pages with recovery manual, infra tickets otherwise (the node
+itself: reachability.py)."""
 
 from __future__ import annotations
 
@@ -30,35 +31,6 @@ def _xid_labels(ctx: RuleContext) -> tuple[str, ...]:
     # Both sources carry the code as `xid` and NVIDIA's immediate action as `action`
     # (generator/xid_catalog.py; codes outside its table have none).
     return (*GPU_ID, "xid", "action")
-
-
-@GROUP.alert(
-    "NodeDown",
-    signal="infrastructure",
-    severity="page",
-    auto_restart="ticket",
-    owner="infra",
-    meaning="Every target of a node (GPU exporter and training ranks) is down.",
-)
-def node_down(ctx: RuleContext) -> Rule:
-    return Rule(
-        expr=f"node:trainsignals_targets_up:max{ctx.recorded()} == 0",
-        for_seconds=120,
-        summary="{{ $labels.training_job }}: node {{ $labels.node }} is down",
-        description="Neither the GPU exporter nor any training rank on {{ $labels.node }} "
-        "answers scrapes. The node crashed, lost its network, or was preempted.",
-        panel="targets_up",
-        threshold="every target of a node down",
-        window="instant",
-        faults=[
-            FaultCase(
-                "",
-                5,
-                labels=("node",),
-                targets_down=lambda kind, node, m: node == "node-0" and m >= onset,
-            )
-        ],
-    )
 
 
 @GROUP.alert(

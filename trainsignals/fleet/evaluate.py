@@ -130,8 +130,9 @@ def evaluate_rules(
 ) -> tuple[int, list[AlertEpisode]]:
     """Every rule of the file: (recording tiers, alert episodes).
 
-    Recording rules that read ALERTS (and whatever reads them) wait until the alerts they
-    read have been evaluated and written as ALERTS series, as Prometheus itself writes them.
+    Rules that read ALERTS (recording rules, whatever reads those, and alerts such as
+    NodeUnreachableRecently) wait until the alerts they read have been evaluated and written
+    as ALERTS series, as Prometheus itself writes them.
     """
     rules = [r for g in document["groups"] for r in g["rules"]]
     recording = [r for r in rules if "record" in r]
@@ -147,12 +148,12 @@ def evaluate_rules(
                 late.add(rule["record"])
                 grew = True
     tiers = _backfill(prom, [r for r in recording if r["record"] not in late], start, end, work)
-    first = [r for r in alerting if not any(_uses(r["expr"], n) for n in late)]
+    first = [r for r in alerting if not any(_uses(r["expr"], n) for n in (*late, "ALERTS"))]
     episodes = evaluate_alerts(prom, first, start, end)
-    if late:
+    rest = [r for r in alerting if r not in first]
+    if late or rest:
         _import_alerts(prom, episodes, start, end, work)
         tiers += _backfill(prom, [r for r in recording if r["record"] in late], start, end, work)
-        rest = [r for r in alerting if r not in first]
         episodes += evaluate_alerts(prom, rest, start, end)
     return tiers, episodes
 

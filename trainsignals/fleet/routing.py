@@ -2,7 +2,8 @@
 
 A minute-by-minute walk over the firing alerts with the config's own route tree, grouping,
 group_wait / group_interval and inhibition rules (Alertmanager 0.25 semantics: an alert never
-inhibits itself, `equal` labels must agree, missing labels count as empty). A page is one
+inhibits itself, `equal` labels must agree, missing labels count as empty; a group opens when
+its first alert arrives, muted or not, and inhibition mutes at each flush). A page is one
 notification group that gets its first notification: PagerDuty deduplicates by group key, so
 later alerts in an open group update the same incident. Alertmanager's clock cannot be
 compressed, so this walk stands in for it; the config it reads is the generated file.
@@ -135,26 +136,29 @@ class Alertmanager:
             for key, members in by_group.items():
                 live = [a for a in members if not self.inhibited(a, firing)]
                 group = groups.get(key)
-                if group is None:
-                    if not live:
-                        continue
+                if group is None:  # inhibited alerts open their group too: Alertmanager
+                    # mutes at flush time, on the group's own group_wait/group_interval clock
                     route = routes[key]
                     group = groups[key] = {
                         "flush": ts + route.group_wait,
                         "note": None,
                         "route": route,
                     }
-                if ts >= group["flush"]:
+                # Alerts change only at evaluations: a flush due before the next one sees
+                # this evaluation's alerts (group_wait 30s delivers an alert that fired for a
+                # single 60s evaluation, as Alertmanager does: the resolve comes a minute later).
+                if group["flush"] < ts + STEP_S:
+                    at = max(ts, group["flush"])
                     if live:
                         if group["note"] is None:
                             group["note"] = Notification(
-                                key[0], live[0].get("severity", ""), live[0]["alertname"], ts, []
+                                key[0], live[0].get("severity", ""), live[0]["alertname"], at, []
                             )
                             sent.append(group["note"])
                         delivered = [a for _, a in group["note"].alerts]
                         for alert in live:
                             if alert not in delivered:
-                                group["note"].alerts.append((ts, alert))
+                                group["note"].alerts.append((at, alert))
                     group["flush"] += group["route"].group_interval * max(
                         1, (ts - group["flush"]) // group["route"].group_interval + 1
                     )
