@@ -142,8 +142,22 @@ def rule_costs(port: int, rules_text: str) -> dict[str, dict[str, float]]:
     return costs
 
 
+def wait_ready(port: int, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://{HOST}:{port}/-/ready", timeout=2) as answer:
+                if answer.status == 200:
+                    return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.5)
+
+
 def group_durations(port: int) -> dict[str, float]:
     """Fastest evaluation of each group over EVALUATIONS evaluations (seconds)."""
+    wait_ready(port)
     seen: dict[str, dict[float, float]] = {}  # group -> {evaluation timestamp: duration}
     deadline = time.monotonic() + EVAL_S * (EVALUATIONS + 3)
     while time.monotonic() < deadline:
