@@ -9,13 +9,18 @@ from __future__ import annotations
 from .alert_catalog import NODE_HARDWARE_FAULTS
 from .durations import format_duration
 from .fabric import fabric_recordings
-from .goodput import goodput_recordings
+from .goodput import goodput_long_recordings, goodput_recordings
 from .gpu_sources import gpu_source
 from .promql import RuleContext, le_label, matchers, not_regex, regex
 from .slo import slo_recordings
 
+# The slow group's interval: under Prometheus' 5m lookback with room for a late evaluation
+# (kube-prometheus evaluates its 30-day availability rules every 3m too).
+SLOW_INTERVAL = 180
 # Histogram quantiles shown on the dashboards and used by the step-time alert.
 STEP_TIME_QUANTILES = {"p50": 0.5, "p95": 0.95}
+# Every rank's step-time buckets rated and summed by `le`, once (job level, one per bucket).
+STEP_BUCKET_RATE = "job:trainsignals_step_duration_seconds_bucket:rate5m"
 
 
 def job_recordings(ctx: RuleContext) -> dict[str, str]:
@@ -41,19 +46,24 @@ def job_recordings(ctx: RuleContext) -> dict[str, str]:
             f"job:trainsignals_model_flops:rate5m{ctx.recorded()} / {spec.shape.peak_flops:g}"
         ),
     }
+    # Two levels: the buckets of every rank are rated once into one series per bucket; the
+    # quantiles and the share above the bound read those (a few series, not ranks x buckets).
+    rules[STEP_BUCKET_RATE] = (
+        f"sum by (le) (rate(trainsignals_step_duration_seconds_bucket{raw}[{w5}]))"
+    )
     for name, q in STEP_TIME_QUANTILES.items():
         rules[f"job:trainsignals_step_duration_seconds:{name}_5m"] = (
-            f"histogram_quantile({q}, sum by (le) "
-            f"(rate(trainsignals_step_duration_seconds_bucket{raw}[{w5}])))"
+            f"histogram_quantile({q}, {STEP_BUCKET_RATE}{ctx.recorded()})"
         )
     bound = spec.objectives.step_time_max_seconds
     if bound is not None:
         # Exact, unlike an interpolated quantile: the share of steps slower than the bound,
-        # read from the bucket the instrumentation places at it (step_time_bound=...).
-        at_bound = ctx.raw(le=le_label(bound))
+        # read from the bucket the instrumentation places at it (step_time_bound=...); the
+        # +Inf bucket counts every step.
+        at_bound = ctx.recorded(le=le_label(bound))
+        every = ctx.recorded(le="+Inf")
         rules["job:trainsignals_step_duration_seconds:above_bound_ratio_rate5m"] = (
-            f"1 - sum(rate(trainsignals_step_duration_seconds_bucket{at_bound}[{w5}])) / "
-            f"sum(rate(trainsignals_step_duration_seconds_count{raw}[{w5}]))"
+            f"1 - sum({STEP_BUCKET_RATE}{at_bound}) / sum({STEP_BUCKET_RATE}{every})"
         )
     rules |= {
         # Seconds of data wait per second of wall time = the share of time starved.
@@ -146,14 +156,28 @@ def restart_recordings(ctx: RuleContext) -> dict[str, str]:
 
 
 def recording_rules(ctx: RuleContext) -> list[dict]:
-    """Job-level rules, then the GPU rules of the spec's GPU metric source."""
+    """Every recording rule of the job, both groups (recording_groups) in evaluation order."""
+    return [rule for group in recording_groups(ctx) for rule in group["rules"]]
+
+
+def group_names(ctx: RuleContext) -> tuple[str, str]:
+    """(fast, slow) recording group names."""
+    return f"trainsignals-{ctx.job}-recording", f"trainsignals-{ctx.job}-recording-slow"
+
+
+def recording_groups(ctx: RuleContext) -> list[dict]:
+    """The fast group: what alerts read, at the global evaluation interval (job-level rules,
+    then the GPU rules of the spec's GPU metric source, the 5m goodput and the SLO ratios).
+    The slow group: long windows only dashboards read (goodput and badput over 1h and 1d),
+    every SLOW_INTERVAL: an increase() over an hour of every rank's activity counters costs
+    the most of any rule at 16k GPUs and changes little in a minute."""
     source = gpu_source(ctx)
     gpu = source.recordings()
     gpu["gpu:trainsignals_gpu_uuid:info"] = source.identity()
     gpu["node:trainsignals_gpus:count"] = (
         f"count by (node) (gpu:trainsignals_gpu_up:value{ctx.recorded()})"
     )
-    return (
+    fast = (
         [
             {"record": name, "expr": expr, "labels": ctx.job_label}
             for name, expr in (*job_recordings(ctx).items(), *gpu.items())
@@ -161,3 +185,12 @@ def recording_rules(ctx: RuleContext) -> list[dict]:
         + goodput_recordings(ctx)
         + slo_recordings(ctx)
     )
+    fast_name, slow_name = group_names(ctx)
+    return [
+        {"name": fast_name, "rules": fast},
+        {
+            "name": slow_name,
+            "interval": ctx.duration(SLOW_INTERVAL),
+            "rules": goodput_long_recordings(ctx),
+        },
+    ]
