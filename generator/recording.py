@@ -17,9 +17,9 @@ from .slo import slo_recordings
 # The slow group's interval: under Prometheus' 5m lookback with room for a late evaluation
 # (kube-prometheus evaluates its 30-day availability rules every 3m too).
 SLOW_INTERVAL = 180
-# Histogram quantiles shown on the dashboards and used by the step-time alert.
+# Step-time quantiles for the dashboards and postmortems (the alert counts steps over the bound).
 STEP_TIME_QUANTILES = {"p50": 0.5, "p95": 0.95}
-# Every rank's step-time buckets rated and summed by `le`, once (job level, one per bucket).
+# Every rank's step-time buckets rated and summed by `le` (job level, one series per bucket).
 STEP_BUCKET_RATE = "job:trainsignals_step_duration_seconds_bucket:rate5m"
 
 
@@ -46,24 +46,15 @@ def job_recordings(ctx: RuleContext) -> dict[str, str]:
             f"job:trainsignals_model_flops:rate5m{ctx.recorded()} / {spec.shape.peak_flops:g}"
         ),
     }
-    # Two levels: the buckets of every rank are rated once into one series per bucket; the
-    # quantiles and the share above the bound read those (a few series, not ranks x buckets).
-    rules[STEP_BUCKET_RATE] = (
-        f"sum by (le) (rate(trainsignals_step_duration_seconds_bucket{raw}[{w5}]))"
-    )
-    for name, q in STEP_TIME_QUANTILES.items():
-        rules[f"job:trainsignals_step_duration_seconds:{name}_5m"] = (
-            f"histogram_quantile({q}, {STEP_BUCKET_RATE}{ctx.recorded()})"
-        )
     bound = spec.objectives.step_time_max_seconds
     if bound is not None:
         # Exact, unlike an interpolated quantile: the share of steps slower than the bound,
-        # read from the bucket the instrumentation places at it (step_time_bound=...); the
-        # +Inf bucket counts every step.
-        at_bound = ctx.recorded(le=le_label(bound))
-        every = ctx.recorded(le="+Inf")
+        # read from the bucket the instrumentation places at it (step_time_bound=...). Two of
+        # each rank's buckets: the quantiles over all of them are in the slow group.
+        at_bound = ctx.raw(le=le_label(bound))
         rules["job:trainsignals_step_duration_seconds:above_bound_ratio_rate5m"] = (
-            f"1 - sum({STEP_BUCKET_RATE}{at_bound}) / sum({STEP_BUCKET_RATE}{every})"
+            f"1 - sum(rate(trainsignals_step_duration_seconds_bucket{at_bound}[{w5}])) / "
+            f"sum(rate(trainsignals_step_duration_seconds_count{raw}[{w5}]))"
         )
     rules |= {
         # Seconds of data wait per second of wall time = the share of time starved.
@@ -121,6 +112,21 @@ def job_recordings(ctx: RuleContext) -> dict[str, str]:
     return rules | restart_recordings(ctx) | fabric_recordings(ctx)
 
 
+def step_time_quantiles(ctx: RuleContext) -> dict[str, str]:
+    """Step-time quantiles for the dashboards and postmortems (no alert reads them), in two
+    levels: every rank's buckets rated once into one series per bucket, the quantiles read
+    those. Ranks x buckets is the largest set any rule reads (13 per rank)."""
+    rules = {
+        STEP_BUCKET_RATE: "sum by (le) (rate(trainsignals_step_duration_seconds_bucket"
+        f"{ctx.raw()}[{ctx.range(300)}]))"
+    }
+    for name, q in STEP_TIME_QUANTILES.items():
+        rules[f"job:trainsignals_step_duration_seconds:{name}_5m"] = (
+            f"histogram_quantile({q}, {STEP_BUCKET_RATE}{ctx.recorded()})"
+        )
+    return rules
+
+
 def restart_recordings(ctx: RuleContext) -> dict[str, str]:
     """Restarts as data: one per new incarnation of rank 0 (torchrun restarts every rank).
 
@@ -168,9 +174,9 @@ def group_names(ctx: RuleContext) -> tuple[str, str]:
 def recording_groups(ctx: RuleContext) -> list[dict]:
     """The fast group: what alerts read, at the global evaluation interval (job-level rules,
     then the GPU rules of the spec's GPU metric source, the 5m goodput and the SLO ratios).
-    The slow group: long windows only dashboards read (goodput and badput over 1h and 1d),
-    every SLOW_INTERVAL: an increase() over an hour of every rank's activity counters costs
-    the most of any rule at 16k GPUs and changes little in a minute."""
+    The slow group, every SLOW_INTERVAL: what only dashboards and postmortems read, costly
+    at 16k GPUs (the step-time quantiles over every rank's buckets; goodput and badput over
+    1h and 1d: an increase() over an hour of every rank's activity counters)."""
     source = gpu_source(ctx)
     gpu = source.recordings()
     gpu["gpu:trainsignals_gpu_uuid:info"] = source.identity()
@@ -191,6 +197,10 @@ def recording_groups(ctx: RuleContext) -> list[dict]:
         {
             "name": slow_name,
             "interval": ctx.duration(SLOW_INTERVAL),
-            "rules": goodput_long_recordings(ctx),
+            "rules": [
+                {"record": name, "expr": expr, "labels": ctx.job_label}
+                for name, expr in step_time_quantiles(ctx).items()
+            ]
+            + goodput_long_recordings(ctx),
         },
     ]
