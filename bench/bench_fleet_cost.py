@@ -18,6 +18,7 @@ global default, 1 minute, where it sets none). The goal: every group under 10%.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import sys
@@ -25,6 +26,7 @@ import tempfile
 import time
 import urllib.parse
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -50,6 +52,7 @@ MINUTES = 70  # the 1h windows read a full hour
 EVAL_S = 15
 DEFAULT_INTERVAL_S = 60  # Prometheus' default evaluation interval (groups that set none)
 EVALUATIONS = 5  # evaluations of each group observed per scale
+CPU_ROUNDS = 5  # each group's rules run this often for its CPU time
 
 
 def rank_series() -> int:
@@ -155,8 +158,9 @@ def wait_ready(port: int, timeout: float = 120.0) -> None:
         time.sleep(0.5)
 
 
-def group_durations(port: int) -> dict[str, float]:
-    """Fastest evaluation of each group over EVALUATIONS evaluations (seconds)."""
+def group_durations(port: int) -> tuple[dict[str, float], dict[str, float]]:
+    """({group: fastest of EVALUATIONS evaluations, seconds}, {group: its last evaluation's
+    timestamp})."""
     wait_ready(port)
     seen: dict[str, dict[float, float]] = {}  # group -> {evaluation timestamp: duration}
     deadline = time.monotonic() + EVAL_S * (EVALUATIONS + 3)
@@ -179,13 +183,59 @@ def group_durations(port: int) -> dict[str, float]:
         if seen and all(len(runs) >= EVALUATIONS for runs in seen.values()):
             break
         time.sleep(EVAL_S / 3)
-    return {short_name(group.split(";")[-1]): min(runs.values()) for group, runs in seen.items()}
+    fastest = {short_name(g.split(";")[-1]): min(runs.values()) for g, runs in seen.items()}
+    return fastest, {short_name(g.split(";")[-1]): max(runs) for g, runs in seen.items()}
 
 
-def measure(
-    nodes: int, work: Path
-) -> tuple[dict[str, float], float, int, dict[str, dict[str, float]]]:
-    """({group: fastest evaluation seconds}, peak RSS MiB, samples, {group: {rule: seconds}})."""
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (/proc/PID/stat fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def query(port: int, expr: str, at: float) -> None:
+    args = urllib.parse.urlencode({"query": expr, "time": f"{at:.3f}"})
+    with urllib.request.urlopen(f"http://{HOST}:{port}/api/v1/query?{args}", timeout=120) as r:
+        r.read()
+
+
+def group_cpu(port: int, pid: int, document: dict, stamps: dict[str, float]) -> dict[str, float]:
+    """Prometheus CPU seconds per evaluation of each group, immune to a busy machine (the
+    wall time of an evaluation is not: it includes waiting for a CPU). The rule groups are
+    unloaded first; each group's rules then run as instant queries at its last evaluation's
+    timestamp (what they read is there), CPU_ROUNDS times, less Prometheus' idle CPU."""
+    config = yaml.safe_load(Path(document["config"]).read_text())
+    config["rule_files"] = []
+    Path(document["config"]).write_text(yaml.safe_dump(config))
+    urllib.request.urlopen(
+        urllib.request.Request(f"http://{HOST}:{port}/-/reload", method="POST"), timeout=60
+    ).read()
+    cpu: dict[str, float] = {}
+    for group in document["groups"]:
+        name = short_name(group["name"])
+        before, started = cpu_seconds(pid), time.monotonic()
+        time.sleep(1.0)
+        idle = (cpu_seconds(pid) - before) / (time.monotonic() - started)
+        before, started = cpu_seconds(pid), time.monotonic()
+        for _ in range(CPU_ROUNDS):
+            for rule in group["rules"]:
+                query(port, rule["expr"], stamps[name])
+        spent = cpu_seconds(pid) - before - idle * (time.monotonic() - started)
+        cpu[name] = max(0.0, spent) / CPU_ROUNDS
+    return cpu
+
+
+@dataclass
+class Scale:
+    gpus: int
+    wall: dict[str, float]  # group -> fastest evaluation, seconds
+    cpu: dict[str, float]  # group -> Prometheus CPU seconds per evaluation
+    peak_mib: float
+    samples: int
+    costs: dict[str, dict[str, float]]  # group -> rule -> seconds of one instant query
+
+
+def measure(nodes: int, work: Path) -> Scale:
     spec, _ = fleet_spec(nodes)
     rules_text, _ = generated_files(spec)
     # Every group evaluated every EVAL_S for the measurement; its cost is judged against the
@@ -220,18 +270,26 @@ def measure(
             f"--storage.tsdb.path={data}",
             "--storage.tsdb.retention.time=10y",
             f"--web.listen-address={HOST}:{port}",
+            "--web.enable-lifecycle",
         ],
         stdout=log,
         stderr=log,
     )
     try:
-        durations = group_durations(port)
+        wall, stamps = group_durations(port)
         costs = rule_costs(port, rules_text)
+        cpu = group_cpu(port, process.pid, {**document, "config": str(config)}, stamps)
         status = Path(f"/proc/{process.pid}/status").read_text()
         peak_kib = int(re.search(r"VmHWM:\s+(\d+)", status).group(1))  # type: ignore[union-attr]
     finally:
         reaper.stop([process], timeout=30)
-    return durations, peak_kib / 1024, samples, costs
+    return Scale(nodes * GPUS_PER_NODE, wall, cpu, peak_kib / 1024, samples, costs)
+
+
+def project(small: tuple[int, float], large: tuple[int, float]) -> tuple[float, float]:
+    """(seconds per GPU, seconds at GPUS): linear through the two scales."""
+    slope = max(0.0, (large[1] - small[1]) / (large[0] - small[0]))
+    return slope, large[1] + slope * (GPUS - large[0])
 
 
 def main() -> None:
@@ -253,32 +311,35 @@ def main() -> None:
 
     intervals = group_intervals(generated_files(spec)[0])
     print(
-        f"\nrule groups on Prometheus 2.42, {MINUTES} min of healthy series, fastest of "
-        f"{EVALUATIONS} evaluations, measured and projected"
+        f"\nrule groups on Prometheus 2.42, {MINUTES} min of healthy series: CPU per "
+        f"evaluation (mean of {CPU_ROUNDS}) and wall time (fastest of {EVALUATIONS}), measured "
+        "and projected"
     )
-    rows: dict[str, list[float]] = {}
-    peaks: list[tuple[int, float, int]] = []
-    costs: dict[str, dict[str, float]] = {}
+    scales: list[Scale] = []
     for nodes in SCALES:
         with tempfile.TemporaryDirectory(prefix="bench-fleet-") as tmp:
-            durations, peak, samples, costs = measure(nodes, Path(tmp))
-        peaks.append((nodes * GPUS_PER_NODE, peak, samples))
-        for group, seconds in durations.items():
-            rows.setdefault(group, []).append(seconds)
-    header = "".join(f"{n * GPUS_PER_NODE:>9} GPUs" for n in SCALES)
-    print(f"{'group':<16}{'interval':>9}{header} {'ms/GPU':>8} {'16,384 GPUs':>12} {'ratio':>7}")
-    worst = 0.0
-    for group, seconds in sorted(rows.items()):
-        small, large = SCALES[0] * GPUS_PER_NODE, SCALES[-1] * GPUS_PER_NODE
-        slope = max(0.0, (seconds[-1] - seconds[0]) / (large - small))
-        projected = seconds[-1] + slope * (GPUS - large)
+            scales.append(measure(nodes, Path(tmp)))
+    first, last = scales[0], scales[-1]
+    sizes = "".join(f"{f'{s.gpus} GPUs':>11}" for s in scales)
+    print(f"{'':<25}{'Prometheus CPU per evaluation':^46}   {'wall time (fastest)':^46}")
+    row = f"{sizes}{'16,384 GPUs':>13}{'ratio':>8}"
+    print(f"{'group':<16}{'interval':>9}{row}   {row}")
+    worst = worst_wall = 0.0
+    for group in sorted(last.cpu):
         interval = intervals[group]
-        worst = max(worst, projected / interval)
-        cells = "".join(f"{s * 1000:>11.1f}ms" for s in seconds)
-        print(
-            f"{group:<16}{format_duration(interval):>9}{cells} {slope * 1000:>8.4f} "
-            f"{projected * 1000:>10.0f}ms {projected / interval:>7.1%}"
-        )
+        cells = []
+        for kind in ("cpu", "wall"):
+            a, b = getattr(first, kind)[group], getattr(last, kind)[group]
+            _, projected = project((first.gpus, a), (last.gpus, b))
+            ratio = projected / interval
+            if kind == "cpu":
+                worst = max(worst, ratio)
+            else:
+                worst_wall = max(worst_wall, ratio)
+            cells.append(f"{a * 1000:>9.0f}ms{b * 1000:>9.0f}ms{projected:>12.2f}s{ratio:>8.1%}")
+        print(f"{group:<16}{format_duration(interval):>9}{cells[0]}   {cells[1]}")
+    peaks = [(s.gpus, s.peak_mib, s.samples) for s in scales]
+    costs = last.costs
     (g1, m1, _), (g2, m2, _) = peaks[0], peaks[-1]
     per_gpu_mib = max(0.0, (m2 - m1) / (g2 - g1))
     print(
@@ -294,7 +355,10 @@ def main() -> None:
             "each): " + ", ".join(f"{name} {seconds * 1000:.0f} ms" for name, seconds in top)
         )
     verdict = "met" if worst < 0.10 else "NOT met"
-    print(f"goal every group < 10% of its interval: {verdict} (worst projected {worst:.1%})")
+    print(
+        f"goal every group < 10% of its interval: {verdict} (worst projected {worst:.1%} in "
+        f"Prometheus CPU per evaluation; {worst_wall:.1%} in wall time on this machine now)"
+    )
 
 
 if __name__ == "__main__":
