@@ -64,10 +64,11 @@ def job_recordings(ctx: RuleContext) -> dict[str, str]:
         "job:trainsignals_nonfinite_losses:increase5m": (
             f"sum(increase(trainsignals_nonfinite_losses_total{raw}[{w5}]))"
         ),
+        # dropped / (dropped + steps), written to read each rank's counters once: no drop
+        # gives 1 / (1 + inf) = 0, nothing at all NaN, as the plain quotient does.
         "job:trainsignals_batches_dropped:ratio_rate5m": (
-            f"sum(rate(trainsignals_batches_dropped_total{raw}[{w5}])) / "
-            f"(sum(rate(trainsignals_batches_dropped_total{raw}[{w5}])) + "
-            f"sum(rate(trainsignals_steps_total{raw}[{w5}])))"
+            f"1 / (1 + sum(rate(trainsignals_steps_total{raw}[{w5}])) / "
+            f"sum(rate(trainsignals_batches_dropped_total{raw}[{w5}])))"
         ),
         "job:trainsignals_loss:avg": f"avg(trainsignals_loss{raw})",
         # Smoothed over 10m: one noisy minute is neither a divergence nor a new best.
