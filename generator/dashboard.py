@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from grafanalib import core as g
 
+from .alertdefs.training import while_stepping
 from .alerts import AlertRule
 from .durations import format_duration
 from .fabric import fabric_panels
@@ -341,22 +342,26 @@ class _Builder:
             self.series(
                 "throughput_series",
                 f"Throughput ({what})",
-                f"{what} over 5m; dashed line: the alert floor.",
-                self.targets((f"{series}{r}", what)),
+                f"{what} over 5m, and over the last 15m while stepping (what "
+                "ThroughputBelowFloor compares with the floor: pauses, hangs and restarts left "
+                "out).",
+                self.targets(
+                    (f"{series}{r}", what),
+                    (while_stepping(ctx, series), f"{what} while stepping (15m)"),
+                ),
                 "short",
                 _red_below(floor),
             ),
             self.series(
                 "mfu_series",
                 "MFU",
-                "Model FLOPs utilization (5m) and its plain average over the MfuBelowFloor "
-                "window (the alert averages training time only).",
+                "Model FLOPs utilization (5m), and over the MfuBelowFloor window while stepping "
+                "(what the alert compares with the floor: pauses, hangs and restarts left out).",
                 self.targets(
                     (f"job:trainsignals_mfu:ratio_rate5m{r}", "MFU 5m"),
                     (
-                        f"avg_over_time(job:trainsignals_mfu:ratio_rate5m{r}"
-                        f"[{ctx.range(o.mfu_window)}])",
-                        f"MFU {ctx.range(o.mfu_window)} avg",
+                        while_stepping(ctx, "job:trainsignals_mfu:ratio_rate5m", o.mfu_window),
+                        f"MFU while stepping ({format_duration(o.mfu_window)})",
                     ),
                 ),
                 "percentunit",
@@ -385,8 +390,15 @@ class _Builder:
             self.series(
                 "data_wait",
                 "Data-loader wait share",
-                "Share of wall time ranks spend waiting for data.",
-                self.targets((f"job:trainsignals_data_wait:ratio_rate5m{r}", "data wait")),
+                "Share of wall time ranks spend waiting for data (5m), and of their step time "
+                "over the last 15m (what DataLoaderStarved compares with the limit).",
+                self.targets(
+                    (f"job:trainsignals_data_wait:ratio_rate5m{r}", "data wait"),
+                    (
+                        while_stepping(ctx, "job:trainsignals_data_wait:ratio_rate5m"),
+                        "share of step time (15m)",
+                    ),
+                ),
                 "percentunit",
                 _red_above(o.data_wait_max_ratio),
             ),

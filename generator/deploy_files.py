@@ -3,7 +3,9 @@ and, for specs with a `deploy.kubernetes` section, `deploy/kubernetes/` (prometh
 
 from __future__ import annotations
 
-from .pipeline import header
+from trainsignals import __version__
+
+from .pipeline import GENERATED_MARK, header
 from .scrape_config import scrape_config_document, targets_dir
 from .spec import JobSpec
 from .yaml_out import dump
@@ -20,6 +22,7 @@ def _scrape_comment(spec: JobSpec) -> str:
 def deploy_files(specs: list[tuple[JobSpec, str]], generated: dict[str, str]) -> dict[str, str]:
     """`generated` holds the jobs' rules and dashboards, which the Kubernetes objects wrap."""
     from .kubernetes import kubernetes_files
+    from .kubernetes_monitoring import monitoring_files
 
     files: dict[str, str] = {}
     for spec, source in specs:
@@ -29,4 +32,11 @@ def deploy_files(specs: list[tuple[JobSpec, str]], generated: dict[str, str]) ->
         )
         if spec.deploy.kubernetes is not None:
             files |= kubernetes_files(spec, top, generated)
+    sources = ", ".join(source for _, source in specs)
+    meta_header = (
+        f"# {GENERATED_MARK} {__version__} from {sources} and the monitoring settings.\n"
+        "# Do not edit: change the specs (deploy.kubernetes) or generator/monitoring.py and "
+        "regenerate.\n"
+    )
+    files |= monitoring_files([spec for spec, _ in specs], generated, meta_header)
     return files

@@ -61,6 +61,12 @@ def job_recordings(ctx: RuleContext) -> dict[str, str]:
         "job:trainsignals_data_wait:ratio_rate5m": (
             f"avg(rate(trainsignals_data_wait_seconds_total{raw}[{w5}]))"
         ),
+        # Share of wall time the ranks spend in steps (data wait included): the speed alerts
+        # divide by it, so pauses, hangs and restarts do not read as a slow job.
+        "job:trainsignals_stepping:ratio_rate5m": (
+            f"avg(sum by (rank) (rate(trainsignals_time_seconds_total"
+            f"{ctx.raw(activity=regex('train|data_wait'))}[{w5}])))"
+        ),
         "job:trainsignals_nonfinite_losses:increase5m": (
             f"sum(increase(trainsignals_nonfinite_losses_total{raw}[{w5}]))"
         ),

@@ -3,6 +3,12 @@
 The SRE workbook's table: page when the 1h and 5m windows both burn at 14.4x (2% of a 30-day
 budget in an hour) or the 6h and 30m windows at 6x (5% in six hours); ticket when 1d and 2h
 burn at 3x or 3d and 6h at 1x. The short window makes an alert stop soon after the burn stops.
+
+For goodput, "stops" means the job is back in its steps: the short-only windows (5m, 30m, 2h)
+count steps redone after a restart as burning no more. Redoing lost work is the cost of an
+incident already paid for in the long windows, not a burn a human can stop; counting it kept
+the fast burn firing for an hour after a hang that TrainingNoProgress had paged and a human
+had fixed (found by the fleet replay). The long windows and the remaining budget count it.
 """
 
 from __future__ import annotations
@@ -10,12 +16,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .durations import format_duration
-from .goodput import goodput_name
+from .goodput import badput_name, goodput_name
 from .promql import RuleContext
 from .spec import Slo
 
 SLO_GOODPUT = "job:trainsignals_goodput:ratio_5m_after_first_step"
+# Goodput plus steps redone after a restart: is the job training now (see the docstring)?
+SLO_STEPPING = "job:trainsignals_goodput_or_redo:ratio_5m_after_first_step"
 WINDOWS = {"5m": 300, "30m": 1800, "1h": 3600, "2h": 7200, "6h": 21600, "1d": 86400, "3d": 259200}
+SHORT_ONLY = ("5m", "30m", "2h")  # windows that only ever say whether a burn goes on now
 # Error ratios above this cannot be told from a total outage; a low objective (large budget)
 # would otherwise put a 14.4x threshold above 1, where it could never fire.
 MAX_THRESHOLD = 0.9
@@ -40,12 +49,13 @@ def threshold(slo: Slo, factor: float) -> float:
     return min(factor * slo.budget, MAX_THRESHOLD)
 
 
-def _errors_expr(ctx: RuleContext, slo: Slo, seconds: int) -> str:
-    window = ctx.range(seconds)
+def _errors_expr(ctx: RuleContext, slo: Slo, name: str) -> str:
+    window = ctx.range(WINDOWS[name])
     if slo.sli == "goodput":
         # Goodput (generator/goodput.py) over 5m windows, averaged over the long window: a
         # job younger than 3 days is judged on the time it has existed.
-        return f"1 - avg_over_time({SLO_GOODPUT}{ctx.recorded()}[{window}])"
+        ratio = SLO_STEPPING if name in SHORT_ONLY else SLO_GOODPUT
+        return f"1 - avg_over_time({ratio}{ctx.recorded()}[{window}])"
     indicator = f"job:trainsignals_throughput_below_floor:bool{ctx.recorded()}"
     return f"avg_over_time({indicator}[{window}])"
 
@@ -66,6 +76,14 @@ def slo_recordings(ctx: RuleContext) -> list[dict]:
                 "labels": ctx.job_label,
             }
         )
+        lost = ctx.recorded(category="lost_progress")
+        rules.append(
+            {
+                "record": SLO_STEPPING,
+                "expr": f"{SLO_GOODPUT}{r} + on (training_job) {badput_name('5m')}{lost}",
+                "labels": ctx.job_label,
+            }
+        )
     if any(slo.sli == "throughput" for slo in spec.slos):
         series, floor = (
             ("job:trainsignals_tokens:rate5m", spec.tokens_per_second_floor)
@@ -83,11 +101,11 @@ def slo_recordings(ctx: RuleContext) -> list[dict]:
         )
     for slo in spec.slos:
         labels = {**ctx.job_label, "slo": slo.sli}
-        for name, seconds in WINDOWS.items():
+        for name in WINDOWS:
             rules.append(
                 {
                     "record": errors_name(name),
-                    "expr": _errors_expr(ctx, slo, seconds),
+                    "expr": _errors_expr(ctx, slo, name),
                     "labels": labels,
                 }
             )

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from trainsignals.generator.spec import JobSpec
+from trainsignals.generator.spec import JobSpec, Recovery
 
 MINUTE, HOUR = 60, 3600
 
@@ -58,6 +58,14 @@ class Scenario:
     fault_at: int = 30 * MINUTE  # after startup and warm-up, inside a training stretch
     later_alerts: dict[str, str] = field(default_factory=dict)
     step_slowdown: float = 1.0  # worst step-time factor over `duration` (StepTimeAboveBound)
+    # The spec's `recovery:` section for this scenario (default: the base spec's, manual).
+    recovery: dict[str, object] = field(default_factory=dict)
+
+    def spec_for(self, spec: JobSpec) -> JobSpec:
+        """The spec the scenario runs with: the base one, with the scenario's recovery mode."""
+        if not self.recovery:
+            return spec
+        return spec.model_copy(update={"recovery": Recovery.model_validate(self.recovery)})
 
     def alerts_for(self, spec: JobSpec) -> dict[str, str]:
         """expected_alerts with the spec's severity overrides, its `off`s and optional rules.
@@ -128,19 +136,19 @@ _SCENARIOS = (
     Scenario(
         "hang",
         "From fault_at no rank completes a step (NCCL-style hang): phase stays train, GPUs "
-        "at 100% utilization, counters flat. TrainingStalled fires ~11m after onset; "
-        "ThroughputBelowFloor follows ~20m after onset and Alertmanager inhibits it (one "
-        "fault pages once).",
+        "at 100% utilization, counters flat. TrainingStalled fires ~11m after onset. The speed "
+        "alerts stay silent: a hang adds no time in steps, so it never reads as a slow job "
+        "(one fault pages once).",
         Conditions(stalled=True),
         {"TrainingStalled": "page"},
         duration=30 * MINUTE + 35 * MINUTE,
-        later_alerts={"CheckpointTooOld": "page", "MfuBelowFloor": "ticket"},
+        later_alerts={"CheckpointTooOld": "page"},
     ),
     Scenario(
         "crash",
         "At fault_at the last rank's process exits (its endpoint stops answering, its GPU "
-        "goes idle); the other ranks hang in the next collective (their TrainingStalled and "
-        "ThroughputBelowFloor are inhibited by TrainingTargetsDown). Fires ~2m after onset.",
+        "goes idle); the other ranks hang in the next collective (their TrainingStalled is "
+        "inhibited by TrainingTargetsDown). Fires ~2m after onset.",
         Conditions(crashed_ranks=(-1,), stalled=True),
         {"TrainingTargetsDown": "page"},
         duration=30 * MINUTE + 15 * MINUTE,
@@ -171,7 +179,7 @@ _SCENARIOS = (
         "From fault_at compute speed drops 6% per simulated hour (fragmentation-style leak) "
         "and levels off at 60% of healthy speed after ~6.7h: MFU ~0.27, under the 0.30 floor, "
         "while tokens/s stay well above the page floor (half the floor's throughput). The 6h "
-        "training-time MFU average crosses the floor ~9h after onset and MfuBelowFloor "
+        "MFU while stepping crosses the floor ~9h after onset and MfuBelowFloor "
         "fires an hour later: the slow leak is a ticket, never a page.",
         Conditions(speed_loss_per_hour=0.06, speed_floor=0.6),
         {"MfuBelowFloor": "ticket"},
@@ -228,11 +236,38 @@ _SCENARIOS = (
         "node_down",
         "At fault_at every endpoint of the last node (its ranks and its GPU exporter) stops "
         "answering; ranks elsewhere hang. NodeDown fires ~2m after onset and Alertmanager "
-        "inhibits the rest (TrainingTargetsDown, TrainingStalled, ThroughputBelowFloor...).",
+        "inhibits the rest (TrainingTargetsDown, TrainingStalled...).",
         Conditions(down_nodes=(-1,), stalled=True),
         {"NodeDown": "page"},
         duration=30 * MINUTE + 15 * MINUTE,
         later_alerts={"CheckpointTooOld": "page"},
+    ),
+    # recovery.mode auto_restart (torchrun / the scheduler restarts the job): a restart inside
+    # the budget reaches nobody; one that never comes back pages once, as no progress.
+    Scenario(
+        "restart_heals",
+        "auto_restart job. At fault_at (50m, after the 42m checkpoint) every process dies; the "
+        "launcher has them back 4m later: 2m start-up, 1m checkpoint restore, then the lost "
+        "steps are redone. Nothing reaches anyone over the next hour: no page, no ticket "
+        "(under manual, TrainingTargetsDown would page ~2m after onset).",
+        Conditions(crash_job=True, restart_after=4 * MINUTE),
+        {},
+        duration=50 * MINUTE + HOUR,
+        fault_at=50 * MINUTE,
+        recovery={"mode": "auto_restart", "restart_budget": "15m"},
+    ),
+    Scenario(
+        "restart_never_back",
+        "auto_restart job. At fault_at (50m) every process dies and the launcher never brings "
+        "them back. TrainingNoProgress pages once the restart budget (15m) has passed since "
+        "the last step; TrainingTargetsDown (a ticket under auto_restart, after budget + 5m) "
+        "is covered by that page.",
+        Conditions(crash_job=True),
+        {"TrainingNoProgress": "page"},
+        duration=50 * MINUTE + 25 * MINUTE,
+        fault_at=50 * MINUTE,
+        later_alerts={"TrainingTargetsDown": "ticket", "CheckpointTooOld": "page"},
+        recovery={"mode": "auto_restart", "restart_budget": "15m"},
     ),
 )
 
@@ -247,7 +282,7 @@ _FABRIC_SCENARIOS = (
         Conditions(ib_down=(0,), stalled=True),
         {"TrainingStalled": "page", "InfinibandPortDown": "ticket"},
         duration=30 * MINUTE + 16 * MINUTE,
-        later_alerts={"CheckpointTooOld": "page", "MfuBelowFloor": "ticket"},
+        later_alerts={"CheckpointTooOld": "page"},
     ),
     Scenario(
         "ib_port_flapping",

@@ -19,12 +19,6 @@ from trainsignals.fleet.timeline import simulate
 
 # Done-means of issue 10 that the generated rules do not meet yet (found by this replay; strict:
 # a fix turns these into XPASS failures, so the marks come off with it).
-EXTRA_PAGES = pytest.mark.xfail(
-    strict=True,
-    reason="ThroughputBelowFloor still pages beside the hang's and the crash loop's own pages and "
-    "flaps around its floor during the slow leak (checkpoint minutes dip rate5m): 5 extra pages "
-    "on the 3-day replay",
-)
 CAUSE_TICKETS = pytest.mark.xfail(
     strict=True,
     reason="a host taken off the network (switch, cable, maintenance) and drained by the "
@@ -107,8 +101,7 @@ def replay():
 
 
 def test_reduced_replay_restarts_in_budget_page_no_cause(replay) -> None:
-    """auto_restart: no cause alert pages, and nothing pages outside an incident but the
-    known ThroughputBelowFloor misfire (see EXTRA_PAGES)."""
+    """auto_restart: no cause alert pages; every non-recovering incident pages."""
     assert replay.mode == "auto_restart"
     pages = [n for n in replay.notifications if n.severity == "page"]
     causes = {"GpuLost", "GpuXidCritical", "GpuUncorrectableEccErrors", "NodeDown"}
@@ -128,7 +121,6 @@ def test_reduced_replay_evaluates_every_rule_input(replay) -> None:
     assert first >= EPOCH
 
 
-@EXTRA_PAGES
 def test_reduced_replay_pages_once_per_nonrecovering_incident(replay) -> None:
     result = score(replay)
     assert replay.mode == "auto_restart"

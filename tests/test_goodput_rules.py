@@ -14,6 +14,7 @@ import yaml
 from click.testing import CliRunner
 from trainsignals.generator.goodput import CATEGORIES, badput_name, goodput_name
 from trainsignals.generator.loader import load_specs
+from trainsignals.generator.slo import SHORT_ONLY, SLO_GOODPUT, SLO_STEPPING, WINDOWS
 
 from tests.conftest import JOBS, ROOT
 from trainsignals.cli import main
@@ -37,8 +38,21 @@ def test_every_job_records_goodput_and_each_badput_category(spec) -> None:
     # The 5m windows exist only for the goodput SLO, which reads them.
     has_slo = any(s.sli == "goodput" for s in spec.slos)
     assert bool([r for r in rules if r["record"] == goodput_name("5m")]) == has_slo
-    slo_errors = [r for r in rules if r["labels"].get("slo") == "goodput"]
-    assert all(goodput_name("5m") in r["expr"] for r in slo_errors if "errors" in r["record"])
+    slo_errors = {
+        r["record"].rsplit("rate", 1)[1]: r["expr"]
+        for r in rules
+        if r["labels"].get("slo") == "goodput" and "errors" in r["record"]
+    }
+    assert set(slo_errors) == (set(WINDOWS) if has_slo else set())
+    # Long windows count redone steps as burned; the short-only ones ask "still burning now?",
+    # and redoing lost work after a restart is not (the fleet replay's extra page).
+    for window, expr in slo_errors.items():
+        reads = SLO_STEPPING if window in SHORT_ONLY else SLO_GOODPUT
+        assert f"avg_over_time({reads}{{" in expr, window
+    stepping = [r["expr"] for r in rules if r["record"] == SLO_STEPPING]
+    assert bool(stepping) == has_slo
+    for expr in stepping:
+        assert SLO_GOODPUT in expr and badput_name("5m") in expr and "lost_progress" in expr
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=[s.name for s in SPECS])

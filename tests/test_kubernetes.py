@@ -215,3 +215,26 @@ def test_hardware_tickets_of_a_self_healing_job_route_to_the_infra_team() -> Non
     assert [r["receiver"] for r in infra] == ["infra-page", "infra-ticket"]
     names = [r["name"] for r in spec["receivers"]]
     assert names == ["default", "page", "ticket", "infra-page", "infra-ticket"]
+
+
+def test_meta_and_oncall_rules_are_deployed_where_the_jobs_rules_are() -> None:
+    """Who watches the watchers on Kubernetes: the Prometheus of each (namespace, release)
+    that holds a job's PrometheusRule also gets the meta and on-call rules, unchanged."""
+    meta = list(yaml.safe_load_all(generated()["deploy/kubernetes/meta.yaml"]))
+    where = {
+        (o["metadata"]["namespace"], o["metadata"]["labels"]["release"])
+        for job in K8S_JOBS
+        for o in [objects(job)["PrometheusRule"]]
+    }
+    assert len(where) == 2  # the example specs deploy to two namespaces and releases
+    assert sorted(
+        (o["metadata"]["namespace"], o["metadata"]["labels"]["release"]) for o in meta
+    ) == sorted([w for w in where for _ in ("meta", "oncall")])
+    for obj in meta:
+        assert problems(obj) == []
+        stem = obj["metadata"]["name"].removeprefix("trainsignals-")
+        plain = yaml.safe_load(generated()[f"alerts/{stem}.rules.yaml"])["groups"]
+        assert obj["spec"]["groups"] == plain
+    assert (ROOT / "deploy/kubernetes/meta.yaml").read_text(encoding="utf-8") == generated()[
+        "deploy/kubernetes/meta.yaml"
+    ]

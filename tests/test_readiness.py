@@ -83,7 +83,6 @@ def test_runbooks_must_be_urls_with_a_runbook_behind_them(tmp_path: Path) -> Non
 
 def test_cli_fails_clearly_without_prometheus_or_job() -> None:
 
-
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     args = ["readiness", "--prometheus", url, "--jobs", str(JOBS), "--root", str(ROOT)]
     down = CliRunner().invoke(main, [*args, "--job", "minimal"])

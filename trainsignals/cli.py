@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from trainsignals import __version__
+from trainsignals.cli_options import jobs_option
 from trainsignals.generator.alert_catalog import BY_NAME
 from trainsignals.generator.alerts import alert_rules, severity
 from trainsignals.generator.durations import format_duration
@@ -16,14 +17,6 @@ from trainsignals.generator.pipeline import Options, generate_all
 from trainsignals.generator.promql import RuleContext
 from trainsignals.generator.writer import drift, write_tree
 
-jobs_option = click.option(
-    "--jobs",
-    "jobs_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default="jobs",
-    show_default=True,
-    help="Folder of job specs (*.yaml).",
-)
 out_option = click.option(
     "--out",
     "out_dir",
@@ -84,7 +77,7 @@ def main() -> None:
 
 
 @main.command()
-@jobs_option
+@jobs_option()
 @out_option
 @monitoring_option
 @click.option(
@@ -117,7 +110,7 @@ def generate(
 
 
 @main.command()
-@jobs_option
+@jobs_option()
 def validate(jobs_dir: Path) -> None:
     """Check the specs only; one line per problem, naming file, field and the fix."""
     specs = _load(jobs_dir)
@@ -125,7 +118,7 @@ def validate(jobs_dir: Path) -> None:
 
 
 @main.command()
-@jobs_option
+@jobs_option()
 @out_option
 @monitoring_option
 def check(jobs_dir: Path, out_dir: Path, monitoring_file: Path | None) -> None:
@@ -144,7 +137,7 @@ def check(jobs_dir: Path, out_dir: Path, monitoring_file: Path | None) -> None:
 
 @main.command()
 @click.argument("job")
-@jobs_option
+@jobs_option()
 def explain(job: str, jobs_dir: Path) -> None:
     """A reviewer's table of JOB's alerts: severity, threshold, window, for, runbook."""
     specs = {s.name: s for s, _ in _load(jobs_dir)}

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from trainsignals.cli_options import jobs_option
 from trainsignals.generator.goodput import CATEGORIES, PLAIN, window_exprs
 from trainsignals.generator.promql import RuleContext
 from trainsignals.generator.spec import JobSpec
@@ -99,14 +100,7 @@ def table(job: str, b: Breakdown) -> str:
 @click.option("--from", "start", required=True, help="RFC 3339 or unix seconds.")
 @click.option("--to", "end", required=True, help="RFC 3339 or unix seconds.")
 @click.option("--prometheus", default="http://127.0.0.1:9090", show_default=True)
-@click.option(
-    "--jobs",
-    "jobs_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default="jobs",
-    show_default=True,
-    help="Folder of job specs (the job's selector labels and scrape jobs).",
-)
+@jobs_option("Folder of job specs (the job's selector labels and scrape jobs).")
 @click.option("--timeout", type=float, default=30.0, show_default=True, help="Per query, s.")
 def goodput_command(
     job: str, start: str, end: str, prometheus: str, jobs_dir: Path, timeout: float

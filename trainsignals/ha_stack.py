@@ -8,8 +8,8 @@
   cluster deduplicates), scraping itself and the Alertmanagers for the meta-monitoring rules,
   with the rule-restore flags (`--rules.alert.for-grace-period`, `--rules.alert.resend-delay`)
   scaled like the rules;
-- a receiver that can be made to answer 500, and processes that can be killed, stopped and
-  restarted by name: the fault tests (tests/chaos/) use those.
+- processes that can be killed, stopped and restarted by name; with the receiver's `failing`
+  paths (answered 500, trainsignals/stack.py) the fault tests (tests/chaos/) use those.
 
 Production-like defaults are the real ones divided by the test's time scale; see `flags`.
 """
@@ -28,94 +28,18 @@ from pathlib import Path
 
 import yaml
 
-from trainsignals.generator.alertmanager import alertmanager_config
 from trainsignals.generator.meta_files import meta_files
 from trainsignals.generator.monitoring import Heartbeat, MonitoringSettings
-from trainsignals.generator.pipeline import Options, header
-from trainsignals.stack import ALERTMANAGER, HOST, PROMETHEUS, Stack, free_port, parse_time
+from trainsignals.generator.pipeline import Options
+from trainsignals.stack import (
+    ALERTMANAGER,
+    HOST,
+    PROMETHEUS,
+    Stack,
+    free_port,
+)
 
 PROMETHEUS_JOB, ALERTMANAGER_JOB = "prometheus", "alertmanager"
-
-
-# --- receiver -------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Delivery:
-    """One alert inside one webhook POST, with what the receiver answered."""
-
-    path: str
-    alertname: str
-    status: str  # firing | resolved
-    labels: dict[str, str]
-    starts_at: float
-    arrived: float  # time.monotonic()
-    sender: str  # the Alertmanager's external URL
-    answered: int  # HTTP status the receiver gave
-    post: int  # sequence number of the POST
-
-
-class FaultyReceiver:
-    """Webhook receiver that records every POST; paths in `failing` are answered with 500."""
-
-    def __init__(self) -> None:
-        self.deliveries: list[Delivery] = []
-        self.failing: set[str] = set()
-        self._lock = threading.Lock()
-        self._posts = 0
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                status = receiver.record(self.path, json.loads(body or b"{}"))
-                self.send_response(status)
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer((HOST, 0), Handler)
-        self.url = f"http://{HOST}:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def record(self, path: str, payload: dict) -> int:
-        arrived = time.monotonic()
-        with self._lock:
-            self._posts += 1
-            answered = 500 if path in self.failing else 200
-            self.deliveries.extend(
-                Delivery(
-                    path=path,
-                    alertname=alert["labels"].get("alertname", ""),
-                    status=alert.get("status", ""),
-                    labels=dict(alert["labels"]),
-                    starts_at=parse_time(alert["startsAt"]),
-                    arrived=arrived,
-                    sender=payload.get("externalURL", ""),
-                    answered=answered,
-                    post=self._posts,
-                )
-                for alert in payload.get("alerts", [])
-            )
-        return answered
-
-    def snapshot(self) -> list[Delivery]:
-        with self._lock:
-            return list(self.deliveries)
-
-    def delivered(self, alertname: str, status: str = "firing") -> list[Delivery]:
-        """Accepted (200) deliveries of `alertname` with `status`."""
-        return [
-            d
-            for d in self.snapshot()
-            if d.alertname == alertname and d.status == status and d.answered == 200
-        ]
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 # --- a target whose gauges the test sets ----------------------------------------------------
@@ -193,26 +117,15 @@ class HAStack(Stack):
 
     def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.receiver = FaultyReceiver()  # type: ignore[assignment]
-        self.receiver.start()
+        receiver = self._start_receiver()
         self.prometheus_port = self.prometheus_port or free_port()
         self.am_ports = [free_port() for _ in range(self.alertmanagers)]
         self.cluster_ports = [free_port() for _ in range(self.alertmanagers)]
         self.alertmanager_port = self.am_ports[0]
         self.settings = monitoring_settings(
-            self.receiver.url, self.alertmanagers, self.heartbeat_seconds
+            receiver.url, self.alertmanagers, self.heartbeat_seconds
         )
-        am_file = self.workdir / "alertmanager.yml"
-        am_file.write_text(
-            alertmanager_config(
-                list(self.specs),
-                header(self.specs[0], "<trainsignals.ha_stack>"),
-                default_webhook_base=self.receiver.url,
-                timing=self.timing,
-                monitoring=self.settings,
-            ),
-            encoding="utf-8",
-        )
+        am_file = self._write_alertmanager_config(self.settings)
         if self.with_meta:
             self.rule_files = [*self.rule_files, self._write_meta_rules()]
         prom_file = self._write_prometheus_config(with_rules=True)
@@ -332,21 +245,10 @@ class HAStack(Stack):
         else:
             self._wait_ready(self.alertmanager_urls[int(name.rsplit("-", 1)[1])], name)
 
-    def _wait_ready(self, url: str, name: str) -> None:
+    def _exited(self, name: str) -> bool:
         # Only the named process matters: others may be stopped on purpose by a fault test.
-        deadline = time.monotonic() + self.ready_timeout
-        while time.monotonic() < deadline:
-            proc = self._named.get(name)
-            if proc is not None and proc.poll() is not None:
-                raise RuntimeError(f"{name} exited; see {self.workdir / (name + '.log')}")
-            try:
-                with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as resp:
-                    if resp.status == 200:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.1)
-        raise TimeoutError(f"{name} not ready at {url} after {self.ready_timeout:g} s")
+        proc = self._named.get(name)
+        return proc is not None and proc.poll() is not None
 
     def am_alerts(self, index: int) -> list[dict]:
         """Alerts one Alertmanager holds now (its /api/v2/alerts)."""

@@ -29,6 +29,7 @@ import click
 import jinja2
 
 from trainsignals import __version__
+from trainsignals.cli_options import jobs_option
 from trainsignals.generator.durations import format_duration
 from trainsignals.generator.spec import JobSpec
 from trainsignals.goodput import LABELS as BADPUT_LABELS
@@ -525,14 +526,7 @@ def _time_arg(_ctx: click.Context, param: click.Parameter, value: str) -> float:
     help="Markdown file [default: postmortems/<job>-<from date>.md]; plots go in a folder "
     "of the same name beside it.",
 )
-@click.option(
-    "--jobs",
-    "jobs_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default="jobs",
-    show_default=True,
-    help="Folder of job specs (owners, team, rotation, shape, floors).",
-)
+@jobs_option("Folder of job specs (owners, team, rotation, shape, floors).")
 @click.option("--timeout", type=float, default=10.0, show_default=True, help="Per query, s.")
 def postmortem_command(
     job: str,

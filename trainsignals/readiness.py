@@ -23,6 +23,7 @@ from pathlib import Path
 import click
 import yaml
 
+from trainsignals.cli_options import jobs_option
 from trainsignals.generator.alertmanager import alertmanager_config, team_receivers
 from trainsignals.generator.dashboard import panel_queries
 from trainsignals.generator.pipeline import Options, generate_job, header
@@ -318,14 +319,7 @@ def render(job: str, checks: list[Check]) -> str:
 @click.option("--job", "job_name", required=True, help="Job name (a spec in --jobs).")
 @click.option("--prometheus", "prometheus_url", required=True, help="Prometheus base URL.")
 @click.option("--alertmanager", "alertmanager_url", help="Alertmanager base URL (live config).")
-@click.option(
-    "--jobs",
-    "jobs_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default="jobs",
-    show_default=True,
-    help="Folder of job specs (*.yaml).",
-)
+@jobs_option()
 @click.option(
     "--root",
     type=click.Path(file_okay=False, path_type=Path),

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from trainsignals import reaper
 from trainsignals.generator.alertmanager import alertmanager_config
+from trainsignals.generator.monitoring import MonitoringSettings
 from trainsignals.generator.pipeline import Options, generate_job, header
 from trainsignals.generator.scrape_config import scrape_configs as generated_scrape_configs
 from trainsignals.generator.spec import JobSpec
@@ -66,7 +67,7 @@ def parse_time(value: str) -> float:
 # --- webhook receiver ---------------------------------------------------------------------
 @dataclass(frozen=True)
 class Notification:
-    """One alert inside one webhook notification."""
+    """One alert inside one webhook notification, with what the receiver answered."""
 
     path: str  # /<team>/<severity> of the receiver that posted it
     alertname: str
@@ -77,13 +78,20 @@ class Notification:
     arrived: float  # time.monotonic() at arrival
     arrived_wall: float  # time.time() at arrival
     notification: int  # sequence number of the webhook POST this alert came in
+    sender: str = ""  # the sending Alertmanager's external URL
+    answered: int = 200  # HTTP status the receiver gave the POST
 
 
 class WebhookReceiver:
-    """Records every Alertmanager webhook notification; `on_notify` sees each as it arrives."""
+    """Records every Alertmanager webhook notification; `on_notify` sees each as it arrives.
+
+    POSTs to a path in `failing` are recorded and answered 500, so fault tests can make a
+    receiver fail (Alertmanager then retries).
+    """
 
     def __init__(self, on_notify: Callable[[Notification], None] | None = None) -> None:
         self.notifications: list[Notification] = []
+        self.failing: set[str] = set()
         self._lock = threading.Lock()
         self._posts = 0
         self._on_notify = on_notify
@@ -92,8 +100,8 @@ class WebhookReceiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                receiver.record(self.path, json.loads(body or b"{}"))
-                self.send_response(200)
+                status = receiver.record(self.path, json.loads(body or b"{}"))
+                self.send_response(status)
                 self.end_headers()
 
             def log_message(self, *args: object) -> None:
@@ -103,10 +111,12 @@ class WebhookReceiver:
         self.url = f"http://{HOST}:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def record(self, path: str, payload: dict) -> None:
+    def record(self, path: str, payload: dict) -> int:
+        """Record the POST's alerts; the HTTP status to answer (500 for a failing path)."""
         arrived, arrived_wall = time.monotonic(), time.time()
         with self._lock:
             self._posts += 1
+            answered = 500 if path in self.failing else 200
             items = [
                 Notification(
                     path=path,
@@ -118,6 +128,8 @@ class WebhookReceiver:
                     arrived=arrived,
                     arrived_wall=arrived_wall,
                     notification=self._posts,
+                    sender=payload.get("externalURL", ""),
+                    answered=answered,
                 )
                 for alert in payload.get("alerts", [])
             ]
@@ -125,10 +137,19 @@ class WebhookReceiver:
         if self._on_notify is not None:
             for item in items:
                 self._on_notify(item)
+        return answered
 
     def snapshot(self) -> list[Notification]:
         with self._lock:
             return list(self.notifications)
+
+    def delivered(self, alertname: str, status: str = "firing") -> list[Notification]:
+        """Accepted (200) notifications of `alertname` with `status`."""
+        return [
+            n
+            for n in self.snapshot()
+            if n.alertname == alertname and n.status == status and n.answered == 200
+        ]
 
     def start(self) -> None:
         self._thread.start()
@@ -206,29 +227,12 @@ class Stack:
 
     def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.receiver = WebhookReceiver(self.on_notify)
-        self.receiver.start()
+        self._start_receiver()
         self.prometheus_port = self.prometheus_port or free_port()
         self.alertmanager_port = self.alertmanager_port or free_port()
-        am_text = alertmanager_config(
-            list(self.specs),
-            header(self.specs[0], "<trainsignals.stack>"),
-            default_webhook_base=self.receiver.url,
-            timing=self.timing,
-        )
-        am_file = self.workdir / "alertmanager.yml"
-        am_file.write_text(am_text, encoding="utf-8")
+        am_file = self._write_alertmanager_config()
         prom_file = self._write_prometheus_config(with_rules=not self.defer_rules)
-        self._spawn(
-            "alertmanager",
-            [
-                ALERTMANAGER,
-                f"--config.file={am_file}",
-                f"--storage.path={self.workdir / 'am-data'}",
-                f"--web.listen-address={HOST}:{self.alertmanager_port}",
-                "--cluster.listen-address=",
-            ],
-        )
+        self._spawn("alertmanager", self._alertmanager_argv(am_file))
         self._spawn(
             "prometheus",
             [
@@ -241,6 +245,35 @@ class Stack:
         )
         self._wait_ready(self.alertmanager_url, "alertmanager")
         self._wait_ready(self.prometheus_url, "prometheus")
+
+    def _start_receiver(self) -> WebhookReceiver:
+        self.receiver = WebhookReceiver(self.on_notify)
+        self.receiver.start()
+        return self.receiver
+
+    def _write_alertmanager_config(self, monitoring: MonitoringSettings | None = None) -> Path:
+        """alertmanager.yml for the specs, every receiver pointed at the webhook receiver."""
+        assert self.receiver is not None
+        text = alertmanager_config(
+            list(self.specs),
+            header(self.specs[0], f"<{type(self).__module__}>"),
+            default_webhook_base=self.receiver.url,
+            timing=self.timing,
+            monitoring=monitoring,
+        )
+        path = self.workdir / "alertmanager.yml"
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    def _alertmanager_argv(self, am_file: Path) -> list[str]:
+        """A single Alertmanager (no cluster) on `alertmanager_port`."""
+        return [
+            ALERTMANAGER,
+            f"--config.file={am_file}",
+            f"--storage.path={self.workdir / 'am-data'}",
+            f"--web.listen-address={HOST}:{self.alertmanager_port}",
+            "--cluster.listen-address=",
+        ]
 
     def _write_prometheus_config(self, *, with_rules: bool) -> Path:
         path = self.workdir / "prometheus.yml"
@@ -285,19 +318,24 @@ class Stack:
         self._procs.append(reaper.spawn(argv, stdout=log, stderr=subprocess.STDOUT))
         log.close()
 
-    def _wait_ready(self, url: str, name: str) -> None:
+    def _wait_ready(self, url: str, name: str, path: str = "/-/ready") -> None:
+        """Until `url + path` answers 200; fails early once `_exited(name)`."""
         deadline = time.monotonic() + self.ready_timeout
         while time.monotonic() < deadline:
-            if any(p.poll() is not None for p in self._procs):
+            if self._exited(name):
                 raise RuntimeError(f"{name} exited; see {self.workdir / (name + '.log')}")
             try:
-                with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as resp:
+                with urllib.request.urlopen(f"{url}{path}", timeout=1) as resp:
                     if resp.status == 200:
                         return
             except OSError:
                 pass
             time.sleep(0.1)
         raise TimeoutError(f"{name} not ready at {url} after {self.ready_timeout:g} s")
+
+    def _exited(self, name: str) -> bool:
+        """Whether waiting for `name` is futile: here, once any process of the stack exited."""
+        return any(p.poll() is not None for p in self._procs)
 
     def stop(self) -> None:
         for proc in self._procs:

@@ -14,21 +14,15 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from trainsignals.generator.alertmanager import alertmanager_config
-from trainsignals.generator.pipeline import header
 from trainsignals.stack import (
-    ALERTMANAGER,
     HOST,
     SCRAPE_SECONDS,
     Stack,
-    WebhookReceiver,
     free_port,
 )
 from trainsignals.stack import prometheus_config as scrape_and_rules_config
@@ -37,6 +31,7 @@ VICTORIA_METRICS = "victoria-metrics"
 VMAGENT = "vmagent"
 VMALERT = "vmalert"
 BINARIES = (VICTORIA_METRICS, VMAGENT, VMALERT)
+HEALTH = "/health"  # VictoriaMetrics components answer it with OK once serving
 
 
 def binary(name: str) -> str:
@@ -74,22 +69,12 @@ class VmStack(Stack):
         for name in BINARIES:
             binary(name)
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.receiver = WebhookReceiver(self.on_notify)
-        self.receiver.start()
+        self._start_receiver()
         self.prometheus_port = self.prometheus_port or free_port()  # VictoriaMetrics
         self.alertmanager_port = self.alertmanager_port or free_port()
         self.vmagent_port = self.vmagent_port or free_port()
         self.vmalert_port = self.vmalert_port or free_port()
-        am_file = self.workdir / "alertmanager.yml"
-        am_file.write_text(
-            alertmanager_config(
-                list(self.specs),
-                header(self.specs[0], "<trainsignals.vmstack>"),
-                default_webhook_base=self.receiver.url,
-                timing=self.timing,
-            ),
-            encoding="utf-8",
-        )
+        am_file = self._write_alertmanager_config()
         self._spawn("alertmanager", self._alertmanager_argv(am_file))
         self._spawn(
             "victoria-metrics",
@@ -119,19 +104,10 @@ class VmStack(Stack):
             ],
         )
         self._wait_ready(self.alertmanager_url, "alertmanager")
-        self._wait_health(self.prometheus_url, "victoria-metrics")
-        self._wait_health(f"http://{HOST}:{self.vmagent_port}", "vmagent")
+        self._wait_ready(self.prometheus_url, "victoria-metrics", HEALTH)
+        self._wait_ready(f"http://{HOST}:{self.vmagent_port}", "vmagent", HEALTH)
         if not self.defer_rules:
             self.load_rules()
-
-    def _alertmanager_argv(self, am_file: Path) -> list[str]:
-        return [
-            ALERTMANAGER,
-            f"--config.file={am_file}",
-            f"--storage.path={self.workdir / 'am-data'}",
-            f"--web.listen-address={HOST}:{self.alertmanager_port}",
-            "--cluster.listen-address=",
-        ]
 
     def _write_scrape_config(self) -> Path:
         """The scrape part of the config Prometheus gets: vmagent reads the same format."""
@@ -164,19 +140,4 @@ class VmStack(Stack):
                 "-loggerLevel=WARN",
             ],
         )
-        self._wait_health(f"http://{HOST}:{self.vmalert_port}", "vmalert")
-
-    def _wait_health(self, url: str, name: str) -> None:
-        """VictoriaMetrics components answer `/health` with OK once serving."""
-        deadline = time.monotonic() + self.ready_timeout
-        while time.monotonic() < deadline:
-            if any(p.poll() is not None for p in self._procs):
-                raise RuntimeError(f"{name} exited; see {self.workdir}/*.log")
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=1) as resp:
-                    if resp.status == 200:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.1)
-        raise TimeoutError(f"{name} not healthy at {url} after {self.ready_timeout:g} s")
+        self._wait_ready(f"http://{HOST}:{self.vmalert_port}", "vmalert", HEALTH)

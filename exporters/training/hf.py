@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .callback_setup import callback_setup
 from .metrics import TrainingMetrics
 from .stepclock import StepClock
 
@@ -42,13 +43,8 @@ class TrainSignalsCallback(TrainerCallback):
         serve: bool = True,
         **from_env: Any,
     ) -> None:
-        if isinstance(job, TrainingMetrics):  # TrainSignalsCallback(metrics) also works
-            job, metrics = None, job
-        # No job/labels: the scrape config attaches the spec's selector labels (honor_labels).
-        self._labels = dict(labels if labels is not None else {"training_job": job} if job else {})
-        self._from_env = from_env  # more TrainingMetrics.from_env arguments (checkpoint_dir=...)
-        self._port, self._serve = port, serve
-        self.metrics: TrainingMetrics | None = metrics
+        self._setup, given = callback_setup(job, labels, metrics, port, serve, from_env)
+        self.metrics: TrainingMetrics | None = given
         self._clock: StepClock | None = None
         self._warmup_steps = 0
         self._hooks: list[Any] = []
@@ -58,11 +54,8 @@ class TrainSignalsCallback(TrainerCallback):
 
     # --- set-up --------------------------------------------------------------------------
     def _ensure_metrics(self, args: Any) -> StepClock:
-        if self.metrics is None:  # at Trainer init: early, and args.output_dir is known
-            kwargs = {"checkpoint_dir": args.output_dir, **self._from_env}
-            self.metrics = TrainingMetrics.from_env(labels=self._labels, **kwargs)
-        if self._serve and self.metrics.http_port is None:
-            self.metrics.start_http_server(self._port)
+        # At Trainer init: early, and args.output_dir is known.
+        self.metrics = self._setup.ready(self.metrics, args.output_dir)
         if self._clock is None:
             self._clock = StepClock(self.metrics)
         return self._clock

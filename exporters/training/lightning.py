@@ -19,6 +19,7 @@ import functools
 import os
 from typing import Any
 
+from .callback_setup import callback_setup
 from .metrics import TrainingMetrics
 from .stepclock import StepClock
 
@@ -69,28 +70,18 @@ class _Hooks:
         serve: bool = True,
         **from_env: Any,
     ) -> None:
-        if isinstance(job, TrainingMetrics):  # TrainSignalsCallback(metrics) also works
-            job, metrics = None, job
-        # No job/labels: the scrape config attaches the spec's selector labels (honor_labels).
-        self._labels = dict(labels if labels is not None else {"training_job": job} if job else {})
-        self._from_env = from_env  # more TrainingMetrics.from_env arguments (checkpoint_dir=...)
+        self._setup, given = callback_setup(job, labels, metrics, port, serve, from_env)
         self._checkpoint_dir = checkpoint_dir
         self._warmup_steps = warmup_steps
         self._tokens_per_sample = tokens_per_sample
-        self._port, self._serve = port, serve
-        self.metrics: TrainingMetrics | None = metrics
+        self.metrics: TrainingMetrics | None = given
         self._clock: StepClock | None = None
         self._step_seen = 0
         self._in_step = False
 
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
-        if self.metrics is None:
-            folder = self._checkpoint_dir or trainer.default_root_dir
-            self.metrics = TrainingMetrics.from_env(
-                labels=self._labels, checkpoint_dir=folder, **self._from_env
-            )
-        if self._serve and self.metrics.http_port is None:
-            self.metrics.start_http_server(self._port)
+        folder = self._checkpoint_dir or trainer.default_root_dir
+        self.metrics = self._setup.ready(self.metrics, folder)
         self._clock = self._clock or StepClock(self.metrics)
         if not getattr(trainer.save_checkpoint, "_trainsignals", False):
             trainer.save_checkpoint = self._timed_save(trainer.save_checkpoint)

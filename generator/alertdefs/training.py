@@ -17,6 +17,10 @@ onset = FAULT_ONSET
 TRAINING_WINDOW = 900
 STEP_TIME_QUANTILE = 0.95  # the step-time bound is on p95
 RESTART_SETTLE = 300  # seconds after a restart before speed counts again (one rate window)
+STEPPING = "job:trainsignals_stepping:ratio_rate5m"  # share of wall time ranks spend in steps
+# A window with less stepping than this says too little about speed (a few steps after a
+# restart or around a long pause): the while-stepping averages skip it.
+MIN_STEPPING_SHARE = 0.25
 
 
 def training(ctx: RuleContext) -> str:
@@ -37,6 +41,22 @@ def steady(ctx: RuleContext) -> str:
         f"time() - job:trainsignals_incarnation_start:max{r} < {ctx.seconds(RESTART_SETTLE):g}"
     )
     return f"{training(ctx)} unless on (training_job) ({stalled} or {restarted})"
+
+
+def while_stepping(ctx: RuleContext, rate: str, window: int = TRAINING_WINDOW) -> str:
+    """A per-wall-second rate (recorded series) per second the ranks spent stepping.
+
+    The ratio of the two sums over the window is work done / time spent in steps. Pauses,
+    hangs and restarts add to neither sum, so they do not drag the speed down: a hang or a
+    crash loop is TrainingNoProgress's and TrainingCrashLooping's page, not a slow job, and
+    checkpoint minutes no longer dip the average (the fleet replay found both as extra pages).
+    """
+    r, w = ctx.recorded(), ctx.range(window)
+    stepping = f"{STEPPING}{r}"
+    return (
+        f"(sum_over_time({rate}{r}[{w}]) / sum_over_time({stepping}[{w}]) "
+        f"and on (training_job) avg_over_time({stepping}[{w}]) > {MIN_STEPPING_SHARE:g})"
+    )
 
 
 def training_average(ctx: RuleContext, expr: str) -> str:
@@ -118,10 +138,11 @@ def stalled(ctx: RuleContext) -> Rule:
     severity="page",
     progress_symptom=True,
     incident_consequence=True,
-    meaning="Tokens per second are below the floor while the job is training.",
+    meaning="Tokens per second while stepping are below the floor (pauses, hangs and restarts "
+    "are left out: a hang pages as TrainingNoProgress or TrainingStalled, not as slowness).",
 )
 def throughput_below_floor(ctx: RuleContext) -> Rule:
-    spec, r = ctx.spec, ctx.recorded()
+    spec = ctx.spec
     if spec.tokens_per_second_floor is not None:
         floor, series, unit = (
             spec.tokens_per_second_floor,
@@ -135,13 +156,14 @@ def throughput_below_floor(ctx: RuleContext) -> Rule:
             "steps/s",
         )
     return Rule(
-        expr=f"{training_average(ctx, f'{series}{r}')} < {floor:.6g}",
+        expr=f"{while_stepping(ctx, series)} < {floor:.6g}",
         for_seconds=300,
         summary=f"{{{{ $labels.training_job }}}}: {{{{ $value | humanize }}}} {unit}, floor "
         f"{floor:.4g}",
-        description="Over its last 15 minutes of training the job averaged "
-        f"{{{{ $value | humanize }}}} {unit}, below the floor "
-        f"of {floor:.4g} {unit} (eval and checkpoint pauses are left out).",
+        description="Over its last 15 minutes the job averaged "
+        f"{{{{ $value | humanize }}}} {unit} while stepping, below the floor "
+        f"of {floor:.4g} {unit} (eval and checkpoint pauses, hangs and restarts are left "
+        "out: they are goodput's and TrainingNoProgress's business).",
         panel="throughput",
         threshold=f"< {floor:.4g} {unit}",
         window="15m of training",
@@ -195,11 +217,11 @@ def step_time_above_bound(ctx: RuleContext) -> Rule | None:
     severity="ticket",
     progress_symptom=True,
     incident_consequence=True,
-    meaning="Ranks spend more than data_wait_max_ratio of wall time waiting for data: GPUs "
-    "busy-but-starved.",
+    meaning="Ranks spend more than data_wait_max_ratio of their step time waiting for data: "
+    "GPUs busy-but-starved.",
 )
 def data_loader_starved(ctx: RuleContext) -> Rule:
-    o, r = ctx.spec.objectives, ctx.recorded()
+    o = ctx.spec.objectives
 
     def starve(t: JobTimeline, m: int) -> None:
         t.data_wait_share[m] = (
@@ -207,17 +229,18 @@ def data_loader_starved(ctx: RuleContext) -> Rule:
         )
 
     return Rule(
-        expr=f"{training_average(ctx, f'job:trainsignals_data_wait:ratio_rate5m{r}')} "
+        expr=f"{while_stepping(ctx, 'job:trainsignals_data_wait:ratio_rate5m')} "
         f"> {o.data_wait_max_ratio:g}",
         for_seconds=300,
         summary="{{ $labels.training_job }}: ranks wait for data "
         "{{ $value | humanizePercentage }} of the time",
         description="Over the last 15 minutes of training, ranks spent "
-        "{{ $value | humanizePercentage }} of wall time waiting for the data loader (tolerated: "
+        "{{ $value | humanizePercentage }} of their step time waiting for the data loader "
+        "(tolerated: "
         f"{o.data_wait_max_ratio:.0%}). The GPUs are busy-but-starved: utilization looks "
         "fine between waits while throughput suffers." + activity_now(ctx),
         panel="data_wait",
-        threshold=f"> {o.data_wait_max_ratio:.0%} of wall time",
+        threshold=f"> {o.data_wait_max_ratio:.0%} of step time",
         window="15m of training",
         faults=[FaultCase("", 50, job_fault=from_onset(starve))],
     )
@@ -229,21 +252,21 @@ def data_loader_starved(ctx: RuleContext) -> Rule:
     severity="ticket",
     progress_symptom=True,
     incident_consequence=True,
-    meaning="Model FLOPs utilization averaged over mfu_window is below mfu_min_ratio (the slow "
-    "leak).",
+    meaning="Model FLOPs utilization while stepping, over mfu_window, is below mfu_min_ratio "
+    "(the slow leak).",
 )
 def mfu_below_floor(ctx: RuleContext) -> Rule:
-    o, r = ctx.spec.objectives, ctx.recorded()
+    o = ctx.spec.objectives
 
     def mfu_leak(t: JobTimeline, m: int) -> None:
         t.tokens_per_second[m] /= 3  # 1.5x the floor -> 0.5x the floor
         t.steps_per_second[m] /= 3
 
     return Rule(
-        # MFU while training, averaged over the window: pauses are goodput's business, and a
-        # phase gate outside the average would reset the 1h `for` at every checkpoint.
-        expr=f"avg_over_time((job:trainsignals_mfu:ratio_rate5m{r} and {steady(ctx)})"
-        f"[{ctx.range(o.mfu_window)}:{ctx.range(300)}]) < {o.mfu_min_ratio:g}",
+        # MFU while stepping over the window: pauses are goodput's business, and a phase gate
+        # outside the average would reset the 1h `for` at every checkpoint.
+        expr=f"{while_stepping(ctx, 'job:trainsignals_mfu:ratio_rate5m', o.mfu_window)} "
+        f"< {o.mfu_min_ratio:g}",
         for_seconds=3600,
         summary="{{ $labels.training_job }}: MFU {{ $value | humanizePercentage }} over "
         f"{format_duration(o.mfu_window)}",

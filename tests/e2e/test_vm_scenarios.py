@@ -12,27 +12,13 @@ e2e on the other xdist worker); `make e2e-vm` runs every page scenario
 from __future__ import annotations
 
 import os
-import tempfile
-import time
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 from trainsignals.generator.loader import load_specs
-from trainsignals.simulator.job import Simulation
 from trainsignals.simulator.scenarios import SCENARIOS, Scenario
 
 from tests.conftest import JOBS, require_tool
-from tests.e2e.test_scenarios import (
-    GPUS_PER_NODE,
-    NODES,
-    START_LEAD_SECONDS,
-    TIMING,
-    Results,
-    Run,
-    prepare,
-)
+from tests.e2e.matrix import GPUS_PER_NODE, NODES, Results, run_matrix
 from trainsignals.vmstack import BINARIES, VmStack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("vm-stack")]
@@ -75,61 +61,17 @@ SCENARIO_NAMES = chosen()
 
 
 @pytest.fixture(scope="module")
-def results() -> Iterator[Results]:
+def results() -> Results:
     require_tool("prometheus-alertmanager")
     for name in BINARIES:
         require_tool(name)
-    base = load_specs([JOBS / "minimal.yaml"])[0]
-    started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="trainsignals-vm-e2e-") as tmp:
-        workdir = Path(tmp)
-        runs: dict[str, Run] = {}
-        rule_files: list[Path] = []
-        for name in SCENARIO_NAMES:
-            run, rules_path = prepare(base, SCENARIOS[name], workdir)
-            runs[name] = run
-            rule_files.append(rules_path)
-        targets = {name: workdir / "sd" / run.job for name, run in runs.items()}
-        specs = [run.spec for run in runs.values()]
-        stack = VmStack(
-            workdir / "stack", specs, list(targets.values()), rule_files, TIMING, defer_rules=True
-        )
-        with stack:
-            try:
-                start_time = time.time() + START_LEAD_SECONDS
-                for name, run in runs.items():
-                    run.sim = Simulation(
-                        run.spec,
-                        run.scenario,
-                        time_scale=run.scale,
-                        nodes=NODES,
-                        gpus_per_node=GPUS_PER_NODE,
-                        targets_dir=targets[name],
-                        start_time=start_time,
-                    )
-                    run.sim.start(run.duration)
-                stack.wait_for_targets(len(runs) * (NODES * GPUS_PER_NODE + NODES))
-                stack.load_rules()
-                last_end = max(run.end_real for run in runs.values())
-                time.sleep(max(0.0, last_end + GRACE_SECONDS - time.time()))
-                assert stack.receiver is not None
-                notifications = stack.receiver.snapshot()
-            finally:
-                sims = [run.sim for run in runs.values() if run.sim is not None]
-                with ThreadPoolExecutor(max_workers=len(sims) or 1) as pool:
-                    list(pool.map(Simulation.stop, sims))
-        yield Results(runs, notifications, {}, time.monotonic() - started)
-
-
-def fired(results: Results, run: Run) -> list:
-    return [
-        n
-        for n in results.notifications
-        if n.labels.get("training_job") == run.job
-        and n.status == "firing"
-        and n.starts_at <= run.end_real
-        and n.arrived_wall <= run.end_real + GRACE_SECONDS
-    ]
+    return run_matrix(
+        VmStack,
+        SCENARIO_NAMES,
+        targets_per_run=NODES * GPUS_PER_NODE + NODES,
+        grace=GRACE_SECONDS,
+        prefix="trainsignals-vm-e2e-",
+    )
 
 
 def test_suite_covers_page_scenarios() -> None:
@@ -141,7 +83,7 @@ def test_suite_covers_page_scenarios() -> None:
 def test_vmalert_delivers_the_prometheus_notifications(results: Results, name: str) -> None:
     run = results.runs[name]
     expected = run.scenario.alerts_for(run.spec)  # what the Prometheus e2e expects
-    got_fired = fired(results, run)
+    got_fired = results.fired(run)
     got = {n.alertname: n.severity for n in got_fired}
     when = sorted(
         (round((n.starts_at - run.onset_real) * run.scale / 60), n.alertname) for n in got_fired

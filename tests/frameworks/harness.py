@@ -4,6 +4,7 @@ The test builds a tiny model, starts training in a thread with a callback under 
 harness serves the generated (time-compressed) rules of a spec shaped like the run: 1 node,
 1 rank, a throughput floor a CPU reaches. Prometheus scrapes the rank through the generated
 scrape config (file_sd). `poison` turns every later training loss into NaN.
+`assert_silent_then_pages` is the check both callbacks' tests make on such a run.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 from trainsignals.generator.spec import JobSpec
 
 from tests.conftest import require_tool
@@ -139,3 +141,43 @@ def healthy_then_nan(run: Monitored) -> tuple[set[str], set[str]]:
             raise run.control.error[0]
         time.sleep(0.25)
     return healthy_fired, run.notified()
+
+
+def assert_silent_then_pages(
+    tmp_path: Path,
+    spec: JobSpec,
+    train: Callable[[Control], None],
+    port: Callable[[], int | None],
+    *,
+    framework: str,
+    tokens_per_step: int,
+) -> None:
+    """A monitored run (`monitored_run`) is silent while healthy and pages NonFiniteLoss on NaN
+    losses; Prometheus scraped its steps, tokens, a checkpoint save and the eval phase."""
+    with monitored_run(tmp_path, spec, train, port) as run:
+        healthy_fired, notified = healthy_then_nan(run)
+        job = f'training_job="{spec.name}"'
+        steps = run.query_value(f"sum(trainsignals_steps_total{{{job}}})")
+        tokens = run.query_value(f"sum(trainsignals_tokens_total{{{job}}})")
+        saved = run.query_value(
+            f"max(trainsignals_last_checkpoint_timestamp_seconds{{{job}}})"
+            f" - max(trainsignals_process_start_time_seconds{{{job}}})"
+        )
+        evals = run.query_value(f'max_over_time(trainsignals_phase{{{job},phase="eval"}}[1h])')
+
+    assert healthy_fired == set(), f"healthy {framework} run fired {healthy_fired}"
+    assert "NonFiniteLoss" in notified, f"NaN losses notified only {notified}"
+    assert steps is not None and steps > 100
+    assert tokens == pytest.approx(steps * tokens_per_step, rel=0.05)
+    assert saved is not None and saved > 0, f"{framework}: no checkpoint was marked saved"
+    assert evals == 1, "the eval phase was never scraped"
+
+
+def sample_values(exposition: bytes, names: Sequence[str]) -> dict[str, float]:
+    """`name: value` of the exposition's samples of these names (one series each)."""
+    prefixes = tuple(f"{name}{{" for name in names)
+    return {
+        line.split("{")[0]: float(line.rsplit(" ", 1)[1])
+        for line in exposition.decode().splitlines()
+        if line.startswith(prefixes)
+    }

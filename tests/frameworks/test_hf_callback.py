@@ -15,7 +15,12 @@ from typing import Any
 
 import pytest
 
-from tests.frameworks.harness import Control, healthy_then_nan, monitored_run, tiny_run_spec
+from tests.frameworks.harness import (
+    Control,
+    assert_silent_then_pages,
+    sample_values,
+    tiny_run_spec,
+)
 
 # Not in the "real-stack" xdist group: these train (CPU-bound, one torch thread) rather than
 # wait on compressed time, so they run beside the long e2e worker instead of after it.
@@ -95,23 +100,9 @@ def test_hf_trainer_scraped_silent_when_healthy_pages_on_nan(tmp_path: Path) -> 
     def port() -> int | None:
         return callback.metrics.http_port if callback.metrics else None
 
-    with monitored_run(tmp_path, spec, train, port) as run:
-        healthy_fired, notified = healthy_then_nan(run)
-        job = f'training_job="{spec.name}"'
-        steps = run.query_value(f"sum(trainsignals_steps_total{{{job}}})")
-        tokens = run.query_value(f"sum(trainsignals_tokens_total{{{job}}})")
-        saved = run.query_value(
-            f"max(trainsignals_last_checkpoint_timestamp_seconds{{{job}}})"
-            f" - max(trainsignals_process_start_time_seconds{{{job}}})"
-        )
-        evals = run.query_value(f'max_over_time(trainsignals_phase{{{job},phase="eval"}}[1h])')
-
-    assert healthy_fired == set(), f"healthy HF run fired {healthy_fired}"
-    assert "NonFiniteLoss" in notified, f"NaN losses notified only {notified}"
-    assert steps is not None and steps > 100
-    assert tokens == pytest.approx(steps * BATCH * SEQ, rel=0.05)
-    assert saved is not None and saved > 0, "on_save never marked a checkpoint"
-    assert evals == 1, "the eval phase was never scraped"
+    assert_silent_then_pages(
+        tmp_path, spec, train, port, framework="HF", tokens_per_step=BATCH * SEQ
+    )
 
 
 def test_hf_accumulation_token_count_and_standalone_evaluate(tmp_path: Path) -> None:
@@ -134,12 +125,10 @@ def test_hf_accumulation_token_count_and_standalone_evaluate(tmp_path: Path) -> 
     trainer.train()
     metrics = callback.metrics
     assert metrics is not None
-    values = {
-        line.split("{")[0]: float(line.rsplit(" ", 1)[1])
-        for line in metrics.exposition().decode().splitlines()
-        if line.startswith(("trainsignals_steps_total{", "trainsignals_tokens_total{",
-                            "trainsignals_samples_total{"))
-    }  # fmt: skip
+    values = sample_values(
+        metrics.exposition(),
+        ["trainsignals_steps_total", "trainsignals_tokens_total", "trainsignals_samples_total"],
+    )
     assert values == {
         "trainsignals_steps_total": 5,
         "trainsignals_tokens_total": 5 * 2 * BATCH * SEQ,

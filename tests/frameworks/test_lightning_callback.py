@@ -13,7 +13,12 @@ from typing import Any
 
 import pytest
 
-from tests.frameworks.harness import Control, healthy_then_nan, monitored_run, tiny_run_spec
+from tests.frameworks.harness import (
+    Control,
+    assert_silent_then_pages,
+    sample_values,
+    tiny_run_spec,
+)
 
 # Not in the "real-stack" xdist group: these train (CPU-bound, one torch thread) rather than
 # wait on compressed time, so they run beside the long e2e worker instead of after it.
@@ -93,23 +98,9 @@ def test_lightning_scraped_silent_when_healthy_pages_on_nan(tmp_path: Path) -> N
         return callback.metrics.http_port if callback.metrics else None
 
     train = lambda control: fit(tmp_path / "out", control, callback)  # noqa: E731
-    with monitored_run(tmp_path, spec, train, port) as run:
-        healthy_fired, notified = healthy_then_nan(run)
-        job = f'training_job="{spec.name}"'
-        steps = run.query_value(f"sum(trainsignals_steps_total{{{job}}})")
-        tokens = run.query_value(f"sum(trainsignals_tokens_total{{{job}}})")
-        saved = run.query_value(
-            f"max(trainsignals_last_checkpoint_timestamp_seconds{{{job}}})"
-            f" - max(trainsignals_process_start_time_seconds{{{job}}})"
-        )
-        evals = run.query_value(f'max_over_time(trainsignals_phase{{{job},phase="eval"}}[1h])')
-
-    assert healthy_fired == set(), f"healthy Lightning run fired {healthy_fired}"
-    assert "NonFiniteLoss" in notified, f"NaN losses notified only {notified}"
-    assert steps is not None and steps > 100
-    assert tokens == pytest.approx(steps * BATCH * SEQ, rel=0.05)
-    assert saved is not None and saved > 0, "no checkpoint was marked saved"
-    assert evals == 1, "the eval phase was never scraped"
+    assert_silent_then_pages(
+        tmp_path, spec, train, port, framework="Lightning", tokens_per_step=BATCH * SEQ
+    )
     assert list((tmp_path / "out").rglob("*.ckpt")), "ModelCheckpoint wrote no .ckpt"
 
 
@@ -140,12 +131,8 @@ def test_standalone_pytorch_lightning_package(tmp_path: Path) -> None:
     )  # fmt: skip
     trainer.fit(Tiny(), torch.utils.data.DataLoader(data, batch_size=4))
     assert callback.metrics is not None
-    text = callback.metrics.exposition().decode()
-    values = {
-        line.split("{")[0]: float(line.rsplit(" ", 1)[1])
-        for line in text.splitlines()
-        if line.startswith(("trainsignals_steps_total{", "trainsignals_samples_total{"))
-    }
+    exposition = callback.metrics.exposition()
+    values = sample_values(exposition, ["trainsignals_steps_total", "trainsignals_samples_total"])
     # 6 optimizer steps of 2 micro-batches of 4 samples each
     assert values == {"trainsignals_steps_total": 6, "trainsignals_samples_total": 48}
-    assert "trainsignals_loss{" in text
+    assert b"trainsignals_loss{" in exposition

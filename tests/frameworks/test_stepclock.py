@@ -73,5 +73,6 @@ def test_callbacks_take_metrics_positionally_and_labels_optionally() -> None:
     metrics = TrainingMetrics(labels={"training_job": "x"})
     for cls in (HF, Lightning):
         assert cls(metrics, serve=False).metrics is metrics
-        assert cls("llm-7b", serve=False)._labels == {"training_job": "llm-7b"}
-        assert cls(serve=False)._labels == {}  # the scrape config attaches the selector labels
+        assert cls("llm-7b", serve=False)._setup.labels == {"training_job": "llm-7b"}
+        # No job: the scrape config attaches the selector labels.
+        assert cls(serve=False)._setup.labels == {}
