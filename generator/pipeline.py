@@ -59,14 +59,15 @@ def dashboard_text(dashboard: dict) -> str:
 
 
 def rules_document(ctx: RuleContext, alerts: list[AlertRule]) -> dict:
-    fast, slow = recording_groups(ctx)
+    rendered = [render_alert(ctx, a) for a in alerts]
+    fast, slow = recording_groups(ctx, [rule["expr"] for rule in rendered])
     # The slow group last: groups[0] and groups[1] stay the fast recording and the alerts.
     return {
         "groups": [
             fast,
             {
                 "name": f"trainsignals-{ctx.job}-alerts",
-                "rules": [render_alert(ctx, a) for a in alerts],
+                "rules": rendered,
             },
             slow,
         ]

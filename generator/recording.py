@@ -6,6 +6,9 @@ whatever the spec's selector is, so one Prometheus can hold many jobs' rules.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
+
 from .alert_catalog import NODE_HARDWARE_FAULTS
 from .durations import format_duration
 from .fabric import fabric_recordings
@@ -178,12 +181,14 @@ def group_names(ctx: RuleContext) -> tuple[str, str]:
     return f"trainsignals-{ctx.job}-recording", f"trainsignals-{ctx.job}-recording-slow"
 
 
-def recording_groups(ctx: RuleContext) -> list[dict]:
-    """The fast group: what alerts read, at the global evaluation interval (job-level rules,
-    then the GPU rules of the spec's GPU metric source, the 5m goodput and the SLO ratios).
-    The slow group, every SLOW_INTERVAL: what only dashboards and postmortems read, costly
-    at 16k GPUs (the step-time quantiles over every rank's buckets; goodput and badput over
-    1h and 1d: an increase() over an hour of every rank's activity counters)."""
+def recording_groups(ctx: RuleContext, readers: Iterable[str] = ()) -> list[dict]:
+    """The fast group, at the global evaluation interval: what the alerts (`readers`: their
+    expressions) read, directly or through another rule. The slow group, every
+    SLOW_INTERVAL: what only dashboards and postmortems read and costs the most at 16k GPUs
+    (the step-time quantiles over every rank's buckets; goodput and badput over 1h and 1d, an
+    increase() over an hour of every rank's activity counters), and the job-level rules no
+    alert needs (dashboard rates, the 5m badput breakdown). Per-node and per-GPU rules stay
+    fast: their panels drill into one node or GPU at full resolution."""
     source = gpu_source(ctx)
     gpu = source.recordings()
     gpu["gpu:trainsignals_gpu_uuid:info"] = source.identity()
@@ -198,16 +203,38 @@ def recording_groups(ctx: RuleContext) -> list[dict]:
         + goodput_recordings(ctx)
         + slo_recordings(ctx)
     )
+    slow = [
+        {"record": name, "expr": expr, "labels": ctx.job_label}
+        for name, expr in step_time_quantiles(ctx).items()
+    ] + goodput_long_recordings(ctx)
+    needed = _needed(fast, readers)
+    dashboard_only = [
+        r for r in fast if r["record"].startswith("job:") and r["record"] not in needed
+    ]
     fast_name, slow_name = group_names(ctx)
     return [
-        {"name": fast_name, "rules": fast},
+        {"name": fast_name, "rules": [r for r in fast if r not in dashboard_only]},
         {
             "name": slow_name,
             "interval": ctx.duration(SLOW_INTERVAL),
-            "rules": [
-                {"record": name, "expr": expr, "labels": ctx.job_label}
-                for name, expr in step_time_quantiles(ctx).items()
-            ]
-            + goodput_long_recordings(ctx),
+            "rules": dashboard_only + slow,
         },
     ]
+
+
+def reads(expr: str, name: str) -> bool:
+    """Whether a PromQL expression reads the recorded series `name`."""
+    return re.search(rf"(?<![\w:]){re.escape(name)}(?![\w:])", expr) is not None
+
+
+def _needed(rules: list[dict], readers: Iterable[str]) -> set[str]:
+    """Names of `rules` the readers read, directly or through other rules of `rules`."""
+    needed: set[str] = set()
+    pending = list(readers)
+    while pending:
+        expr = pending.pop()
+        for rule in rules:
+            if rule["record"] not in needed and reads(expr, rule["record"]):
+                needed.add(rule["record"])
+                pending += [r["expr"] for r in rules if r["record"] == rule["record"]]
+    return needed
