@@ -70,6 +70,26 @@ def test_nothing_that_pages_reads_the_slow_group(spec) -> None:
         done.add(rule["record"])
 
 
+@pytest.mark.parametrize("spec", SPECS, ids=IDS)
+def test_every_fast_job_rule_is_read_by_an_alert(spec) -> None:
+    """The other direction: a job-level rule in the fast group is there because an alert
+    reads it, directly or through other fast rules (the rest runs every 3m)."""
+    groups = _groups(spec)
+    fast = groups["recording"]["rules"]
+    pending = [a["expr"] for a in groups["alerts"]["rules"]]
+    needed: set[str] = set()
+    while pending:
+        expr = pending.pop()
+        for rule in fast:
+            if rule["record"] not in needed and _reads(expr, rule["record"]):
+                needed.add(rule["record"])
+                pending += [r["expr"] for r in fast if r["record"] == rule["record"]]
+    unread = {r["record"] for r in fast if r["record"].startswith("job:")} - needed
+    assert unread == set()
+    moved = {r["record"] for r in groups["recording-slow"]["rules"]}
+    assert "job:trainsignals_samples:rate5m" in moved  # a dashboard rate
+
+
 def test_slow_interval_shrinks_with_compressed_time() -> None:
     """End-to-end tests compress time: the slow group keeps its ratio to the windows."""
     spec = SPECS[0]
