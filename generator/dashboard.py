@@ -21,6 +21,7 @@ from .durations import format_duration
 from .fabric import fabric_panels
 from .goodput_panels import goodput_panels
 from .gpu_activity import gpu_activity_panels
+from .gpu_mig_panels import mig_panels, nvlink_panel
 from .gpu_sources import gpu_source
 from .grafana_normalize import grafanalib_json, normalize_dashboard
 from .panels import PANEL_IDS, dashboard_uid
@@ -390,15 +391,8 @@ class _Builder:
             self.series(
                 "data_wait",
                 "Data-loader wait share",
-                "Share of wall time ranks spend waiting for data (5m), and of their step time "
-                "over the last 15m (what DataLoaderStarved compares with the limit).",
-                self.targets(
-                    (f"job:trainsignals_data_wait:ratio_rate5m{r}", "data wait"),
-                    (
-                        while_stepping(ctx, "job:trainsignals_data_wait:ratio_rate5m"),
-                        "share of step time (15m)",
-                    ),
-                ),
+                "Share of wall time ranks spend waiting for data.",
+                self.targets((f"job:trainsignals_data_wait:ratio_rate5m{r}", "data wait")),
                 "percentunit",
                 _red_above(o.data_wait_max_ratio),
             ),
@@ -576,6 +570,7 @@ class _Builder:
                 "short",
                 showPoints="always",
             ),
+            *nvlink_panel(self, r, legend),
             self.series(
                 "gpu_count",
                 "GPUs per node",
@@ -591,6 +586,7 @@ class _Builder:
                 "short",
                 _red_below(spec.shape.gpus_per_node),
             ),
+            *mig_panels(self, r),
         ]
 
     def nodes(self) -> list[g.Panel]:

@@ -9,11 +9,27 @@ NVIDIA/dcgm-exporter#655); either becomes `node` (a `node` target label stays wh
 set). `gpu`, `UUID`/`uuid`, `device`, `modelName`, `pci_bus_id`, `DCGM_FI_DRIVER_VERSION` and the
 Kubernetes `pod`/`namespace`/`container` are aggregated away (`by (node, gpu)`), so a driver
 upgrade or a pod change does not split a GPU's series.
+
+MIG: a GPU in MIG mode is reported per GPU instance, labelled `GPU_I_ID`/`GPU_I_PROFILE`
+(absent on whole GPUs), with or without series of the whole GPU (NVIDIA/dcgm-exporter#561).
+GPU-wide fields (temperature, power, clocks, XID, remapped rows) repeat the GPU's value on each
+instance, so `max by (node, gpu)` counts them once; sums over GPU-wide counters take one series
+per GPU. Per-instance fields (framebuffer, PROF_*) are read from whole-GPU series only, memory
+adds up the instances where the whole GPU has none; `mig_recordings` keeps each instance.
 """
 
 from __future__ import annotations
 
-from .gpu_sources import GpuSource, RawSeries, test_uuid
+from .gpu_sources import (
+    MIG_BUSY,
+    MIG_MEMORY,
+    MIG_TENSOR,
+    NVLINK_ERRORS,
+    GpuSource,
+    RawSeries,
+    test_uuid,
+)
+from .promql import Op
 from .xid_catalog import with_xid_action
 
 # NVML clocks-event (throttle) reason bits: 0x20 sw thermal, 0x40 hw thermal slowdown;
@@ -24,6 +40,8 @@ POWER_BITS = (2, 7)
 CLOCK_DEFICIT = 0.9  # SM clock below this share of the job's fastest GPU
 BUSY_PERCENT = 50  # ... while GPU_UTIL is at least this
 THERMAL_MARGIN_CELSIUS = 5  # ... and this close to gpu_temperature_max_celsius: thermal
+# Optional per-GPU NVLink error counters (all links; commented out in the default counters).
+NVLINK_ERROR_FIELDS = ("CRC_FLIT", "CRC_DATA", "REPLAY", "RECOVERY")
 
 
 class DcgmExporter(GpuSource):
@@ -35,8 +53,11 @@ class DcgmExporter(GpuSource):
     reports_nvml_errors = False
     presence_signal = "utilization"
 
-    def _raw(self, field: str) -> str:
-        return f"DCGM_FI_{field}{self.ctx.raw()}"
+    def _raw(self, field: str, instances: bool | None = None) -> str:
+        """A field's series: all of them (None), MIG instances only (True) or whole GPUs."""
+        if instances is None:
+            return f"DCGM_FI_{field}{self.ctx.raw()}"
+        return f"DCGM_FI_{field}{self.ctx.raw(GPU_I_ID=Op('!=', '') if instances else '')}"
 
     @staticmethod
     def _node(expr: str) -> str:
@@ -44,9 +65,31 @@ class DcgmExporter(GpuSource):
         inner = f'label_replace({expr}, "node", "$1", "Hostname", "(.+)")'
         return f'label_replace({inner}, "node", "$1", "hostname", "(.+)")'
 
-    def _m(self, field: str) -> str:
+    def _m(self, field: str, instances: bool | None = None) -> str:
         """A per-GPU field (DEV_... or PROF_...), `node` set from the host label."""
-        return self._node(self._raw(field))
+        return self._node(self._raw(field, instances))
+
+    def _whole(self, field: str) -> str:
+        """A per-instance field of whole GPUs only (MIG instances would mix in otherwise)."""
+        return self.by_gpu(self._m(field, instances=False))
+
+    def _once_per_gpu(self, fn: str, field: str, window: str) -> str:
+        """fn() of a GPU-wide counter: summed over whole-GPU series (label variants), else
+        one of the MIG instances' copies (each repeats the GPU's count)."""
+        whole = self.by_gpu_sum(self._node(f"{fn}({self._raw(field, False)}[{window}])"))
+        copies = self.by_gpu(self._node(f"{fn}({self._raw(field, True)}[{window}])"))
+        return f"{whole} or {copies}"
+
+    def _nvlink_errors(self) -> str:
+        # Each optional counter may be absent: label each rate by its field so `or` keeps them
+        # all, then add per GPU.
+        w5 = self.ctx.range(300)
+        rates = " or ".join(
+            f"label_replace({self._once_per_gpu('rate', f'DEV_NVLINK_{f}_ERROR_COUNT_TOTAL', w5)}"
+            f', "field", "{f}", "", "")'
+            for f in NVLINK_ERROR_FIELDS
+        )
+        return f"sum by (node, gpu) ({rates})"
 
     def _gpu(self, field: str, scale: str = "") -> str:
         return self.by_gpu(f"{self._m(field)}{scale}")
@@ -84,23 +127,37 @@ class DcgmExporter(GpuSource):
         xid = self._xid()
         critical = " or ".join(f"{xid} == {c}" for c in ctx.spec.objectives.xid_page_codes)
         uncorrectable = " or ".join(
-            self.by_gpu_sum(self._node(f"increase({self._raw(field)}[{w10}])"))
+            f"({self._once_per_gpu('increase', field, w10)})"
             for field in ("DEV_ECC_DBE_VOL_TOTAL", "DEV_UNCORRECTABLE_REMAPPED_ROWS")
         )
+        whole = self._whole
         # Real activity: SM_ACTIVE (optional), else GR_ENGINE_ACTIVE (default), else utilization.
         busy = " or ".join(
-            (gpu("PROF_SM_ACTIVE"), gpu("PROF_GR_ENGINE_ACTIVE"), gpu("DEV_GPU_UTIL", " / 100"))
+            (whole("PROF_SM_ACTIVE"), whole("PROF_GR_ENGINE_ACTIVE"), gpu("DEV_GPU_UTIL", " / 100"))
         )
+        # Framebuffer of a GPU in MIG mode without whole-GPU series: its instances' sum.
+        used = self.by_gpu_sum(m("DEV_FB_USED", instances=True))
+        free = self.by_gpu_sum(m("DEV_FB_FREE", instances=True))
         return {
-            # dcgm-exporter drops a lost GPU's series; presence means up.
-            "gpu:trainsignals_gpu_up:value": gpu("DEV_GPU_UTIL", " * 0 + 1"),
+            # dcgm-exporter drops a lost GPU's series; presence means up. NVML has no
+            # utilization in MIG mode: there, the GPU's instances mark it present.
+            "gpu:trainsignals_gpu_up:value": (
+                f"{gpu('DEV_GPU_UTIL', ' * 0 + 1')} or "
+                f"{self.by_gpu(m('DEV_FB_USED', True) + ' * 0 + 1')}"
+            ),
             "gpu:trainsignals_gpu_utilization:ratio": gpu("DEV_GPU_UTIL", " / 100"),
             "gpu:trainsignals_gpu_busy:ratio": busy,
-            "gpu:trainsignals_gpu_tensor_active:ratio": gpu("PROF_PIPE_TENSOR_ACTIVE"),
-            "gpu:trainsignals_gpu_dram_active:ratio": gpu("PROF_DRAM_ACTIVE"),
-            "gpu:trainsignals_gpu_memory_used:bytes": gpu("DEV_FB_USED", " * 1048576"),
-            "gpu:trainsignals_gpu_memory_used:ratio": self.by_gpu(
-                f"{m('DEV_FB_USED')} / ({m('DEV_FB_USED')} + {m('DEV_FB_FREE')})"
+            "gpu:trainsignals_gpu_tensor_active:ratio": whole("PROF_PIPE_TENSOR_ACTIVE"),
+            "gpu:trainsignals_gpu_dram_active:ratio": whole("PROF_DRAM_ACTIVE"),
+            "gpu:trainsignals_gpu_memory_used:bytes": (
+                f"{whole('DEV_FB_USED')} * 1048576 or {used} * 1048576"
+            ),
+            "gpu:trainsignals_gpu_memory_used:ratio": (
+                self.by_gpu(
+                    f"{m('DEV_FB_USED', False)} / "
+                    f"({m('DEV_FB_USED', False)} + {m('DEV_FB_FREE', False)})"
+                )
+                + f" or {used} / ({used} + {free})"
             ),
             "gpu:trainsignals_gpu_power:watts": gpu("DEV_POWER_USAGE"),
             "gpu:trainsignals_gpu_temperature:celsius": gpu("DEV_GPU_TEMP"),
@@ -119,6 +176,21 @@ class DcgmExporter(GpuSource):
             "gpu:trainsignals_gpu_remapped_rows:pending": (
                 f"{gpu('DEV_ROW_REMAP_PENDING')} or {gpu('DEV_ROW_REMAP_FAILURE')}"
             ),
+            NVLINK_ERRORS: self._nvlink_errors(),
+        }
+
+    def mig_recordings(self) -> dict[str, str]:
+        m = self._m
+
+        def mig(field: str) -> str:
+            return self.by_mig(m(field, instances=True))
+
+        used, free = m("DEV_FB_USED", True), m("DEV_FB_FREE", True)
+        return {
+            MIG_MEMORY: self.by_mig(f"{used} / ({used} + {free})"),
+            # SM_ACTIVE (optional) where exported, else GR_ENGINE_ACTIVE (default counters).
+            MIG_BUSY: f"{mig('PROF_SM_ACTIVE')} or {mig('PROF_GR_ENGINE_ACTIVE')}",
+            MIG_TENSOR: mig("PROF_PIPE_TENSOR_ACTIVE"),
         }
 
     def _labels(self, node: str, gpu: int) -> dict[str, str]:
@@ -126,7 +198,8 @@ class DcgmExporter(GpuSource):
         return labels | {"UUID": test_uuid(node, gpu)}
 
     def identity(self) -> str:
-        uuid = f'label_replace({self._m("DEV_GPU_UTIL")}, "uuid", "$1", "UUID", "(.+)")'
+        present = f"{self._m('DEV_GPU_UTIL')} or {self._m('DEV_FB_USED', True)}"
+        uuid = f'label_replace({present}, "uuid", "$1", "UUID", "(.+)")'
         return f"group by (node, gpu, uuid) ({uuid})"
 
     def gpu_test_series(self, node: str, gpu: int, signals: dict[str, list]) -> list[RawSeries]:

@@ -14,6 +14,13 @@ from trainsignals.metric_catalog import POWER_THROTTLE_REASONS, THERMAL_THROTTLE
 from .promql import Op, RuleContext, matchers, not_regex, regex
 from .xid_catalog import with_xid_action
 
+# MIG GPU instances, labelled as dcgm-exporter labels them; the own exporter does the same.
+MIG_BY = "node, gpu, GPU_I_ID, GPU_I_PROFILE"
+MIG_MEMORY = "mig:trainsignals_mig_memory_used:ratio"
+MIG_BUSY = "mig:trainsignals_mig_busy:ratio"
+MIG_TENSOR = "mig:trainsignals_mig_tensor_active:ratio"
+NVLINK_ERRORS = "gpu:trainsignals_gpu_nvlink_errors:rate5m"
+
 
 @dataclass(frozen=True)
 class RawSeries:
@@ -51,7 +58,14 @@ class GpuSource:
     def by_gpu_sum(self, expr: str) -> str:
         return f"sum by (node, gpu) ({expr})"
 
+    def by_mig(self, expr: str) -> str:
+        return f"max by ({MIG_BY}) ({expr})"
+
     def recordings(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def mig_recordings(self) -> dict[str, str]:
+        """Per MIG GPU instance: memory used ratio, SM activity, tensor activity."""
         raise NotImplementedError
 
     def identity(self) -> str:
@@ -131,6 +145,21 @@ class OwnExporter(GpuSource):
                 f"sum by (node, gpu) (rate(trainsignals_gpu_exporter_nvml_errors_total"
                 f"{ctx.raw()}[{ctx.range(900)}]))"
             ),
+            # Always exported (per-link series only for faulty links): all links, all types.
+            NVLINK_ERRORS: (
+                f"sum by (node, gpu) (rate({m('nvlink_errors_all_links_total')}[{ctx.range(300)}]))"
+            ),
+        }
+
+    def mig_recordings(self) -> dict[str, str]:
+        # Separate metric names: the whole-GPU series never include an instance.
+        m = self._m
+        return {
+            MIG_MEMORY: self.by_mig(
+                f"{m('mig_memory_used_bytes')} / {m('mig_memory_total_bytes')}"
+            ),
+            MIG_BUSY: self.by_mig(m("mig_sm_active_ratio")),
+            MIG_TENSOR: self.by_mig(m("mig_tensor_active_ratio")),
         }
 
     def test_series(self, signal: str, node: str, gpu: int, values: list) -> list[RawSeries]:

@@ -190,7 +190,7 @@ def recording_groups(ctx: RuleContext, readers: Iterable[str] = ()) -> list[dict
     alert needs (dashboard rates, the 5m badput breakdown). Per-node and per-GPU rules stay
     fast: their panels drill into one node or GPU at full resolution."""
     source = gpu_source(ctx)
-    gpu = source.recordings()
+    gpu = source.recordings() | source.mig_recordings()
     gpu["gpu:trainsignals_gpu_uuid:info"] = source.identity()
     gpu["node:trainsignals_gpus:count"] = (
         f"count by (node) (gpu:trainsignals_gpu_up:value{ctx.recorded()})"

@@ -8,12 +8,18 @@ each sorted): `err_code`/`err_msg` on DCGM_FI_DEV_XID_ERRORS (`gpu_collector.go`
 from `xid_errors.go`), `pod`/`namespace`/`container` when it maps GPUs to Kubernetes pods.
 Values: integer fields as `%d`, DOUBLE fields (power, the PROF ratios) as Go's `%f`.
 After NVIDIA/dcgm-exporter#655 (not in a release yet) the host label is `hostname`.
+MIG: a GPU with instances is rendered per GPU instance only (as NVIDIA/dcgm-exporter#561
+reports), GPU_I_PROFILE and GPU_I_ID after modelName as the template places them; GPU-wide
+fields repeat the GPU's value on every instance, DCGM_FI_DEV_GPU_UTIL is absent (NVML has no
+utilization in MIG mode), framebuffer and PROF_* fields are the instance's own.
 """
 
 from __future__ import annotations
 
 import csv
+import threading
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 COUNTERS_CSV = Path(__file__).parent / "fixtures" / "dcgm-exporter" / "default-counters.csv"
@@ -52,6 +58,28 @@ def default_counters() -> list[tuple[str, str, str]]:
 
 
 @dataclass
+class MigInstance:
+    """One MIG GPU instance's own readings (MiB, ratios)."""
+
+    gpu_instance_id: int
+    profile: str
+    fb_used: int
+    fb_free: int
+    gr_active: float
+    tensor_active: float = 0.0
+
+    def values(self) -> dict[str, float]:
+        return {
+            "DCGM_FI_DEV_FB_USED": self.fb_used,
+            "DCGM_FI_DEV_FB_FREE": self.fb_free,
+            "DCGM_FI_DEV_FB_RESERVED": 0,
+            "DCGM_FI_PROF_GR_ENGINE_ACTIVE": self.gr_active,
+            "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": self.tensor_active,
+            "DCGM_FI_PROF_DRAM_ACTIVE": 0.0,
+        }
+
+
+@dataclass
 class Gpu:
     """One GPU's readings, in dcgm-exporter's units (percent, MiB, MHz, W, C, ratios)."""
 
@@ -70,6 +98,7 @@ class Gpu:
     correctable_rows: int = 0
     row_remap_failure: int = 0
     pod: dict[str, str] = field(default_factory=dict)  # pod/namespace/container on Kubernetes
+    mig: list[MigInstance] = field(default_factory=list)  # non-empty: MIG mode on
 
     def uuid(self, node: str) -> str:
         seed = sum(map(ord, node)) * 131 + self.index
@@ -105,16 +134,19 @@ class Gpu:
         }
 
 
-def _labels(node: str, gpu: Gpu, field_name: str, host_label: str) -> str:
+def _labels(
+    node: str, gpu: Gpu, field_name: str, host_label: str, mig: MigInstance | None = None
+) -> str:
     parts = [
         ("gpu", str(gpu.index)),
         ("UUID", gpu.uuid(node)),
         ("pci_bus_id", f"00000000:{0x18 + 0x20 * gpu.index:02X}:00.0"),
         ("device", f"nvidia{gpu.index}"),
         ("modelName", MODEL),
-        (host_label, node),
-        ("DCGM_FI_DRIVER_VERSION", DRIVER),
     ]
+    if mig is not None:
+        parts += [("GPU_I_PROFILE", mig.profile), ("GPU_I_ID", str(mig.gpu_instance_id))]
+    parts += [(host_label, node), ("DCGM_FI_DRIVER_VERSION", DRIVER)]
     attributes = dict(gpu.pod)
     if field_name == "DCGM_FI_DEV_XID_ERRORS":
         attributes |= {"err_code": str(gpu.xid), "err_msg": XID_MESSAGES[gpu.xid]}
@@ -130,7 +162,55 @@ def render(node: str, gpus: list[Gpu], host_label: str = "Hostname") -> str:
             continue
         lines += [f"# HELP {name} {help_}", f"# TYPE {name} {kind}"]
         for gpu in gpus:
-            value = gpu.values()[name]
-            text = f"{value:f}" if name in DOUBLE_FIELDS else f"{int(value)}"
-            lines.append(f"{name}{{{_labels(node, gpu, name, host_label)}}} {text}")
+            instances: list[MigInstance | None] = list(gpu.mig) or [None]
+            for mig in instances:
+                if mig is not None and name == "DCGM_FI_DEV_GPU_UTIL":
+                    continue
+                value = (mig.values() if mig else {}).get(name, gpu.values()[name])
+                text = f"{value:f}" if name in DOUBLE_FIELDS else f"{int(value)}"
+                lines.append(f"{name}{{{_labels(node, gpu, name, host_label, mig)}}} {text}")
     return "\n".join(lines) + "\n"
+
+
+class DcgmPages:
+    """Serves each node's current page at /<node> on 127.0.0.1 (dcgm-exporter serves
+    /metrics; one path per node lets one server play several); `set()` swaps a node's GPUs.
+    `host_labels` names each node's host label (dcgm-exporter releases differ)."""
+
+    def __init__(self, host_labels: dict[str, str]) -> None:
+        self.host_labels = host_labels
+        self.gpus: dict[str, list[Gpu]] = {}
+        self._lock = threading.Lock()
+        pages = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                node = self.path.strip("/").split("/")[0]
+                with pages._lock:
+                    body = render(node, pages.gpus[node], pages.host_labels[node]).encode()
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/plain; version=0.0.4")
+                    self.end_headers()
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # Prometheus stopped mid-scrape at teardown
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.address = f"127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def set(self, node: str, gpus: list[Gpu]) -> None:
+        with self._lock:
+            self.gpus[node] = gpus
+
+    def __enter__(self) -> DcgmPages:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from trainsignals.exporters.gpu.collector import SEEDED_XIDS, CollectOptions
-from trainsignals.exporters.gpu.fake_backend import FakeBackend, plausible_gpus
+from trainsignals.exporters.gpu.fake_backend import FakeBackend, FakeMigInstance, plausible_gpus
 from trainsignals.exporters.gpu.server import Exporter, build_exporter
 
 from trainsignals.metric_catalog import THROTTLE_REASONS
@@ -23,6 +23,13 @@ MAX_SERIES_PER_GPU = 30
 _RAW = re.compile(r"(?<![:\w])(trainsignals_gpu_[a-z_]+)(\{[^}]*\})?")
 # Series born with an event (an XID, a failed NVML call): present once it happened.
 EVENT_BORN = {"trainsignals_gpu_xid_errors_total", "trainsignals_gpu_exporter_nvml_errors_total"}
+# Series of MIG GPU instances: only on a GPU in MIG mode.
+MIG_ONLY = {
+    "trainsignals_gpu_mig_memory_used_bytes",
+    "trainsignals_gpu_mig_memory_total_bytes",
+    "trainsignals_gpu_mig_sm_active_ratio",
+    "trainsignals_gpu_mig_tensor_active_ratio",
+}
 
 
 def node(gpus: int = 8, **options: object) -> tuple[FakeBackend, Exporter]:
@@ -80,10 +87,15 @@ def test_every_series_a_rule_or_panel_reads_is_served() -> None:
             if value(faulty, "trainsignals_gpu_xid_errors_total", gpu="1", xid="79"):
                 break
             time.sleep(0.05)
+        backend.gpus[0].mig = [FakeMigInstance(1, "3g.40gb", 40 * 2**30, 2**30, 0.5, 0.25)]
+        scrape(ex)  # GPM activity counts from the second scrape on
+        mig = scrape(ex)
     finally:
         ex.close()
     served = {n for n, _ in healthy}
-    assert set(reads) - EVENT_BORN <= served, set(reads) - EVENT_BORN - served
+    assert set(reads) - EVENT_BORN - MIG_ONLY <= served, set(reads) - EVENT_BORN - MIG_ONLY - served
+    assert set(reads) >= MIG_ONLY  # the MIG panels read every one of them
+    assert {n for n, _ in mig} >= MIG_ONLY
     assert {n for n, _ in faulty} >= EVENT_BORN
     # Label values the rules select on are there too, on a GPU that is not throttled.
     for matchers in reads["trainsignals_gpu_throttle_active"]:

@@ -531,7 +531,8 @@ METRICS: tuple[Metric, ...] = (
 # Names and units from NVIDIA/dcgm-exporter's etc/default-counters.csv (4.5.3-4.8.2); "optional"
 # marks fields that are commented out there (docs/dcgm-exporter.md says what each adds). Labels
 # from its rendermetrics template: gpu, UUID, pci_bus_id, device, modelName, Hostname (hostname
-# after #655), plus pod/namespace/container on Kubernetes.
+# after #655), plus pod/namespace/container on Kubernetes, and GPU_I_ID/GPU_I_PROFILE on the series
+# of a MIG GPU instance (absent on whole GPUs).
 DCGM_LABELS = ("Hostname", "gpu", "UUID", "device", "modelName", "pci_bus_id")
 DCGM_METRICS: tuple[Metric, ...] = tuple(
     Metric(
@@ -586,6 +587,16 @@ DCGM_METRICS: tuple[Metric, ...] = tuple(
             "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
             "counter",
             "Optional: NVLink flow-control CRC errors.",
+        ),
+        (
+            "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
+            "counter",
+            "Optional: NVLink data CRC errors.",
+        ),
+        (
+            "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
+            "counter",
+            "Optional: NVLink retries.",
         ),
         (
             "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",

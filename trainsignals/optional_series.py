@@ -8,6 +8,13 @@ from __future__ import annotations
 
 _GPM = "only on GPUs with NVML GPM (Hopper and newer), from the second scrape; busy falls back"
 _DCGM = "optional dcgm-exporter counter (not in its default counters)"
+_MIG = "only on GPUs in MIG mode; the MIG instance panels stay empty"
+_NVLINK = f"{_DCGM}; the NVLink errors panel stays empty without any of the four"
+
+# dcgm-exporter labels a MIG GPU instance's series GPU_I_ID (absent on whole GPUs): a selector
+# with GPU_I_ID!="" (generator/dcgm_source.py) reads only instances and is empty without MIG.
+MIG_INSTANCE_MATCHER = ("GPU_I_ID", "!=", "")
+MIG_INSTANCES = "MIG GPU instances only; empty on GPUs not in MIG mode (MIG panels stay empty)"
 
 OPTIONAL_SERIES: dict[str, str] = {
     "trainsignals_gpu_sm_active_ratio": f"{_GPM} to utilization",
@@ -17,4 +24,15 @@ OPTIONAL_SERIES: dict[str, str] = {
     "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": f"{_DCGM} (DCGM 3 name); throttling is inferred",
     "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": f"{_DCGM}; rows remapped for uncorrectable errors stand in",
     "DCGM_FI_DEV_ROW_REMAP_PENDING": f"{_DCGM}; ROW_REMAP_FAILURE stands for it",
+    "trainsignals_gpu_nvlink_errors_all_links_total": (
+        "only on GPUs with NVLink; the NVLink errors panel stays empty"
+    ),
+    "trainsignals_gpu_mig_memory_used_bytes": _MIG,
+    "trainsignals_gpu_mig_memory_total_bytes": _MIG,
+    "trainsignals_gpu_mig_sm_active_ratio": f"{_MIG} (GPM: Hopper and newer)",
+    "trainsignals_gpu_mig_tensor_active_ratio": f"{_MIG} (GPM: Hopper and newer)",
+    **{
+        f"DCGM_FI_DEV_NVLINK_{kind}_ERROR_COUNT_TOTAL": _NVLINK
+        for kind in ("CRC_FLIT", "CRC_DATA", "REPLAY", "RECOVERY")
+    },
 }

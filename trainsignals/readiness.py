@@ -30,6 +30,7 @@ from trainsignals.generator.pipeline import Options, generate_job, header
 from trainsignals.generator.spec import JobSpec
 from trainsignals.lint import iter_rules
 from trainsignals.metric_catalog import BY_NAME
+from trainsignals.optional_series import MIG_INSTANCE_MATCHER, MIG_INSTANCES
 from trainsignals.series_check import (
     EVENT_ONLY,
     PrometheusClient,
@@ -135,6 +136,8 @@ def check_series(prom: PrometheusClient, job: Job) -> Check:
         metric = BY_NAME.get(selector.name)
         if selector.name in EVENT_ONLY:  # no match says nothing about its labels
             check.notes.append(f"{selector.text()} empty: {EVENT_ONLY[selector.name]}")
+        elif any((m.label, m.op, m.value) == MIG_INSTANCE_MATCHER for m in selector.matchers):
+            check.notes.append(f"{selector.text()} empty: {MIG_INSTANCES}")
         elif absent and not selector.alerts and metric and metric.component in OPTIONAL:
             check.notes.append(f"{selector.name} absent ({metric.component}): panels empty")
         else:

@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import json
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -28,7 +26,9 @@ from trainsignals.generator.spec import JobSpec
 from trainsignals.simulator.job import effective_spec
 
 from tests.conftest import JOBS, require_tool
-from tests.dcgm_page import FB_RESERVED_MIB, FB_TOTAL_MIB, Gpu, render
+from tests.dcgm_page import FB_RESERVED_MIB, FB_TOTAL_MIB, DcgmPages, Gpu
+from trainsignals.readiness import Job, check_series
+from trainsignals.series_check import PrometheusClient
 from trainsignals.stack import Stack, job_files
 
 # Its own xdist group: it can run beside the scenario suite instead of after it.
@@ -38,47 +38,6 @@ SCALE = 60  # 15 min windows and `for`s become 15 s
 NODES = {"node-0": "Hostname", "node-1": "hostname"}
 GPUS = 3
 POD = {"pod": "gpt-worker-1", "namespace": "training", "container": "trainer"}
-
-
-class Pages:
-    """Serves each node's current page on 127.0.0.1; `set()` swaps a node's GPUs."""
-
-    def __init__(self) -> None:
-        self.gpus: dict[str, list[Gpu]] = {}
-        self._lock = threading.Lock()
-        pages = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                node = self.path.strip("/").split("/")[0]
-                with pages._lock:
-                    body = render(node, pages.gpus[node], NODES[node]).encode()
-                try:
-                    self.send_response(200)
-                    self.send_header("Content-Type", "text/plain; version=0.0.4")
-                    self.end_headers()
-                    self.wfile.write(body)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # Prometheus stopped mid-scrape at teardown
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.address = f"127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def set(self, node: str, gpus: list[Gpu]) -> None:
-        with self._lock:
-            self.gpus[node] = gpus
-
-    def __enter__(self) -> Pages:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def healthy(node: str) -> list[Gpu]:
@@ -142,8 +101,13 @@ EXPECTED: dict[str, Expected] = {
     "gpu:trainsignals_gpu_xid_other:seen10m": lambda g: g.xid if g.xid == 13 else None,
     "gpu:trainsignals_gpu_remapped_rows:pending": lambda g: g.row_remap_failure,
     "gpu:trainsignals_gpu_uuid:info": lambda g: 1,  # its `uuid` label: checked in ALERTS
+    # NVLink error counters are optional (commented out in the default counters).
+    "gpu:trainsignals_gpu_nvlink_errors:rate5m": lambda g: None,
 }
 EMPTY_WHEN_HEALTHY = ("xid_critical", "xid_other")
+# Panels the stock pages cannot fill: optional NVLink counters, no GPU in MIG mode here
+# (tests/e2e/test_mig_nvlink.py replays a MIG GPU).
+EMPTY_ON_STOCK_PAGES = ("nvlink_errors", "mig:")
 ALERTS = {
     "GpuPowerThrottling": {"node": "node-0", "gpu": "0"},
     "GpuThermalThrottling": {"node": "node-0", "gpu": "1"},
@@ -211,13 +175,13 @@ def wait_until(check: Callable[[], list[str]], timeout: float) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def stack_and_pages() -> Iterator[tuple[Stack, Pages, dict, dict]]:
+def stack_and_pages() -> Iterator[tuple[Stack, DcgmPages, dict, dict]]:
     require_tool("prometheus")
     require_tool("prometheus-alertmanager")
     spec = dcgm_spec()
     files = job_files(spec, SCALE)
     rules_text = files[f"alerts/{spec.name}.rules.yaml"]
-    with tempfile.TemporaryDirectory(prefix="trainsignals-dcgm-") as tmp, Pages() as pages:
+    with tempfile.TemporaryDirectory(prefix="trainsignals-dcgm-") as tmp, DcgmPages(NODES) as pages:
         workdir = Path(tmp)
         rules_path = workdir / "rules.yaml"
         rules_path.write_text(rules_text, encoding="utf-8")
@@ -252,7 +216,7 @@ def test_stock_page_healthy_then_faults(stack_and_pages) -> None:
     problems = wait_until(lambda: check_recorded(stack, rules, gpus), timeout=30)
     assert problems == [], "healthy: recorded GPU series vs the stock pages"
 
-    exprs = gpu_panel_exprs(dashboard)
+    exprs = [e for e in gpu_panel_exprs(dashboard) if not any(s in e for s in EMPTY_ON_STOCK_PAGES)]
     assert len(exprs) >= 15, exprs
     empty = [e for e in exprs if not stack.query(e)]
     assert [e for e in empty if not any(s in e for s in EMPTY_WHEN_HEALTHY)] == [], (
@@ -260,6 +224,17 @@ def test_stock_page_healthy_then_faults(stack_and_pages) -> None:
     )
     gpu_alerts = stack.query('ALERTS{alertname=~"Gpu.*",training_job="e2e-dcgm"}')
     assert gpu_alerts == [], "healthy: no GPU alert pending or firing"
+
+    # Readiness on stock pages: no GPU selector broken; the MIG-instance and optional NVLink
+    # selectors are notes (no MIG GPU here). The replay has no training targets: ignore those.
+    spec = dcgm_spec()
+    check = check_series(
+        PrometheusClient(stack.prometheus_url), Job(spec, rules, dashboard, (spec,))
+    )
+    broken = [p for p, _ in check.problems if "DCGM_FI" in p]
+    assert broken == [], broken
+    assert any('GPU_I_ID!=""' in n and "MIG" in n for n in check.notes), check.notes
+    assert any("NVLINK_REPLAY" in n for n in check.notes), check.notes
 
     gpus = {node: faulty(node) for node in NODES}
     for node, node_gpus in gpus.items():

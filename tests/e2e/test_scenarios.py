@@ -47,6 +47,10 @@ EMPTY_ON_HEALTHY = (
     'gpu:trainsignals_gpu_xid_other:seen10m{{gpu=~".*",node=~".*",training_job="{job}"}}',
     # GPU errors panel: NVML errors per GPU exist only once an NVML call failed.
     'gpu:trainsignals_gpu_nvml_errors:rate15m{{gpu=~".*",node=~".*",training_job="{job}"}}',
+    # MIG instance panels: the simulated GPUs are not in MIG mode.
+    'mig:trainsignals_mig_memory_used:ratio{{gpu=~".*",node=~".*",training_job="{job}"}}',
+    'mig:trainsignals_mig_busy:ratio{{gpu=~".*",node=~".*",training_job="{job}"}}',
+    'mig:trainsignals_mig_tensor_active:ratio{{gpu=~".*",node=~".*",training_job="{job}"}}',
     # Network panel: node_exporter's series; the simulator serves no node_exporter.
     'node:trainsignals_network_receive_bytes:rate5m{{node=~".*",training_job="{job}"}}',
     'node:trainsignals_network_transmit_bytes:rate5m{{node=~".*",training_job="{job}"}}',

@@ -63,6 +63,7 @@ GPU_SERIES = (
     "trainsignals_gpu_xid_errors_total",
     "trainsignals_gpu_sm_active_ratio",
     "trainsignals_gpu_tensor_active_ratio",
+    "trainsignals_gpu_nvlink_errors_all_links_total",
 )
 # node_exporter's InfiniBand collector, one HCA port per node: ACTIVE (4), no errors. The
 # replay's network faults take the whole host off the network (see history.py).
@@ -85,6 +86,11 @@ OTHER_SERIES = (
     # Exported only when an NVML call fails; the replay's faults are seen through XIDs.
     "trainsignals_gpu_exporter_nvml_errors_total",
     "ALERTS",  # written by Prometheus itself
+    # MIG instances: a pre-training job uses whole GPUs, so none exist (the panels stay empty).
+    "trainsignals_gpu_mig_memory_used_bytes",
+    "trainsignals_gpu_mig_memory_total_bytes",
+    "trainsignals_gpu_mig_sm_active_ratio",
+    "trainsignals_gpu_mig_tensor_active_ratio",
 )
 KNOWN = (
     set(RANK_SERIES)
@@ -213,6 +219,8 @@ class Emitter:
             "trainsignals_gpu_tensor_active_ratio": _activity(s, 0.45, 0.0),
             "trainsignals_gpu_remapped_rows_pending": str(int(struck and cause == "gpu_hbm3")),
             "trainsignals_gpu_remapped_rows_failed": str(int(struck and cause == SDC)),
+            # Every H100 SXM has NVLink; the replay's faults show through XIDs, not link errors.
+            "trainsignals_gpu_nvlink_errors_all_links_total": "0",
         }
         if lost:  # a GPU off the bus answers nothing but its up flag
             values = {"trainsignals_gpu_up": "0"}
