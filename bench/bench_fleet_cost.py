@@ -200,8 +200,8 @@ def query(port: int, expr: str, at: float) -> None:
 
 
 def group_cpu(port: int, pid: int, document: dict, stamps: dict[str, float]) -> dict[str, float]:
-    """Prometheus CPU seconds per evaluation of each group, immune to a busy machine (the
-    wall time of an evaluation is not: it includes waiting for a CPU). The rule groups are
+    """Prometheus CPU seconds per evaluation of each group: steadier than wall time on a busy
+    machine (that includes waiting for a CPU), though not immune to it. The rule groups are
     unloaded first; each group's rules then run as instant queries at its last evaluation's
     timestamp (what they read is there), CPU_ROUNDS times, less Prometheus' idle CPU."""
     config = yaml.safe_load(Path(document["config"]).read_text())
