@@ -68,7 +68,7 @@ CHUNK_BLOCKS = 36  # three days of two-hour blocks per round of queries (bounded
 
 
 def _record_tier(prom: Prometheus, rules: list[dict], start: int, end: int, work: Path) -> Path:
-    """Evaluate one tier's rules as range queries at the evaluation step and import the
+    """Evaluate one tier's rules as range queries at their groups' intervals and import the
     results as blocks: what promtool's rule backfiller does, in three-day queries instead of
     one query per rule and two-hour block (12x faster here)."""
     out = work / "recorded-blocks"
