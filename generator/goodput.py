@@ -58,38 +58,52 @@ def window_seconds(ctx: RuleContext, nominal: int) -> float:
 
 
 def window_exprs(
-    ctx: RuleContext, window: str, wall_seconds: float, offset: str | None = None
+    ctx: RuleContext,
+    window: str,
+    wall_seconds: float,
+    ranks: str | None = None,
+    steps: str | None = None,
 ) -> dict[str, str]:
     """Self-contained expressions of one window's ingredients (for the CLI and postmortem).
 
     `window` is a PromQL range (`1h`, `5400s`), `wall_seconds` its length; evaluate them at
-    the window's end. Each returns one sample without labels.
+    the window's end. Each returns one sample without labels. The recording rules pass
+    `ranks` and `steps` as series recorded earlier in the same evaluation (same values, read
+    from every rank once instead of three and two times).
     """
     raw, rank0 = ctx.raw(), ctx.raw(rank="0")
     high_water = f"max(max_over_time({GLOBAL_STEP}{rank0}[{ctx.range(HIGH_WATER_LOOKBACK)}]"
-    ranks = (
-        f"count(count by (rank) (last_over_time({TIME}{ctx.raw(activity='startup')}[{window}])))"
-    )
+    ranks = ranks or ranks_expr(ctx, window)
+    per_rank_steps = f"sum(increase({STEPS}{raw}[{window}])) / on () {ranks}"
     return {
         # Rank-seconds per activity, averaged over the ranks seen in the window.
         "activity": f"sum by (activity) (increase({TIME}{raw}[{window}])) / on () group_left () "
         f"{ranks}",
-        "steps": f"sum(increase({STEPS}{raw}[{window}])) / {ranks}",
+        "steps": per_rank_steps,
         # Without a global step (older instrumentation) every step counts as progress.
         "progress": f"clamp_min({high_water})) - ({high_water} offset {window})) "
-        f"or on () vector(0)), 0) or sum(increase({STEPS}{raw}[{window}])) / {ranks}",
+        f"or on () vector(0)), 0) or on () {steps or per_rank_steps}",
         "wall": f"vector({wall_seconds:g}) and on () count(up{ctx.training_targets()} "
         f"offset {window}) or on () clamp_max(max(sum by (node, rank) ({TIME}{raw})), "
         f"{wall_seconds:g})",
     }
 
 
+def ranks_expr(ctx: RuleContext, window: str) -> str:
+    """Ranks seen in the window (each rank reports every activity; `startup` stands for all)."""
+    startup = ctx.raw(activity="startup")
+    return f"count(count by (rank) (last_over_time({TIME}{startup}[{window}])))"
+
+
 def window_recordings(ctx: RuleContext, label: str, nominal: int) -> list[dict]:
     """Recording rules for one window: ingredients, then goodput and every badput category."""
-    exprs = window_exprs(ctx, ctx.range(nominal), window_seconds(ctx, nominal))
     r = ctx.recorded()
+    ranks = f"job:trainsignals_ranks:count{label}"
     activity = f"job:trainsignals_time_seconds:avg_increase{label}"
     steps = f"job:trainsignals_steps:avg_increase{label}"
+    exprs = window_exprs(
+        ctx, ctx.range(nominal), window_seconds(ctx, nominal), f"{ranks}{r}", f"{steps}{r}"
+    )
     progress = f"job:trainsignals_global_step:progress{label}"
     wall = f"job:trainsignals_wall_seconds:{label}"
     productive = f"job:trainsignals_progress_steps:ratio_{label}"
@@ -97,6 +111,7 @@ def window_recordings(ctx: RuleContext, label: str, nominal: int) -> list[dict]:
     none = f" or {wall}{r} * 0"
     train = f"sum without (activity) ({activity}{ctx.recorded(activity='train')})"
     rules = [
+        (ranks, ranks_expr(ctx, ctx.range(nominal)), {}),
         (activity, exprs["activity"], {}),
         (steps, exprs["steps"], {}),
         (progress, exprs["progress"], {}),
@@ -138,11 +153,16 @@ def window_recordings(ctx: RuleContext, label: str, nominal: int) -> list[dict]:
 
 
 def goodput_recordings(ctx: RuleContext) -> list[dict]:
-    """1h (and 5m when a goodput SLO needs it) windows, then 1d from the 1h ratios."""
-    windows = ["1h"] + (["5m"] if any(s.sli == "goodput" for s in ctx.spec.slos) else [])
-    rules: list[dict] = []
-    for label in windows:
-        rules += window_recordings(ctx, label, WINDOWS[label])
+    """The 5m window, when a goodput SLO needs it: its burn pages, so the fast group has it."""
+    if not any(s.sli == "goodput" for s in ctx.spec.slos):
+        return []
+    return window_recordings(ctx, "5m", WINDOWS["5m"])
+
+
+def goodput_long_recordings(ctx: RuleContext) -> list[dict]:
+    """1h, then 1d from the 1h ratios: dashboards, the CLI's neighbours and the fleet replay
+    read them, no alert does, so they go in the slow group (generator/recording.py)."""
+    rules = window_recordings(ctx, "1h", WINDOWS["1h"])
     day = ctx.range(86400)
     for name in (goodput_name, badput_name):
         rules.append(

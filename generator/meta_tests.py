@@ -108,8 +108,19 @@ def _tests(settings: MonitoringSettings, specs: list[JobSpec]) -> dict[str, list
         ],
         "PrometheusRuleGroupSlow": [
             _case(
-                "a group taking 90 s per 60 s interval fires; a 0.5 s group does not",
+                "a group taking 90 s per 60 s interval fires; a 0.5 s group does not, nor does "
+                "a 3m-interval group taking 90 s (each group against its own interval)",
                 [
+                    _series(
+                        "prometheus_rule_group_last_duration_seconds",
+                        {**prom, "rule_group": "three-minute"},
+                        "90x60",
+                    ),
+                    _series(
+                        "prometheus_rule_group_interval_seconds",
+                        {**prom, "rule_group": "three-minute"},
+                        "180x60",
+                    ),
                     _series(
                         "prometheus_rule_group_last_duration_seconds",
                         {**prom, "rule_group": "fast"},

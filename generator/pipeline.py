@@ -17,7 +17,7 @@ from trainsignals import __version__
 from .alerts import AlertRule, alert_rules, render_alert
 from .monitoring import MonitoringSettings
 from .promql import RuleContext
-from .recording import recording_rules
+from .recording import recording_groups
 from .rule_tests import rule_tests
 from .spec import JobSpec
 from .yaml_out import dump
@@ -59,13 +59,17 @@ def dashboard_text(dashboard: dict) -> str:
 
 
 def rules_document(ctx: RuleContext, alerts: list[AlertRule]) -> dict:
+    rendered = [render_alert(ctx, a) for a in alerts]
+    fast, slow = recording_groups(ctx, [rule["expr"] for rule in rendered])
+    # The slow group last: groups[0] and groups[1] stay the fast recording and the alerts.
     return {
         "groups": [
-            {"name": f"trainsignals-{ctx.job}-recording", "rules": recording_rules(ctx)},
+            fast,
             {
                 "name": f"trainsignals-{ctx.job}-alerts",
-                "rules": [render_alert(ctx, a) for a in alerts],
+                "rules": rendered,
             },
+            slow,
         ]
     }
 

@@ -6,16 +6,24 @@ whatever the spec's selector is, so one Prometheus can hold many jobs' rules.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
+
 from .alert_catalog import NODE_HARDWARE_FAULTS
 from .durations import format_duration
 from .fabric import fabric_recordings
-from .goodput import goodput_recordings
+from .goodput import goodput_long_recordings, goodput_recordings
 from .gpu_sources import gpu_source
 from .promql import RuleContext, le_label, matchers, not_regex, regex
 from .slo import slo_recordings
 
-# Histogram quantiles shown on the dashboards and used by the step-time alert.
+# The slow group's interval: under Prometheus' 5m lookback with room for a late evaluation
+# (kube-prometheus evaluates its 30-day availability rules every 3m too).
+SLOW_INTERVAL = 180
+# Step-time quantiles for the dashboards and postmortems (the alert counts steps over the bound).
 STEP_TIME_QUANTILES = {"p50": 0.5, "p95": 0.95}
+# Every rank's step-time buckets rated and summed by `le` (job level, one series per bucket).
+STEP_BUCKET_RATE = "job:trainsignals_step_duration_seconds_bucket:rate5m"
 
 
 def job_recordings(ctx: RuleContext) -> dict[str, str]:
@@ -41,15 +49,11 @@ def job_recordings(ctx: RuleContext) -> dict[str, str]:
             f"job:trainsignals_model_flops:rate5m{ctx.recorded()} / {spec.shape.peak_flops:g}"
         ),
     }
-    for name, q in STEP_TIME_QUANTILES.items():
-        rules[f"job:trainsignals_step_duration_seconds:{name}_5m"] = (
-            f"histogram_quantile({q}, sum by (le) "
-            f"(rate(trainsignals_step_duration_seconds_bucket{raw}[{w5}])))"
-        )
     bound = spec.objectives.step_time_max_seconds
     if bound is not None:
         # Exact, unlike an interpolated quantile: the share of steps slower than the bound,
-        # read from the bucket the instrumentation places at it (step_time_bound=...).
+        # read from the bucket the instrumentation places at it (step_time_bound=...). Two of
+        # each rank's buckets: the quantiles over all of them are in the slow group.
         at_bound = ctx.raw(le=le_label(bound))
         rules["job:trainsignals_step_duration_seconds:above_bound_ratio_rate5m"] = (
             f"1 - sum(rate(trainsignals_step_duration_seconds_bucket{at_bound}[{w5}])) / "
@@ -69,10 +73,11 @@ def job_recordings(ctx: RuleContext) -> dict[str, str]:
         "job:trainsignals_nonfinite_losses:increase5m": (
             f"sum(increase(trainsignals_nonfinite_losses_total{raw}[{w5}]))"
         ),
+        # dropped / (dropped + steps), written to read each rank's counters once: no drop
+        # gives 1 / (1 + inf) = 0, nothing at all NaN, as the plain quotient does.
         "job:trainsignals_batches_dropped:ratio_rate5m": (
-            f"sum(rate(trainsignals_batches_dropped_total{raw}[{w5}])) / "
-            f"(sum(rate(trainsignals_batches_dropped_total{raw}[{w5}])) + "
-            f"sum(rate(trainsignals_steps_total{raw}[{w5}])))"
+            f"1 / (1 + sum(rate(trainsignals_steps_total{raw}[{w5}])) / "
+            f"sum(rate(trainsignals_batches_dropped_total{raw}[{w5}])))"
         ),
         "job:trainsignals_loss:avg": f"avg(trainsignals_loss{raw})",
         # Smoothed over 10m: one noisy minute is neither a divergence nor a new best.
@@ -136,6 +141,21 @@ def _up_over(ctx: RuleContext, seconds: int, offset: int = 0) -> str:
     )
 
 
+def step_time_quantiles(ctx: RuleContext) -> dict[str, str]:
+    """Step-time quantiles for the dashboards and postmortems (no alert reads them), in two
+    levels: every rank's buckets rated once into one series per bucket, the quantiles read
+    those. Ranks x buckets is the largest set any rule reads (13 per rank)."""
+    rules = {
+        STEP_BUCKET_RATE: "sum by (le) (rate(trainsignals_step_duration_seconds_bucket"
+        f"{ctx.raw()}[{ctx.range(300)}]))"
+    }
+    for name, q in STEP_TIME_QUANTILES.items():
+        rules[f"job:trainsignals_step_duration_seconds:{name}_5m"] = (
+            f"histogram_quantile({q}, {STEP_BUCKET_RATE}{ctx.recorded()})"
+        )
+    return rules
+
+
 def restart_recordings(ctx: RuleContext) -> dict[str, str]:
     """Restarts as data: one per new incarnation of rank 0 (torchrun restarts every rank).
 
@@ -171,14 +191,30 @@ def restart_recordings(ctx: RuleContext) -> dict[str, str]:
 
 
 def recording_rules(ctx: RuleContext) -> list[dict]:
-    """Job-level rules, then the GPU rules of the spec's GPU metric source."""
+    """Every recording rule of the job, both groups (recording_groups) in evaluation order."""
+    return [rule for group in recording_groups(ctx) for rule in group["rules"]]
+
+
+def group_names(ctx: RuleContext) -> tuple[str, str]:
+    """(fast, slow) recording group names."""
+    return f"trainsignals-{ctx.job}-recording", f"trainsignals-{ctx.job}-recording-slow"
+
+
+def recording_groups(ctx: RuleContext, readers: Iterable[str] = ()) -> list[dict]:
+    """The fast group, at the global evaluation interval: what the alerts (`readers`: their
+    expressions) read, directly or through another rule. The slow group, every
+    SLOW_INTERVAL: what only dashboards and postmortems read and costs the most at 16k GPUs
+    (the step-time quantiles over every rank's buckets; goodput and badput over 1h and 1d, an
+    increase() over an hour of every rank's activity counters), and the job-level rules no
+    alert needs (dashboard rates, the 5m badput breakdown). Per-node and per-GPU rules stay
+    fast: their panels drill into one node or GPU at full resolution."""
     source = gpu_source(ctx)
     gpu = source.recordings() | source.mig_recordings()
     gpu["gpu:trainsignals_gpu_uuid:info"] = source.identity()
     gpu["node:trainsignals_gpus:count"] = (
         f"count by (node) (gpu:trainsignals_gpu_up:value{ctx.recorded()})"
     )
-    return (
+    fast = (
         [
             {"record": name, "expr": expr, "labels": ctx.job_label}
             for name, expr in (*job_recordings(ctx).items(), *gpu.items())
@@ -186,3 +222,38 @@ def recording_rules(ctx: RuleContext) -> list[dict]:
         + goodput_recordings(ctx)
         + slo_recordings(ctx)
     )
+    slow = [
+        {"record": name, "expr": expr, "labels": ctx.job_label}
+        for name, expr in step_time_quantiles(ctx).items()
+    ] + goodput_long_recordings(ctx)
+    needed = _needed(fast, readers)
+    dashboard_only = [
+        r for r in fast if r["record"].startswith("job:") and r["record"] not in needed
+    ]
+    fast_name, slow_name = group_names(ctx)
+    return [
+        {"name": fast_name, "rules": [r for r in fast if r not in dashboard_only]},
+        {
+            "name": slow_name,
+            "interval": ctx.duration(SLOW_INTERVAL),
+            "rules": dashboard_only + slow,
+        },
+    ]
+
+
+def reads(expr: str, name: str) -> bool:
+    """Whether a PromQL expression reads the recorded series `name`."""
+    return re.search(rf"(?<![\w:]){re.escape(name)}(?![\w:])", expr) is not None
+
+
+def _needed(rules: list[dict], readers: Iterable[str]) -> set[str]:
+    """Names of `rules` the readers read, directly or through other rules of `rules`."""
+    needed: set[str] = set()
+    pending = list(readers)
+    while pending:
+        expr = pending.pop()
+        for rule in rules:
+            if rule["record"] not in needed and reads(expr, rule["record"]):
+                needed.add(rule["record"])
+                pending += [r["expr"] for r in rules if r["record"] == rule["record"]]
+    return needed

@@ -18,6 +18,7 @@ from .faults import FAULT_ONSET, GPU_HEALTHY, FaultCase, JobTimeline, restart
 from .goodput_tests import goodput_tests, timeline_series
 from .gpu_sources import RawSeries, gpu_source, test_uuid
 from .promql import RuleContext, le_label, matchers
+from .recording import group_names
 from .series_notation import encode
 from .xid_catalog import action_of
 
@@ -363,6 +364,8 @@ def promtool_suite(ctx: RuleContext, rule_file: str, tests: list[dict]) -> dict:
         "evaluation_interval": "1m",
         # Without this, promtool may evaluate the alert group before the recording group at
         # the same timestamp, and an alert sees values one interval old: flaky tests.
-        "group_eval_order": [f"trainsignals-{ctx.job}-recording", f"trainsignals-{ctx.job}-alerts"],
+        # promtool evaluates every group at every step, whatever its interval: the slow group's
+        # rules are tested at 1m too.
+        "group_eval_order": [*group_names(ctx), f"trainsignals-{ctx.job}-alerts"],
         "tests": tests,
     }

@@ -94,16 +94,18 @@ def check_rules(prom: PrometheusClient, job: Job) -> Iterator[Check]:
                 "reload Prometheus (POST /-/reload or SIGHUP)",
             )
     yield loaded
-    rules = [rule for name in wanted if name in live for rule in live[name]["rules"]]
+    rules = [(live[name], rule) for name in wanted if name in live for rule in live[name]["rules"]]
     healthy = Check(f"rules evaluate without error ({len(rules)} rules)")
-    for rule in rules:
+    for group, rule in rules:
         health = rule.get("health")
         if health == "ok":
             continue
         if health == "unknown":
+            # Groups have their own intervals (the slow recording group's is 3m).
             healthy.fail(
                 f"{rule['name']} has not been evaluated yet",
-                "wait one evaluation_interval and run readiness again",
+                f"wait one interval of its group {group['name']} ({group.get('interval', 0):g}s) "
+                "and run readiness again",
             )
         else:
             healthy.fail(

@@ -1,7 +1,8 @@
 """Evaluate a generated rule file on Prometheus over backfilled blocks, as its rule manager would.
 
 Recording rules: one dependency tier at a time (a tier reads only raw series and earlier
-tiers), each rule a range query at the evaluation step, its result imported as blocks with
+tiers), each rule a range query at its group's interval (the evaluation step where the group
+sets none) on multiples of it, its result imported as blocks with
 `promtool tsdb create-blocks-from openmetrics`, Prometheus restarted on the new blocks.
 
 Alerting rules: a range query of each expression at the evaluation step, then `for` and
@@ -28,6 +29,9 @@ class AlertEpisode:
     alertname: str
     labels: dict[str, str]
     firing: list[tuple[int, int]]  # [from, to) of each firing stretch, unix seconds
+
+
+STEP_KEY = "_step"  # a recording rule's evaluation step: its group's interval
 
 
 def _uses(expr: str, name: str) -> bool:
@@ -64,7 +68,7 @@ CHUNK_BLOCKS = 36  # three days of two-hour blocks per round of queries (bounded
 
 
 def _record_tier(prom: Prometheus, rules: list[dict], start: int, end: int, work: Path) -> Path:
-    """Evaluate one tier's rules as range queries at the evaluation step and import the
+    """Evaluate one tier's rules as range queries at their groups' intervals and import the
     results as blocks: what promtool's rule backfiller does, in three-day queries instead of
     one query per rule and two-hour block (12x faster here)."""
     out = work / "recorded-blocks"
@@ -76,7 +80,10 @@ def _record_tier(prom: Prometheus, rules: list[dict], start: int, end: int, work
         per_block: dict[int, list[tuple[int, str]]] = {}
         for rule in rules:
             extra = {k: str(v) for k, v in (rule.get("labels") or {}).items()}
-            for series in prom.range_query(rule["expr"], first, last):
+            step = rule.get(STEP_KEY, STEP_S)
+            begin = -(-first // step) * step  # a group evaluates on multiples of its interval
+            answer = prom.range_query(rule["expr"], begin, last, step) if begin <= last else []
+            for series in answer:
                 labels = {k: v for k, v in series["metric"].items() if k != "__name__"} | extra
                 text = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(labels.items()))
                 prefix = f"{rule['record']}{{{text}}} "
@@ -134,7 +141,11 @@ def evaluate_rules(
     NodeUnreachableRecently) wait until the alerts they read have been evaluated and written
     as ALERTS series, as Prometheus itself writes them.
     """
-    rules = [r for g in document["groups"] for r in g["rules"]]
+    rules = [
+        {**r, STEP_KEY: parse_duration(g["interval"])} if "interval" in g and "record" in r else r
+        for g in document["groups"]
+        for r in g["rules"]
+    ]
     recording = [r for r in rules if "record" in r]
     alerting = [r for r in rules if "alert" in r]
     late: set[str] = set()

@@ -79,15 +79,15 @@ class Prometheus:
                 shutil.move(str(block), self.data / block.name)
         self.start()
 
-    def range_query(self, expr: str, start: float, end: float) -> list[dict]:
+    def range_query(self, expr: str, start: float, end: float, step: int = STEP_S) -> list[dict]:
         """Every series of `expr` at each step from start to end (chunks of 10,000 steps)."""
         merged: dict[str, dict] = {}
-        chunk = 10_000 * STEP_S
+        chunk = 10_000 * step
         first = start
         while first <= end:
-            last = min(end, first + chunk - STEP_S)
+            last = min(end, first + chunk - step)
             query = urllib.parse.urlencode(
-                {"query": expr, "start": first, "end": last, "step": STEP_S}
+                {"query": expr, "start": first, "end": last, "step": step}
             )
             with urllib.request.urlopen(f"{self.url}/api/v1/query_range?{query}", timeout=900) as r:
                 body = json.load(r)

@@ -6,6 +6,8 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 
+from trainsignals.generator.recording import SLOW_INTERVAL
+
 from .history import THERMAL_LEAD_S, Interruption
 from .run import EPOCH, Replay
 
@@ -95,8 +97,9 @@ def render(replay: Replay, result: Score) -> str:
         f"{replay.slots} node slots stored, 60 s resolution",
         "method: raw series as OpenMetrics -> promtool tsdb create-blocks-from openmetrics; "
         f"Prometheus 2.42 on 127.0.0.1; recording rules in {replay.tiers} dependency tiers as "
-        "range queries at the 60 s evaluation step, imported as blocks; alert expressions as "
-        "range queries with for/keep_firing_for applied as Prometheus does (ALERTS written "
+        f"range queries at each group's interval (60 s, the slow group's {SLOW_INTERVAL} s), "
+        "imported as blocks; alert expressions as range queries with for/keep_firing_for "
+        "applied as Prometheus does (ALERTS written "
         "back for rules that read it); the generated Alertmanager routing, grouping and "
         "inhibition applied minute by minute",
         f"rules generated for recovery mode: {replay.mode}",
