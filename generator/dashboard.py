@@ -8,224 +8,38 @@ spec fields the alerts compare against.
 
 from __future__ import annotations
 
-import itertools
-import math
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-
 from grafanalib import core as g
 
 from .alertdefs.training import while_stepping
 from .alerts import AlertRule
+from .dashboard_hardware import gpu_panels, node_panels
+from .dashboard_kit import (  # noqa: F401  (iter_panels, panel_queries: the dashboard's readers)
+    BLUE,
+    DATASOURCE,
+    GREEN,
+    ORANGE,
+    RED,
+    SCHEMA_VERSION,
+    WIDTH,
+    PanelBuilder,
+    by_name,
+    iter_panels,
+    json_thresholds,
+    multi_value_variable,
+    neutral,
+    panel_queries,
+    red_above,
+    red_above_count,
+    red_below,
+)
 from .durations import format_duration
-from .fabric import fabric_panels
 from .goodput_panels import goodput_panels
-from .gpu_activity import gpu_activity_panels
-from .gpu_mig_panels import mig_panels, nvlink_panel
-from .gpu_sources import gpu_source
 from .grafana_normalize import grafanalib_json, normalize_dashboard
 from .panels import PANEL_IDS, dashboard_uid
 from .promql import RuleContext, regex
 
-DATASOURCE = "${datasource}"
-SCHEMA_VERSION = 39  # Grafana 10.x/11.x model; newer Grafana migrates it on load
-FIRST_EXTRA_ID = 100  # ids below are reserved for PANEL_IDS (alerts link to them)
-WIDTH = 24
 
-GREEN, RED, ORANGE, BLUE = "green", "red", "orange", "blue"
-
-
-# --- thresholds: (color, value) steps, base first -------------------------------------------
-
-
-def _neutral() -> list[tuple[str, float | None]]:
-    return [(BLUE, None)]
-
-
-def _red_below(floor: float) -> list[tuple[str, float | None]]:
-    """Red under `floor`: Grafana colours a step from its value up, matching an alert `< floor`."""
-    return [(RED, None), (GREEN, floor)]
-
-
-def _red_above(bound: float | None) -> list[tuple[str, float | None]]:
-    """Red from `bound` up (continuous quantities, where `>=` and `>` do not differ)."""
-    return [(GREEN, None)] if bound is None else [(GREEN, None), (RED, bound)]
-
-
-def _red_above_count(max_count: float) -> list[tuple[str, float | None]]:
-    """Red for counts over `max_count`: at exactly the tolerated count (usually 0) it stays green.
-
-    Grafana steps mean `>=`, so the step sits at the next float above the tolerance; that is
-    the alert's `> max_count` exactly, including for increase()'s fractional extrapolations.
-    """
-    return [(GREEN, None), (RED, math.nextafter(max_count, math.inf))]
-
-
-def _g_thresholds(steps: list[tuple[str, float | None]]) -> list[g.Threshold]:
-    return [g.Threshold(color, i, float(value or 0)) for i, (color, value) in enumerate(steps)]
-
-
-def _json_thresholds(steps: list[tuple[str, float | None]]) -> dict:
-    """Thresholds as an override value (grafanalib writes those only as raw JSON)."""
-    return {"mode": "absolute", "steps": [{"color": c, "value": v} for c, v in steps]}
-
-
-def _by_name(name: str, *properties: dict) -> dict:
-    # `byNames` takes an options object; Grafana's schema types override options as objects.
-    return {
-        "matcher": {"id": "byNames", "options": {"mode": "include", "names": [name]}},
-        "properties": list(properties),
-    }
-
-
-# --- layout ----------------------------------------------------------------------------------
-
-
-@dataclass
-class _Layout:
-    """Places panels left to right, wrapping at the grid width; ids for extra panels."""
-
-    y: int = 0
-    x: int = 0
-    line_height: int = 0
-    ids: Iterator[int] = field(default_factory=lambda: itertools.count(FIRST_EXTRA_ID))
-
-    def place(self, w: int, h: int) -> g.GridPos:
-        if self.x + w > WIDTH:
-            self.newline()
-        pos = g.GridPos(h=h, w=w, x=self.x, y=self.y)
-        self.x += w
-        self.line_height = max(self.line_height, h)
-        return pos
-
-    def newline(self) -> None:
-        self.y += self.line_height
-        self.x = self.line_height = 0
-
-    def row(self, title: str) -> g.RowPanel:
-        self.newline()
-        row = g.RowPanel(title=title, id=next(self.ids), gridPos=self.place(WIDTH, 1))
-        self.newline()
-        return row
-
-
-# --- the builder -----------------------------------------------------------------------------
-
-
-class _Builder:
-    def __init__(self, ctx: RuleContext, alerts: list[AlertRule]) -> None:
-        self.ctx = ctx
-        self.spec = ctx.spec
-        self.o = ctx.spec.objectives
-        self.r = ctx.recorded()
-        # Per-node and per-GPU panels follow the template variables.
-        self.r_node = ctx.recorded(node=regex("$node"))
-        self.r_gpu = ctx.recorded(node=regex("$node"), gpu=regex("$gpu"))
-        self.layout = _Layout()
-        self.alerts_by_panel: dict[str, list[str]] = {}
-        for alert in alerts:
-            self.alerts_by_panel.setdefault(alert.panel, []).append(alert.name)
-
-    # Targets and links.
-
-    @staticmethod
-    def target(expr: str, legend: str, ref: str = "A", **kwargs: object) -> g.Target:
-        return g.Target(
-            expr=expr,
-            legendFormat=legend,
-            refId=ref,
-            datasource=DATASOURCE,
-            intervalFactor=1,
-            **kwargs,
-        )
-
-    def targets(self, *pairs: tuple[str, str]) -> list[g.Target]:
-        return [
-            self.target(expr, legend, ref)
-            for (expr, legend), ref in zip(pairs, "ABCDEFGH", strict=False)
-        ]
-
-    def runbook_links(self, key: str) -> list[g.DashboardLink]:
-        base = self.spec.links.runbook_base_url.rstrip("/")
-        return [
-            g.DashboardLink(
-                type="link",
-                title=f"Runbook: {name}",
-                uri=f"{base}/{name}.md",
-                icon="doc",
-                tooltip=f"What to do when {name} fires",
-                targetBlank=True,
-                keepTime=False,
-            )
-            for name in self.alerts_by_panel.get(key, [])
-        ]
-
-    def panel_id(self, key: str | None) -> int:
-        return PANEL_IDS[key] if key is not None else next(self.layout.ids)
-
-    # Panel kinds.
-
-    def stat(
-        self,
-        key: str,
-        title: str,
-        description: str,
-        targets: list[g.Target],
-        unit: str,
-        steps: list[tuple[str, float | None]],
-        overrides: list[dict] | None = None,
-        w: int = 5,
-    ) -> g.Stat:
-        return g.Stat(
-            id=self.panel_id(key),
-            title=title,
-            description=description,
-            targets=targets,
-            dataSource=DATASOURCE,
-            gridPos=self.layout.place(w, 5),
-            format=unit,
-            thresholds=_g_thresholds(steps),
-            color={"mode": "thresholds"},
-            reduceCalc="lastNotNull",
-            graphMode="area",
-            noValue="no data",
-            textMode="value_and_name" if len(targets) > 1 else "value",
-            overrides=overrides or [],
-            links=self.runbook_links(key),
-            maxDataPoints=None,
-        )
-
-    def series(
-        self,
-        key: str | None,
-        title: str,
-        description: str,
-        targets: list[g.Target],
-        unit: str,
-        steps: list[tuple[str, float | None]] | None = None,
-        overrides: list[dict] | None = None,
-        w: int = 8,
-        **kwargs: object,
-    ) -> g.TimeSeries:
-        return g.TimeSeries(
-            id=self.panel_id(key),
-            title=title,
-            description=description,
-            targets=targets,
-            dataSource=DATASOURCE,
-            gridPos=self.layout.place(w, 8),
-            unit=unit,
-            thresholds=_g_thresholds(steps or _neutral()),
-            thresholdsStyleMode="dashed" if steps and len(steps) > 1 else "off",
-            legendDisplayMode="list",
-            tooltipMode="multi",
-            tooltipSort="desc",
-            overrides=overrides or [],
-            links=self.runbook_links(key) if key else [],
-            maxDataPoints=None,
-            **kwargs,
-        )
-
+class _Builder(PanelBuilder):
     # Sections.
 
     def golden_signals(self) -> list[g.Panel]:
@@ -246,7 +60,7 @@ class _Builder:
                 ),
                 [self.target(f"job:trainsignals_step_duration_seconds:p95_5m{r}", "p95")],
                 "s",
-                _red_above(o.step_time_max_seconds),
+                red_above(o.step_time_max_seconds),
             ),
             self.stat(
                 "throughput",
@@ -254,7 +68,7 @@ class _Builder:
                 f"{what} over 5m; red below the floor of {floor:.4g} (ThroughputBelowFloor).",
                 [self.target(f"{series}{r}", what)],
                 "short",
-                _red_below(floor),
+                red_below(floor),
             ),
             self.stat(
                 "errors",
@@ -269,18 +83,18 @@ class _Builder:
                 "short",
                 [(GREEN, None)],
                 overrides=[
-                    _by_name(
+                    by_name(
                         nonfinite,
                         {
                             "id": "thresholds",
-                            "value": _json_thresholds(_red_above_count(o.nonfinite_losses_max)),
+                            "value": json_thresholds(red_above_count(o.nonfinite_losses_max)),
                         },
                     ),
-                    _by_name(
+                    by_name(
                         dropped,
                         {
                             "id": "thresholds",
-                            "value": _json_thresholds(_red_above(o.dropped_batches_max_ratio)),
+                            "value": json_thresholds(red_above(o.dropped_batches_max_ratio)),
                         },
                     ),
                 ],
@@ -296,13 +110,13 @@ class _Builder:
                     (f"max(gpu:trainsignals_gpu_memory_used:ratio{r})", memory),
                 ),
                 "percentunit",
-                _neutral(),
+                neutral(),
                 overrides=[
-                    _by_name(
+                    by_name(
                         memory,
                         {
                             "id": "thresholds",
-                            "value": _json_thresholds(_red_above(o.gpu_memory_max_ratio)),
+                            "value": json_thresholds(red_above(o.gpu_memory_max_ratio)),
                         },
                     )
                 ],
@@ -315,7 +129,7 @@ class _Builder:
                 f"{self.ctx.range(o.mfu_window)}).",
                 [self.target(f"job:trainsignals_mfu:ratio_rate5m{r}", "MFU")],
                 "percentunit",
-                _red_below(o.mfu_min_ratio),
+                red_below(o.mfu_min_ratio),
                 w=3,
             ),
         ]
@@ -338,7 +152,7 @@ class _Builder:
                     (f"job:trainsignals_step_duration_seconds:p95_5m{r}", "p95"),
                 ),
                 "s",
-                _red_above(o.step_time_max_seconds),
+                red_above(o.step_time_max_seconds),
             ),
             self.series(
                 "throughput_series",
@@ -351,7 +165,7 @@ class _Builder:
                     (while_stepping(ctx, series), f"{what} while stepping (15m)"),
                 ),
                 "short",
-                _red_below(floor),
+                red_below(floor),
             ),
             self.series(
                 "mfu_series",
@@ -366,7 +180,7 @@ class _Builder:
                     ),
                 ),
                 "percentunit",
-                _red_below(o.mfu_min_ratio),
+                red_below(o.mfu_min_ratio),
             ),
             self.series(
                 "loss",
@@ -383,7 +197,7 @@ class _Builder:
                 ),
                 "short",
                 overrides=[
-                    _by_name(marker, {"id": "color", "value": {"mode": "fixed", "fixedColor": RED}})
+                    by_name(marker, {"id": "color", "value": {"mode": "fixed", "fixedColor": RED}})
                 ],
                 showPoints="auto",
                 pointSize=6,
@@ -394,7 +208,7 @@ class _Builder:
                 "Share of wall time ranks spend waiting for data.",
                 self.targets((f"job:trainsignals_data_wait:ratio_rate5m{r}", "data wait")),
                 "percentunit",
-                _red_above(o.data_wait_max_ratio),
+                red_above(o.data_wait_max_ratio),
             ),
             self.series(
                 "dropped_batches",
@@ -403,7 +217,7 @@ class _Builder:
                 f"{ctx.range(o.dropped_batches_window)}).",
                 self.targets((f"job:trainsignals_batches_dropped:ratio_rate5m{r}", "dropped")),
                 "percentunit",
-                _red_above(o.dropped_batches_max_ratio),
+                red_above(o.dropped_batches_max_ratio),
             ),
             self.series(
                 "checkpoint_age",
@@ -411,7 +225,7 @@ class _Builder:
                 "Time since the newest successful checkpoint.",
                 self.targets((f"job:trainsignals_last_checkpoint:age_seconds{r}", "age")),
                 "s",
-                _red_above(ctx.seconds(o.checkpoint_max_age)),
+                red_above(ctx.seconds(o.checkpoint_max_age)),
             ),
             self.series(
                 "step_progress",
@@ -432,7 +246,7 @@ class _Builder:
                     (f"node:trainsignals_targets_up:max{self.r_node}", "{{node}} up"),
                 ),
                 "short",
-                _red_below(spec.shape.gpus),
+                red_below(spec.shape.gpus),
             ),
             self.restarts(),
             *self.slo_budget(),
@@ -453,7 +267,7 @@ class _Builder:
                 (f"job:trainsignals_restarts:changes{window}{r}", f"restarts {window}"),
             ),
             "short",
-            _red_above_count(rec.max_restarts),
+            red_above_count(rec.max_restarts),
         )
 
     def slo_budget(self) -> list[g.Panel]:
@@ -476,153 +290,9 @@ class _Builder:
                     for i, slo in enumerate(self.spec.slos)
                 ],
                 "percentunit",
-                _red_below(0.0),
+                red_below(0.0),
                 w=6,
             )
-        ]
-
-    def gpus(self) -> list[g.Panel]:
-        o, r, spec = self.o, self.r_gpu, self.spec
-        legend = "{{node}}/{{gpu}}"
-        w15 = self.ctx.range(900)
-        errors = [
-            (f"gpu:trainsignals_gpu_ecc_uncorrected:increase10m{r}", f"{legend} ECC uncorrected"),
-            (f"gpu:trainsignals_gpu_xid_critical:seen10m{r}", f"{legend} XID {{{{xid}}}} critical"),
-            (f"gpu:trainsignals_gpu_xid_other:seen10m{r}", f"{legend} XID {{{{xid}}}}"),
-            (f"gpu:trainsignals_gpu_remapped_rows:pending{r}", f"{legend} remapped rows pending"),
-        ]
-        if gpu_source(self.ctx).reports_nvml_errors:
-            errors.append(
-                (f"gpu:trainsignals_gpu_nvml_errors:rate15m{r}", f"{legend} NVML errors/s")
-            )
-        return [
-            self.layout.row("GPUs (per node and GPU)"),
-            self.series(
-                "gpu_utilization",
-                "GPU utilization",
-                "Share of time a kernel was running.",
-                self.targets((f"gpu:trainsignals_gpu_utilization:ratio{r}", legend)),
-                "percentunit",
-                valueMin=0,
-                valueMax=1,
-            ),
-            *gpu_activity_panels(self, r, legend),
-            self.series(
-                "gpu_memory",
-                "GPU memory used",
-                "Device memory used as a share of the total.",
-                self.targets((f"gpu:trainsignals_gpu_memory_used:ratio{r}", legend)),
-                "percentunit",
-                _red_above(o.gpu_memory_max_ratio),
-            ),
-            self.series(
-                None,
-                "GPU memory used (bytes)",
-                "Device memory used.",
-                self.targets((f"gpu:trainsignals_gpu_memory_used:bytes{r}", legend)),
-                "bytes",
-            ),
-            self.series(
-                "gpu_power",
-                "GPU power",
-                "Power draw.",
-                self.targets((f"gpu:trainsignals_gpu_power:watts{r}", legend)),
-                "watt",
-            ),
-            self.series(
-                "gpu_temperature",
-                "GPU temperature",
-                "GPU core temperature.",
-                self.targets((f"gpu:trainsignals_gpu_temperature:celsius{r}", legend)),
-                "celsius",
-                _red_above(o.gpu_temperature_max_celsius),
-            ),
-            self.series(
-                "gpu_throttle",
-                "GPU throttling",
-                f"Share of the last {w15} with thermal or power throttling active.",
-                self.targets(
-                    (
-                        f"avg_over_time(gpu:trainsignals_gpu_thermal_throttle:active{r}[{w15}])",
-                        f"{legend} thermal",
-                    ),
-                    (
-                        f"avg_over_time(gpu:trainsignals_gpu_power_throttle:active{r}[{w15}])",
-                        f"{legend} power",
-                    ),
-                ),
-                "percentunit",
-                _red_above(o.throttle_max_ratio),
-            ),
-            self.series(
-                None,
-                "SM clock",
-                "Streaming-multiprocessor clock; drops when throttled.",
-                self.targets((f"gpu:trainsignals_gpu_sm_clock:hertz{r}", legend)),
-                "hertz",
-            ),
-            self.series(
-                "gpu_errors",
-                "GPU errors",
-                "Uncorrectable ECC errors and XID events in 10m, pending row remaps"
-                + (", NVML errors." if len(errors) > 4 else "."),
-                self.targets(*errors),
-                "short",
-                showPoints="always",
-            ),
-            *nvlink_panel(self, r, legend),
-            self.series(
-                "gpu_count",
-                "GPUs per node",
-                f"GPUs reporting per node (the spec expects {spec.shape.gpus_per_node}) and "
-                "whether the node's GPU exporter answers scrapes.",
-                self.targets(
-                    (f"node:trainsignals_gpus:count{self.r_node}", "{{node}} GPUs"),
-                    (
-                        f"up{self.ctx.raw(job=spec.scrape_jobs.gpu, node=regex('$node'))}",
-                        "{{node}} exporter up",
-                    ),
-                ),
-                "short",
-                _red_below(spec.shape.gpus_per_node),
-            ),
-            *mig_panels(self, r),
-        ]
-
-    def nodes(self) -> list[g.Panel]:
-        o, r = self.o, self.r_node
-        return [
-            self.layout.row("Nodes: checkpoint disk and network"),
-            self.series(
-                "disk",
-                "Checkpoint disk free",
-                "Free share of the file system holding the checkpoint directory.",
-                self.targets(
-                    (f"node:trainsignals_checkpoint_disk_free:ratio{r}", "{{node}} {{path}}")
-                ),
-                "percentunit",
-                _red_below(o.disk_free_min_ratio),
-            ),
-            self.series(
-                None,
-                "Checkpoint disk free (bytes)",
-                "Free bytes; CheckpointDiskFillingUp extrapolates this trend.",
-                self.targets(
-                    (f"node:trainsignals_checkpoint_disk_free:bytes{r}", "{{node}} {{path}}")
-                ),
-                "bytes",
-            ),
-            self.series(
-                "network",
-                "Network",
-                "Bytes per second over all devices but lo.",
-                self.targets(
-                    (f"node:trainsignals_network_receive_bytes:rate5m{r}", "{{node}} receive"),
-                    (f"node:trainsignals_network_transmit_bytes:rate5m{r}", "{{node}} transmit"),
-                ),
-                "Bps",
-            ),
-            *fabric_panels(self, r),
         ]
 
     def firing_alerts(self) -> list[g.Panel]:
@@ -670,22 +340,6 @@ def _throughput(ctx: RuleContext) -> tuple[str, str, float]:
     return "job:trainsignals_steps:rate5m", "steps/s", spec.steps_per_second_floor or 0.0
 
 
-def multi_value_variable(name: str, label: str, query: str, **extra: object) -> g.Template:
-    """A Prometheus query variable with "All" (matching `.*`) selected by default."""
-    return g.Template(
-        name=name,
-        label=label,
-        dataSource=DATASOURCE,
-        query=query,
-        default="$__all",
-        includeAll=True,
-        multi=True,
-        allValue=".*",
-        refresh=g.REFRESH_ON_TIME_RANGE_CHANGE,
-        **extra,
-    )
-
-
 def build_dashboard(
     ctx: RuleContext, alerts: list[AlertRule], spec_hash: str, generator_version: str
 ) -> dict:
@@ -699,7 +353,13 @@ def raw_dashboard(
     """grafanalib's JSON before normalisation (the tests show why the normaliser exists)."""
     spec = ctx.spec
     b = _Builder(ctx, alerts)
-    panels = [*b.golden_signals(), *b.training(), *goodput_panels(b), *b.gpus(), *b.nodes()]
+    panels = [
+        *b.golden_signals(),
+        *b.training(),
+        *goodput_panels(b),
+        *gpu_panels(b),
+        *node_panels(b),
+    ]
     panels += b.firing_alerts()
     gpu_series = f"gpu:trainsignals_gpu_utilization:ratio{ctx.recorded()}"
     node_gpu_series = f"gpu:trainsignals_gpu_utilization:ratio{ctx.recorded(node=regex('$node'))}"
@@ -783,20 +443,3 @@ def raw_dashboard(
         ),
     )
     return grafanalib_json(dashboard)
-
-
-def iter_panels(dashboard: dict) -> Iterator[dict]:
-    """Every panel, rows and the panels nested in (collapsed) rows included."""
-    for panel in dashboard.get("panels", []):
-        yield panel
-        yield from panel.get("panels", [])
-
-
-def panel_queries(dashboard: dict) -> list[tuple[int, str]]:
-    """(panel id, expr) of every query target in the dashboard."""
-    return [
-        (panel["id"], target["expr"])
-        for panel in iter_panels(dashboard)
-        for target in panel.get("targets", [])
-        if target.get("expr")
-    ]

@@ -5,19 +5,13 @@ Series from generator/goodput.py; the range figure averages the 1h ratios over `
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from grafanalib import core as g
 
+from .dashboard_kit import GREEN, RED, PanelBuilder
 from .goodput import badput_name, goodput_name
 
-if TYPE_CHECKING:
-    from .dashboard import _Builder
 
-
-def goodput_panels(b: _Builder) -> list[g.Panel]:
-    from .dashboard import GREEN, RED
-
+def goodput_panels(b: PanelBuilder) -> list[g.Panel]:
     r = b.r
     slo = next((s for s in b.spec.slos if s.sli == "goodput"), None)
     floor = [(GREEN, None)] if slo is None else [(RED, None), (GREEN, slo.objective)]
