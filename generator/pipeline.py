@@ -107,6 +107,9 @@ def generate_all(specs: list[tuple[JobSpec, str]], options: Options = Options())
     from .deploy_files import deploy_files
     from .metrics_doc import metrics_markdown
     from .oncall import oncall_files
+    from .prometheus_config import PATH as PROMETHEUS_CONFIG
+    from .prometheus_config import file_header as prometheus_header
+    from .prometheus_config import prometheus_config
     from .runbooks import render_runbooks
 
     files = generate(specs, options)
@@ -134,4 +137,12 @@ def generate_all(specs: list[tuple[JobSpec, str]], options: Options = Options())
     files["docs/metrics.md"] = metrics_markdown()
     files |= oncall_files(specs, options)  # on-call load of all teams (generator/oncall.py)
     files |= deploy_files(specs, files)  # scrape configs, Kubernetes (generator/deploy_files.py)
+    # Jobs on Kubernetes are scraped through their PodMonitors (deploy/kubernetes/).
+    plain = [spec for spec in job_specs if spec.deploy.kubernetes is None]
+    if plain:
+        shared = [f"{name}.rules.yaml" for name in ("meta", "oncall")]
+        rule_files = [f"{spec.name}.rules.yaml" for spec in plain] + shared
+        files[PROMETHEUS_CONFIG] = dump(
+            prometheus_config(plain, rule_files, settings), prometheus_header(sources)
+        )
     return dict(sorted(files.items()))
