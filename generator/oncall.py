@@ -47,6 +47,12 @@ from .yaml_out import dump
 
 NAME = "oncall"  # file stem, dashboard slug and the `job` label of the on-call alert
 ALERT = "OncallPageLoadHigh"
+MEANING = (
+    "The team's rotation is carrying more pages than a person can handle well. The SRE "
+    'book ("Being On-Call") budgets at most two incidents per 12-hour shift: each '
+    "needs time to fix, write up and follow up. Above that, pages get rushed, "
+    "follow-ups get dropped, and the pager is on its way to being ignored."
+)
 DASHBOARD_UID = "ts-oncall"
 RECORDING_GROUP = "trainsignals-oncall-recording"
 ALERTS_GROUP = "trainsignals-oncall-alerts"
@@ -747,10 +753,7 @@ def runbook(policy: OncallPolicy, links: Links, specs: list[JobSpec], header: st
             "",
             "## What it means",
             "",
-            "The team's rotation is carrying more pages than a person can handle well. The SRE "
-            'book ("Being On-Call") budgets at most two incidents per 12-hour shift: each '
-            "needs time to fix, write up and follow up. Above that, pages get rushed, "
-            "follow-ups get dropped, and the pager is on its way to being ignored.",
+            MEANING,
             "",
             "A page is one firing episode of one training job's alert (Alertmanager's "
             "notification group: team, severity, training_job, alertname). An alert firing for "

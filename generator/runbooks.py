@@ -105,6 +105,24 @@ def _header(sources: list[str]) -> str:
     )
 
 
+def pipeline_alerts() -> list[dict[str, str]]:
+    """The meta-monitoring and on-call alerts, for the index (their runbooks are written by
+    generator/meta_files.py and generator/oncall.py)."""
+    from .meta import DEFAULT_SEVERITIES
+    from .meta_files import RUNBOOKS
+    from .oncall import ALERT, MEANING
+
+    rows = [
+        {
+            "name": book.name,
+            "severity": DEFAULT_SEVERITIES.get(book.name, "none (heartbeat)"),
+            "meaning": book.meaning,
+        }
+        for book in RUNBOOKS
+    ]
+    return [*rows, {"name": ALERT, "severity": "ticket", "meaning": MEANING}]
+
+
 def render_runbooks(
     ctxs_and_alerts: list[tuple[RuleContext, list[AlertRule]]],
     sources: Mapping[str, str] | None = None,
@@ -136,6 +154,6 @@ def render_runbooks(
         )
     jobs = [{"name": name, "source": source} for name, source in source_of.items()]
     files["runbooks/README.md"] = env.get_template("runbook_index.md.j2").render(
-        header=header, alerts=ALERTS, jobs=jobs
+        header=header, alerts=ALERTS, jobs=jobs, pipeline=pipeline_alerts()
     )
     return dict(sorted(files.items()))

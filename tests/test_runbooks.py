@@ -57,6 +57,16 @@ def test_one_runbook_per_alert_plus_index(files: dict[str, str]) -> None:
     assert list(files) == sorted(files)
 
 
+def test_the_index_links_every_committed_runbook_and_nothing_else() -> None:
+    """The job alerts' runbooks and the pipeline's own (meta-monitoring, on-call) are all
+    reachable from runbooks/README.md, and every link there has a runbook."""
+    folder = JOBS.parent / "runbooks"
+    index = (folder / "README.md").read_text(encoding="utf-8")
+    linked = set(re.findall(r"\]\((\w+\.md)\)", index))
+    committed = {p.name for p in folder.glob("*.md")} - {"README.md"}
+    assert linked == committed
+
+
 def test_every_template_is_used_and_exists() -> None:
     names = {p.name for p in TEMPLATES.glob("runbook_*.md.j2")}
     per_alert = {f"runbook_{a.name}.md.j2" for a in ALERTS}
