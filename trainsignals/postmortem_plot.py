@@ -105,9 +105,7 @@ def plot(
         plt.close(fig)
 
 
-def firing_bands(
-    events: Sequence[object], end: float
-) -> list[tuple[float, float]]:
+def firing_bands(events: Sequence[object], end: float) -> list[tuple[float, float]]:
     """(first firing, resolved or `end`) of each alert event that fired."""
     bands = []
     for e in events:
