@@ -27,6 +27,7 @@ from .gpu_sources import (
     NVLINK_ERRORS,
     GpuSource,
     RawSeries,
+    either_positive,
     test_uuid,
 )
 from .promql import Op
@@ -173,8 +174,8 @@ class DcgmExporter(GpuSource):
                 f"max by (node, gpu, xid) "
                 f"(max_over_time(({xid} > 0 unless ({critical}))[{w10}:{step}]))"
             ),
-            "gpu:trainsignals_gpu_remapped_rows:pending": (
-                f"{gpu('DEV_ROW_REMAP_PENDING')} or {gpu('DEV_ROW_REMAP_FAILURE')}"
+            "gpu:trainsignals_gpu_remapped_rows:pending": either_positive(
+                gpu("DEV_ROW_REMAP_PENDING"), gpu("DEV_ROW_REMAP_FAILURE")
             ),
             NVLINK_ERRORS: self._nvlink_errors(),
         }
@@ -247,7 +248,8 @@ class DcgmExporter(GpuSource):
         name, factor = {
             "utilization": ("DCGM_FI_DEV_GPU_UTIL", 100.0),
             "temperature": ("DCGM_FI_DEV_GPU_TEMP", 1.0),
-            "remapped_rows_pending": ("DCGM_FI_DEV_ROW_REMAP_FAILURE", 1.0),
+            "remapped_rows_pending": ("DCGM_FI_DEV_ROW_REMAP_PENDING", 1.0),
+            "remapped_rows_failed": ("DCGM_FI_DEV_ROW_REMAP_FAILURE", 1.0),
             "ecc_uncorrected": ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", 1.0),
         }[signal]
         return [RawSeries(name, labels, scaled(factor))]

@@ -123,6 +123,7 @@ GPU_HEALTHY = {
     "power_throttle": 0,
     "ecc_uncorrected": 0,
     "remapped_rows_pending": 0,
+    "remapped_rows_failed": 0,
     "nvml_errors": 0,
 }
 

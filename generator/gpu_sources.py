@@ -34,6 +34,16 @@ class RawSeries:
         return self.name + matchers(self.labels)
 
 
+def either_positive(a: str, b: str) -> str:
+    """Per GPU: `a` where it is positive, else `b` where that is, else `a` (or `b`) as is.
+
+    `a or b` would not do: two series of the same GPU carry the same labels once aggregated
+    by (node, gpu), so `or` keeps `a` (pending rows: 0) and drops `b` (a failed remap: 1).
+    The fleet replay found the six silent-data-corruption GPUs missing for that reason.
+    """
+    return f"({a} > 0) or ({b} > 0) or {a} or {b}"
+
+
 def test_uuid(node: str, gpu: int) -> str:
     """The UUID a GPU carries in the generated tests."""
     return f"GPU-{node}-{gpu}"
@@ -138,8 +148,8 @@ class OwnExporter(GpuSource):
             "gpu:trainsignals_gpu_xid_other:seen10m": with_xid_action(
                 self._xid_seen(m("xid_errors_total", xid=not_regex(critical)), w10)
             ),
-            "gpu:trainsignals_gpu_remapped_rows:pending": self.by_gpu(
-                f"{m('remapped_rows_pending')} or {m('remapped_rows_failed')}"
+            "gpu:trainsignals_gpu_remapped_rows:pending": either_positive(
+                self.by_gpu(m("remapped_rows_pending")), self.by_gpu(m("remapped_rows_failed"))
             ),
             "gpu:trainsignals_gpu_nvml_errors:rate15m": (
                 f"sum by (node, gpu) (rate(trainsignals_gpu_exporter_nvml_errors_total"
@@ -171,6 +181,7 @@ class OwnExporter(GpuSource):
             "memory_used_ratio": None,
             "temperature": "trainsignals_gpu_temperature_celsius",
             "remapped_rows_pending": "trainsignals_gpu_remapped_rows_pending",
+            "remapped_rows_failed": "trainsignals_gpu_remapped_rows_failed",
             "ecc_uncorrected": "trainsignals_gpu_ecc_errors_total",
             "nvml_errors": "trainsignals_gpu_exporter_nvml_errors_total",
         }

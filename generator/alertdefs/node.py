@@ -196,7 +196,16 @@ def gpu_remapped_rows_pending(ctx: RuleContext) -> Rule:
         faults=[
             FaultCase(
                 "", 12, labels=GPU_ID, gpu_overrides={"remapped_rows_pending": after(onset, 1, 0)}
-            )
+            ),
+            # A failed remap with nothing pending: the exporter serves both series, and an
+            # `or` of the two once dropped the failure (the fleet replay's six SDC GPUs).
+            FaultCase(
+                "",
+                12,
+                labels=GPU_ID,
+                gpu_overrides={"remapped_rows_failed": after(onset, 1, 0)},
+                what="on a failed remap",
+            ),
         ],
     )
 
