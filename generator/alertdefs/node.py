@@ -4,6 +4,7 @@ itself: reachability.py)."""
 from __future__ import annotations
 
 from ..alert_model import AlertGroup, Rule
+from ..durations import format_duration
 from ..faults import FAULT_ONSET, GPU_HEALTHY, FaultCase, after
 from ..gpu_sources import gpu_source
 from ..promql import RuleContext
@@ -14,6 +15,7 @@ GPU_NODE = ("node", "gpu")
 GPU_ID = (*GPU_NODE, "uuid")  # what a per-GPU ticket names: node, index and UUID
 # Application-fault XIDs, one of which the GpuXidError test injects.
 APPLICATION_XIDS = (13, 31, 43, 45)
+REMAP_SEEN_WITHIN = 900  # a remap state seen this recently still tickets (see below)
 
 
 def named_gpu(ctx: RuleContext, expr: str) -> str:
@@ -171,6 +173,13 @@ def gpu_xid_error(ctx: RuleContext) -> Rule:
     )
 
 
+def _failed_then_drained(minute: int) -> float | None:
+    """A failed remap shown for 2 minutes, then the GPU's series ends (drained)."""
+    if minute < onset:
+        return 0
+    return 1 if minute < onset + 2 else None
+
+
 @GROUP.alert(
     "GpuRemappedRowsPending",
     signal="infrastructure",
@@ -181,18 +190,22 @@ def gpu_xid_error(ctx: RuleContext) -> Rule:
 )
 def gpu_remapped_rows_pending(ctx: RuleContext) -> Rule:
     return Rule(
+        # Seen in the last 15m, not only now: the GPU's state does not flap, but a self-healing
+        # job's restart drains the GPU within minutes and its series go with it, and the GPU
+        # still needs repair (the fleet replay's silent-data-corruption GPUs, 1-3 min each).
         expr=named_gpu(
             ctx,
-            f"gpu:trainsignals_gpu_remapped_rows:pending{ctx.recorded()} > 0",
+            f"max_over_time(gpu:trainsignals_gpu_remapped_rows:pending{ctx.recorded()}"
+            f"[{ctx.range(REMAP_SEEN_WITHIN)}]) > 0",
         ),
-        for_seconds=600,
+        for_seconds=60,
         summary="{{ $labels.training_job }}: row remapping pending on {{ $labels.node }} GPU "
         "{{ $labels.gpu }}",
         description="GPU {{ $labels.gpu }} on {{ $labels.node }} has a pending or failed memory "
         "row remapping; it needs a reset at the next restart.",
         panel="gpu_errors",
         threshold="pending",
-        window="instant",
+        window=format_duration(REMAP_SEEN_WITHIN),
         faults=[
             FaultCase(
                 "", 12, labels=GPU_ID, gpu_overrides={"remapped_rows_pending": after(onset, 1, 0)}
@@ -205,6 +218,14 @@ def gpu_remapped_rows_pending(ctx: RuleContext) -> Rule:
                 labels=GPU_ID,
                 gpu_overrides={"remapped_rows_failed": after(onset, 1, 0)},
                 what="on a failed remap",
+            ),
+            # ...seen for 2 minutes, then the restart drains the GPU and its series ends.
+            FaultCase(
+                "",
+                5,
+                labels=GPU_ID,
+                gpu_overrides={"remapped_rows_failed": _failed_then_drained},
+                what="on a failed remap drained 2m later",
             ),
         ],
     )
