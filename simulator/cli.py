@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from pathlib import Path
 
 import click
@@ -133,13 +134,17 @@ def simulate(
         f"running {format_duration(run_for) if run_for else 'until Ctrl-C'} simulated "
         f"at x{time_scale:g}"
     )
-    stop = threading.Event()
+    # Signals only flip a flag: a handler calling Event.set() (or a KeyboardInterrupt raised
+    # inside Event.wait()) can deadlock on the lock the main thread holds there, which once
+    # left a simulator running after Ctrl-C and its parent's SIGTERM.
+    stopping: list[int] = []
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        signal.signal(signal.SIGTERM, lambda signum, _frame: stopping.append(signum))
+        signal.signal(signal.SIGINT, lambda signum, _frame: stopping.append(signum))
     try:
-        while not stop.is_set() and not sim.finished.is_set():
-            stop.wait(0.5)
-    except KeyboardInterrupt:
+        while not stopping and not sim.finished.is_set():
+            time.sleep(0.2)
+    except KeyboardInterrupt:  # SIGINT before the handler was installed
         pass
     finally:
         sim.stop()

@@ -7,7 +7,7 @@ import re
 import signal
 import socket
 import sys
-import threading
+import time
 from types import FrameType
 
 import click
@@ -263,13 +263,17 @@ def main(
     scheme = "https" if tls_cert else "http"
     log.info("serving %s://%s:%d/metrics", scheme, listen_address, server.port)
 
-    stop = threading.Event()
+    # The handler only flips a flag: Event.set() takes a lock the interrupted main thread
+    # may hold inside Event.wait(), and Ctrl-C on a process group followed by the parent's
+    # SIGTERM deadlocked the exporter that way (a killed test run left it behind).
+    stopping: list[int] = []
 
-    def _on_signal(_signum: int, _frame: FrameType | None) -> None:
-        stop.set()
+    def _on_signal(signum: int, _frame: FrameType | None) -> None:
+        stopping.append(signum)
 
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
-    stop.wait()
+    while not stopping:
+        time.sleep(0.2)
     server.shutdown()
     exporter.close()
