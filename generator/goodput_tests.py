@@ -12,20 +12,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
+from trainsignals.exporters.training.timeaccount import ACTIVITIES
+
 from .goodput import CATEGORIES, badput_name, goodput_name
 from .gpu_sources import RawSeries
 from .promql import RuleContext, matchers
 from .series_notation import encode
 
-ACTIVITIES = (
-    "startup",
-    "train",
-    "data_wait",
-    "checkpoint_save",
-    "checkpoint_restore",
-    "eval",
-    "other",
-)
 PHASE_ACTIVITY = {"startup": "startup", "eval": "eval", "checkpoint": "checkpoint_save"}
 DATA_WAIT = 3.0  # seconds of each training minute spent waiting for data
 STEPS_PER_MINUTE = 10
