@@ -16,7 +16,12 @@ one page.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .promql import RuleContext
+
+if TYPE_CHECKING:  # dashboard_kit imports the alerts, which import this module
+    from .dashboard_kit import PanelBuilder
 
 IB_ACTIVE = 4  # node_infiniband_state_id: 1 down, 2 init, 3 armed, 4 active, 5 act defer
 PORT_HISTORY = 6 * 3600  # a port counts as the job's if it was active this recently
@@ -52,7 +57,7 @@ def fabric_recordings(ctx: RuleContext) -> dict[str, str]:
     }
 
 
-def fabric_panels(builder, r: str) -> list:
+def fabric_panels(builder: PanelBuilder, r: str) -> list:
     """Per node: ports down, link-downs in the last hour, error counters per second."""
     if not fabric_enabled(builder.ctx):
         return []

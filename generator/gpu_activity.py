@@ -11,11 +11,13 @@ from typing import TYPE_CHECKING
 
 from .gpu_sources import gpu_source
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # dashboard_kit imports the alerts, which import this module
     import grafanalib.core as g
 
+    from .dashboard_kit import PanelBuilder
 
-def gpu_activity_panels(builder, r: str, legend: str) -> list[g.Panel]:
+
+def gpu_activity_panels(builder: PanelBuilder, r: str, legend: str) -> list[g.Panel]:
     """The activity panel; only the series this job's GPU source records."""
     recorded = gpu_source(builder.ctx).recordings()
     wanted = (

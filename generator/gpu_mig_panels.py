@@ -11,13 +11,15 @@ from typing import TYPE_CHECKING
 
 from .gpu_sources import MIG_BUSY, MIG_MEMORY, MIG_TENSOR, NVLINK_ERRORS
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # dashboard_kit imports the alerts, which import this module
     import grafanalib.core as g
+
+    from .dashboard_kit import PanelBuilder
 
 MIG_LEGEND = "{{node}}/{{gpu}} {{GPU_I_PROFILE}}#{{GPU_I_ID}}"
 
 
-def mig_panels(builder, r: str) -> list[g.Panel]:
+def mig_panels(builder: PanelBuilder, r: str) -> list[g.Panel]:
     """Memory used and activity per MIG GPU instance."""
     return [
         builder.series(
@@ -47,7 +49,7 @@ def mig_panels(builder, r: str) -> list[g.Panel]:
     ]
 
 
-def nvlink_panel(builder, r: str, legend: str) -> list[g.Panel]:
+def nvlink_panel(builder: PanelBuilder, r: str, legend: str) -> list[g.Panel]:
     """NVLink errors per second per GPU, all links and error types together."""
     return [
         builder.series(
