@@ -105,7 +105,9 @@ def generate_all(specs: list[tuple[JobSpec, str]], options: Options = Options())
     """Per-job files plus what all jobs share: routing, runbooks and the metric table."""
     from .alertmanager import alertmanager_config
     from .deploy_files import deploy_files
+    from .meta import NAME as META_NAME
     from .metrics_doc import metrics_markdown
+    from .oncall import NAME as ONCALL_NAME
     from .oncall import oncall_files
     from .prometheus_config import PATH as PROMETHEUS_CONFIG
     from .prometheus_config import file_header as prometheus_header
@@ -140,7 +142,7 @@ def generate_all(specs: list[tuple[JobSpec, str]], options: Options = Options())
     # Jobs on Kubernetes are scraped through their PodMonitors (deploy/kubernetes/).
     plain = [spec for spec in job_specs if spec.deploy.kubernetes is None]
     if plain:
-        shared = [f"{name}.rules.yaml" for name in ("meta", "oncall")]
+        shared = [f"{name}.rules.yaml" for name in (META_NAME, ONCALL_NAME)]
         rule_files = [f"{spec.name}.rules.yaml" for spec in plain] + shared
         files[PROMETHEUS_CONFIG] = dump(
             prometheus_config(plain, rule_files, settings), prometheus_header(sources)
