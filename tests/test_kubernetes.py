@@ -16,6 +16,8 @@ import yaml
 from trainsignals.generator.loader import SpecError, load_specs, parse_spec, spec_files
 from trainsignals.generator.pipeline import generate_all
 
+from trainsignals.generator.scrape_config import NODE_EXPORTER_JOB
+
 from .conftest import JOBS, ROOT, require_tool
 from .kube_schemas import problems
 
@@ -52,6 +54,8 @@ def test_example_specs_cover_both_gpu_sources() -> None:
         "PrometheusRule",
     ]
     assert "DaemonSet" not in objects("gpt-70b-pretrain")  # dcgm-exporter is the cluster's
+    # Multi-node: node_exporter's InfiniBand series for the fabric alerts.
+    assert "PodMonitor/node" in objects("gpt-70b-pretrain")
 
 
 @pytest.mark.parametrize("job", K8S_JOBS)
@@ -82,9 +86,14 @@ def test_monitors_attach_job_selector_labels_node_and_release(job: str) -> None:
     for obj in found.values():
         assert obj["metadata"]["labels"]["release"] == k8s.release
         assert obj["metadata"]["namespace"] == k8s.namespace
-    for kind, job_label in (("training", spec.scrape_jobs.training), ("gpu", spec.scrape_jobs.gpu)):
+    kinds = [("training", spec.scrape_jobs.training), ("gpu", spec.scrape_jobs.gpu)]
+    if "PodMonitor/node" in found:
+        kinds.append(("node", NODE_EXPORTER_JOB))
+    for kind, job_label in kinds:
         for endpoint in found[f"PodMonitor/{kind}"]["spec"]["podMetricsEndpoints"]:
-            assert endpoint["honorLabels"] is True
+            # The target's node wins over a pod's host name (dcgm: its host label rewritten).
+            dcgm = kind == "gpu" and spec.gpu_metrics == "dcgm"
+            assert endpoint["honorLabels"] is dcgm
             set_to = {
                 r["targetLabel"]: r.get("replacement", r.get("sourceLabels"))
                 for r in endpoint["relabelings"]
