@@ -83,7 +83,10 @@ def _pod_spec(spec: JobSpec, k8s: Kubernetes, port: int) -> dict:
     if settings.affinity:
         pod["affinity"] = settings.affinity
     if settings.run_as_user:
-        pod["securityContext"] = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+        pod["securityContext"] = {
+            "runAsNonRoot": True,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        }
     return dict(sorted(pod.items()))
 
 

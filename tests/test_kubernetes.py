@@ -15,7 +15,6 @@ import pytest
 import yaml
 from trainsignals.generator.loader import SpecError, load_specs, parse_spec, spec_files
 from trainsignals.generator.pipeline import generate_all
-
 from trainsignals.generator.scrape_config import NODE_EXPORTER_JOB
 
 from .conftest import JOBS, ROOT, require_tool
