@@ -9,9 +9,12 @@ vanishing from service discovery (its alerts can then never fire).
 
 Who acts: the pipeline's owners (generator/monitoring.py, `team`), never the job's team.
 What pages: anything that silently disables paging (failing rules, no Alertmanager, failing
-notifications, a running job's targets gone). What tickets: degraded but still delivering
-(a slow rule group, one Alertmanager of a cluster down). The Watchdog fires always and goes to
-an external dead man's switch that pages when it stops (generator/meta_routing.py).
+page notifications, a running job's targets gone). What tickets: degraded but still delivering
+(a slow rule group, one Alertmanager of a cluster down, an integration that carries only
+tickets failing), and a configuration change that did not take effect (a failed reload, or
+Alertmanager replicas running different configurations): the old configuration still pages.
+The Watchdog fires always and goes to an external dead man's switch that pages when it stops
+(generator/meta_routing.py).
 
 Generated files: `alerts/meta.rules.yaml`, `alerts/meta.test.yaml` (promtool: each alert fires
 on its fault and stays silent on a healthy pipeline) and `runbooks/<Alert>.md`.
@@ -26,6 +29,8 @@ from dataclasses import dataclass, field
 from .durations import format_duration
 from .monitoring import MonitoringSettings
 from .promql import matchers, regex
+from .receivers import Routing
+from .scrape_config import NODE_EXPORTER_JOB
 from .spec import JobSpec
 
 NAME = "meta"  # file stem: alerts/meta.rules.yaml
@@ -74,9 +79,14 @@ DEFAULT_SEVERITIES: dict[str, str] = {
     "PrometheusNotConnectedToAlertmanagers": "page",
     "PrometheusNotificationsFailing": "page",
     "AlertmanagerNotificationsFailing": "page",
+    "AlertmanagerTicketNotificationsFailing": "ticket",
     "AlertmanagerClusterDegraded": "ticket",
+    "PrometheusConfigReloadFailed": "ticket",
+    "AlertmanagerConfigReloadFailed": "ticket",
+    "AlertmanagerConfigInconsistent": "ticket",
     "ScrapeTargetsVanished": "page",
 }
+PLACEHOLDER_INTEGRATION = "webhook"  # a severity without a receiver posts to a local webhook
 
 
 def severity_of(settings: MonitoringSettings, name: str) -> str:
@@ -90,6 +100,30 @@ def _prom(settings: MonitoringSettings) -> str:
 
 def _am(settings: MonitoringSettings) -> str:
     return matchers({"job": settings.alertmanager_job})
+
+
+def _routings(settings: MonitoringSettings, specs: list[JobSpec]) -> list[Routing]:
+    routings = [settings.routing]
+    for spec in specs:
+        routings.append(spec.routing)
+        if spec.recovery.infra_team not in (None, spec.team):
+            routings.append(spec.recovery.infra_routing)
+    return routings
+
+
+def integrations(settings: MonitoringSettings, specs: list[JobSpec]) -> tuple[list[str], list[str]]:
+    """(integrations that carry pages, integrations that carry tickets only), sorted.
+
+    Alertmanager counts failures per `integration` (pagerduty, slack, webhook, email) and
+    nothing finer, so a failing integration is a ticket only when no page receiver uses it.
+    The dead man's switch is left out: when its webhook fails, the switch pages by itself.
+    """
+    used: dict[str, set[str]] = {"page": set(), "ticket": set()}
+    for routing in _routings(settings, specs):
+        for severity, kinds in used.items():
+            receiver = getattr(routing, severity)
+            kinds.add(receiver.kind if receiver else PLACEHOLDER_INTEGRATION)
+    return sorted(used["page"]), sorted(used["ticket"] - used["page"])
 
 
 def vanish_groups(specs: list[JobSpec]) -> list[tuple[tuple[str, ...], str, str, list[str]]]:
@@ -143,6 +177,79 @@ def _vanished_rules(
     return rules
 
 
+def fabric_specs(specs: list[JobSpec]) -> list[JobSpec]:
+    """Multi-node specs: their InfiniBand alerts read node_exporter (generator/fabric.py)."""
+    return [spec for spec in specs if spec.shape.nodes > 1]
+
+
+def _node_exporter_rules(
+    settings: MonitoringSettings, specs: list[JobSpec], severity: str, for_seconds: int
+) -> list[MetaRule]:
+    """node_exporter targets gone while the job's GPU exporters run: the fabric is unwatched."""
+    rules = []
+    for labels, _, gpu, group in vanish_groups(fabric_specs(specs)):
+        by = ", ".join(labels)
+        selector = {
+            name: regex("|".join(sorted({_escape(s.selector_labels[name]) for s in group})))
+            for name in labels
+        }
+        job_labels = " ".join(f"{{{{ $labels.{name} }}}}" for name in labels)
+        present = matchers({**selector, "job": gpu})
+        missing = matchers({**selector, "job": NODE_EXPORTER_JOB})
+        rules.append(
+            MetaRule(
+                alert="ScrapeTargetsVanished",
+                expr=(
+                    f"count by ({by}) (up{present}) unless on ({by}) count by ({by}) (up{missing})"
+                ),
+                for_seconds=for_seconds,
+                severity=severity,
+                job=NODE_EXPORTER_JOB,
+                summary=(
+                    f"{job_labels}: no `{NODE_EXPORTER_JOB}` (node_exporter) targets while "
+                    f"`{gpu}` targets run"
+                ),
+                description=(
+                    f"Service discovery lists none of {job_labels}'s node_exporter targets "
+                    f"(`{NODE_EXPORTER_JOB}`) while its `{gpu}` targets are still scraped: the "
+                    "InfiniBand alerts (IbPortDown, IbPortFlapping, IbPortErrors) read "
+                    "node_exporter and cannot fire."
+                ),
+                dashboard_url=f"{settings.prometheus_url}/service-discovery",
+                extra_labels={"vanished": NODE_EXPORTER_JOB},
+            )
+        )
+    return rules
+
+
+def _notifications_failing(
+    settings: MonitoringSettings, alert: str, kinds: list[str], sev: str, w5: str, what: str
+) -> list[MetaRule]:
+    """Notifications of these integrations keep failing (none: no rule)."""
+    if not kinds:
+        return []
+    am = matchers({"job": settings.alertmanager_job, "integration": regex("|".join(kinds))})
+    return [
+        MetaRule(
+            alert,
+            # Requests fail on every retry while a receiver is down (continuous);
+            # notifications_failed counts once per group interval, after the retries.
+            "sum by (integration) "
+            f"(increase(alertmanager_notification_requests_failed_total{am}[{w5}])) > 0"
+            " or sum by (integration) "
+            f"(increase(alertmanager_notifications_failed_total{am}[{w5}])) > 0",
+            600,  # longer than the window: one failed retry round is not an alert
+            sev,
+            settings.alertmanager_job,
+            "Alertmanager fails to deliver {{ $labels.integration }} notifications",
+            "{{ $labels.integration }} notification requests keep failing "
+            f"({{{{ $value | humanize }}}} in {w5}): the receiver rejects them or cannot be "
+            f"reached. {what} Alertmanager keeps retrying.",
+            f"{settings.alertmanager_url}/#/status",
+        )
+    ]
+
+
 def meta_rules(
     settings: MonitoringSettings, specs: list[JobSpec], scale: Scale = Scale()
 ) -> list[MetaRule]:
@@ -151,6 +258,7 @@ def meta_rules(
     w5 = scale.range(300)
     ui = settings.prometheus_url
     n = settings.alertmanager_replicas
+    page_kinds, ticket_kinds = integrations(settings, specs)
     candidates: list[tuple[str, Callable[[str], list[MetaRule]]]] = [
         (
             "PrometheusRuleFailures",
@@ -226,26 +334,25 @@ def meta_rules(
         ),
         (
             "AlertmanagerNotificationsFailing",
-            lambda sev: [
-                MetaRule(
-                    "AlertmanagerNotificationsFailing",
-                    # Requests fail on every retry while a receiver is down (continuous);
-                    # notifications_failed counts once per group interval, after the retries.
-                    "sum by (integration) "
-                    f"(increase(alertmanager_notification_requests_failed_total{am}[{w5}])) > 0"
-                    " or sum by (integration) "
-                    f"(increase(alertmanager_notifications_failed_total{am}[{w5}])) > 0",
-                    600,  # longer than the window: one failed retry round is not a page
-                    sev,
-                    settings.alertmanager_job,
-                    "Alertmanager fails to deliver {{ $labels.integration }} notifications",
-                    "{{ $labels.integration }} notification requests keep failing "
-                    f"({{{{ $value | humanize }}}} in {w5}): the receiver (pager, chat, ticket "
-                    "webhook) rejects them or cannot be reached. Pages routed through it are "
-                    "not arriving; Alertmanager keeps retrying.",
-                    f"{settings.alertmanager_url}/#/status",
-                )
-            ],
+            lambda sev: _notifications_failing(
+                settings,
+                "AlertmanagerNotificationsFailing",
+                page_kinds,
+                sev,
+                w5,
+                "Pages routed through it are not arriving.",
+            ),
+        ),
+        (
+            "AlertmanagerTicketNotificationsFailing",
+            lambda sev: _notifications_failing(
+                settings,
+                "AlertmanagerTicketNotificationsFailing",
+                ticket_kinds,
+                sev,
+                w5,
+                "Only tickets use it: no page is lost, tickets are late.",
+            ),
         ),
         (
             "AlertmanagerClusterDegraded",
@@ -266,8 +373,66 @@ def meta_rules(
             ],
         ),
         (
+            "PrometheusConfigReloadFailed",
+            lambda sev: [
+                MetaRule(
+                    "PrometheusConfigReloadFailed",
+                    f"max_over_time(prometheus_config_last_reload_successful{prom}[{w5}]) == 0",
+                    600,
+                    sev,
+                    settings.prometheus_job,
+                    "Prometheus {{ $labels.instance }} failed to reload its configuration",
+                    "Prometheus {{ $labels.instance }} has failed every configuration reload "
+                    f"for {w5}: it still runs the previous configuration, so the last applied "
+                    "change (new jobs' rules, scrape configs) has not taken effect.",
+                    f"{ui}/status",
+                )
+            ],
+        ),
+        (
+            "AlertmanagerConfigReloadFailed",
+            lambda sev: [
+                MetaRule(
+                    "AlertmanagerConfigReloadFailed",
+                    f"max_over_time(alertmanager_config_last_reload_successful{am}[{w5}]) == 0",
+                    600,
+                    sev,
+                    settings.alertmanager_job,
+                    "Alertmanager {{ $labels.instance }} failed to reload its configuration",
+                    "Alertmanager {{ $labels.instance }} has failed every configuration reload "
+                    f"for {w5}: it still routes with the previous configuration, so the last "
+                    "routing change (new teams, receivers, inhibitions) has not taken effect.",
+                    f"{settings.alertmanager_url}/#/status",
+                )
+            ],
+        ),
+        (
+            "AlertmanagerConfigInconsistent",
+            lambda sev: (
+                [
+                    MetaRule(
+                        "AlertmanagerConfigInconsistent",
+                        f'count(count_values("config_hash", alertmanager_config_hash{am})) > 1',
+                        1200,  # a rolling apply reloads the replicas a few minutes apart
+                        sev,
+                        settings.alertmanager_job,
+                        "Alertmanager replicas run different configurations",
+                        "The Alertmanagers of the cluster run {{ $value }} different "
+                        "configurations: an alert is routed differently depending on which "
+                        "replica sends it. A change was applied to some replicas only.",
+                        f"{settings.alertmanager_url}/#/status",
+                    )
+                ]
+                if n > 1
+                else []
+            ),
+        ),
+        (
             "ScrapeTargetsVanished",
-            lambda sev: _vanished_rules(settings, specs, sev, 600),
+            lambda sev: (
+                _vanished_rules(settings, specs, sev, 600)
+                + _node_exporter_rules(settings, specs, sev, 600)
+            ),
         ),
     ]
     rules = [
