@@ -251,14 +251,18 @@ def _notifications_failing(
 
 
 def meta_rules(
-    settings: MonitoringSettings, specs: list[JobSpec], scale: Scale = Scale()
+    settings: MonitoringSettings,
+    specs: list[JobSpec],
+    scale: Scale = Scale(),
+    routed: list[JobSpec] | None = None,
 ) -> list[MetaRule]:
-    """Every enabled meta alert rule, Watchdog first."""
+    """Every enabled meta alert rule, Watchdog first. `routed`: the specs whose receivers the
+    Alertmanager holds (default `specs`), which decide the page and ticket integrations."""
     prom, am = _prom(settings), _am(settings)
     w5 = scale.range(300)
     ui = settings.prometheus_url
     n = settings.alertmanager_replicas
-    page_kinds, ticket_kinds = integrations(settings, specs)
+    page_kinds, ticket_kinds = integrations(settings, specs if routed is None else routed)
     candidates: list[tuple[str, Callable[[str], list[MetaRule]]]] = [
         (
             "PrometheusRuleFailures",
@@ -475,7 +479,10 @@ def render_rule(settings: MonitoringSettings, rule: MetaRule, scale: Scale) -> d
 
 
 def rules_document(
-    settings: MonitoringSettings, specs: list[JobSpec], scale: Scale = Scale()
+    settings: MonitoringSettings,
+    specs: list[JobSpec],
+    scale: Scale = Scale(),
+    routed: list[JobSpec] | None = None,
 ) -> dict:
-    rules = [render_rule(settings, r, scale) for r in meta_rules(settings, specs, scale)]
+    rules = [render_rule(settings, r, scale) for r in meta_rules(settings, specs, scale, routed)]
     return {"groups": [{"name": GROUP, "rules": rules}]}

@@ -52,7 +52,9 @@ def _case(name: str, series: list[dict], checks: list[dict]) -> dict:
     return {"name": name, "interval": "1m", "input_series": series, "promql_expr_test": checks}
 
 
-def _tests(settings: MonitoringSettings, specs: list[JobSpec]) -> dict[str, list[dict]]:
+def _tests(
+    settings: MonitoringSettings, specs: list[JobSpec], routed: list[JobSpec]
+) -> dict[str, list[dict]]:
     """{alert name: its test cases}."""
     team = settings.team
     prom = {"instance": PROM_INSTANCE, "job": settings.prometheus_job}
@@ -335,7 +337,7 @@ def _tests(settings: MonitoringSettings, specs: list[JobSpec]) -> dict[str, list
             )
         ],
     }
-    tests |= _notification_tests(settings, specs, labels)
+    tests |= _notification_tests(settings, routed, labels)
     n = settings.alertmanager_replicas
     if n > 1:
         up = [
@@ -561,11 +563,19 @@ def _notification_tests(
     return tests
 
 
-def meta_rule_tests(settings: MonitoringSettings, specs: list[JobSpec], rules_file: str) -> dict:
-    """The promtool test document for the enabled meta alerts (scale 1 only)."""
+def meta_rule_tests(
+    settings: MonitoringSettings,
+    specs: list[JobSpec],
+    rules_file: str,
+    routed: list[JobSpec] | None = None,
+) -> dict:
+    """The promtool test document for the enabled meta alerts (scale 1 only); `routed` as for
+    meta.rules_document."""
     cases = [
         case
-        for name, alert_cases in _tests(settings, specs).items()
+        for name, alert_cases in _tests(
+            settings, specs, specs if routed is None else routed
+        ).items()
         if name == HEARTBEAT or severity_of(settings, name) != "off"
         for case in alert_cases
     ]
