@@ -10,7 +10,14 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 # Ports of the two exporters (exporters/training: 9850 + LOCAL_RANK; exporters/gpu: 9842).
 TRAINING_BASE_PORT = 9850
@@ -67,7 +74,23 @@ class Toleration(_Strict):
         return {k: v for k, v in fields.items() if v is not None}
 
 
-Quantity = Annotated[str, Field(pattern=QUANTITY)]
+def _quantity(value: str) -> str:
+    if not re.match(QUANTITY, value):
+        raise ValueError(f"{value!r} is not a Kubernetes quantity; write e.g. 250m, 256Mi or 1Gi")
+    return value
+
+
+def _object_name(value: str) -> str:
+    if not re.match(DNS_SUBDOMAIN, value):
+        raise ValueError(
+            f"{value!r} is not a Kubernetes object name; use lowercase letters, digits, "
+            "'-' and '.', e.g. nvidia"
+        )
+    return value
+
+
+Quantity = Annotated[str, AfterValidator(_quantity)]
+ObjectName = Annotated[str, AfterValidator(_object_name)]
 ResourceName = Literal["cpu", "memory", "ephemeral-storage"]
 
 
@@ -89,11 +112,9 @@ class GpuExporter(_Strict):
     # RuntimeClass whose handler injects the driver and devices (the GPU operator creates
     # `nvidia`). Where nvidia is not the default runtime, without it NVML finds no library
     # and every GPU reads as lost. None: the cluster's default runtime.
-    runtime_class_name: Annotated[str, Field(pattern=DNS_SUBDOMAIN)] | None = "nvidia"
+    runtime_class_name: ObjectName | None = "nvidia"
     # Evicted last under node pressure: without the exporter, GPU faults go unseen.
-    priority_class_name: Annotated[str, Field(pattern=DNS_SUBDOMAIN)] | None = (
-        "system-node-critical"
-    )
+    priority_class_name: ObjectName | None = "system-node-critical"
     # UID the exporter runs as (non-root); None runs it as root, for nodes whose
     # /dev/nvidia* device files are not readable by other users.
     run_as_user: Annotated[int, Field(ge=0)] | None = NOBODY
