@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import subprocess
 import time
 import urllib.parse
@@ -152,3 +153,15 @@ def test_node_is_the_kubernetes_node_not_the_pods_host_name(
         proc.terminate()
         proc.wait(timeout=10)
         log.close()
+
+
+def test_training_metrics_take_node_name_from_the_downward_api(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pod that sets NODE_NAME (fieldRef spec.nodeName) labels its series with the node
+    even before relabeling; the explicit `node` argument still wins."""
+    monkeypatch.setenv("NODE_NAME", NODE)
+    assert TrainingMetrics().node == NODE
+    assert TrainingMetrics(node="n1").node == "n1"
+    monkeypatch.delenv("NODE_NAME")
+    assert TrainingMetrics().node == socket.gethostname()
