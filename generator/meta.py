@@ -22,54 +22,22 @@ on its fault and stays silent on a healthy pipeline) and `runbooks/<Alert>.md`.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
-from .durations import format_duration
+from .meta_notify import integrations, notifications_failing
+from .meta_rule import MetaRule, Scale
+from .meta_targets import fabric_specs, node_exporter_rules, vanish_groups, vanished_rules
 from .monitoring import MonitoringSettings
-from .promql import matchers, regex
-from .receivers import Routing
-from .scrape_config import NODE_EXPORTER_JOB
+from .promql import matchers
 from .spec import JobSpec
+
+__all__ = ["MetaRule", "Scale", "fabric_specs", "integrations", "meta_rules", "vanish_groups"]
 
 NAME = "meta"  # file stem: alerts/meta.rules.yaml
 GROUP = "trainsignals-meta"
 HEARTBEAT = "Watchdog"
+DEFAULT_SCALE = Scale()
 HEARTBEAT_SEVERITY = "none"  # as in kube-prometheus: nobody acts on it, the switch does
-
-
-@dataclass(frozen=True)
-class Scale:
-    """Windows and `for`s divided by `time_scale` (end-to-end tests only), as RuleContext."""
-
-    time_scale: float = 1.0
-    min_range_seconds: int = 60
-
-    def range(self, seconds: float) -> str:
-        return format_duration(max(seconds / self.time_scale, self.min_range_seconds))
-
-    def duration(self, seconds: float) -> str:
-        return format_duration(max(seconds / self.time_scale, 1))
-
-
-@dataclass(frozen=True)
-class MetaRule:
-    """One alerting rule of the group (ScrapeTargetsVanished has one per scrape-job group)."""
-
-    alert: str
-    expr: str
-    for_seconds: int
-    severity: str
-    job: str  # the `job` label: the component that is broken
-    summary: str
-    description: str
-    dashboard_url: str
-    extra_labels: dict[str, str] = field(default_factory=dict)
-
-
-def _escape(value: str) -> str:
-    return re.escape(value).replace("\\-", "-")
 
 
 # Who must act and how fast: page what silently disables paging, ticket what only degrades it.
@@ -86,7 +54,6 @@ DEFAULT_SEVERITIES: dict[str, str] = {
     "AlertmanagerConfigInconsistent": "ticket",
     "ScrapeTargetsVanished": "page",
 }
-PLACEHOLDER_INTEGRATION = "webhook"  # a severity without a receiver posts to a local webhook
 
 
 def severity_of(settings: MonitoringSettings, name: str) -> str:
@@ -102,158 +69,10 @@ def _am(settings: MonitoringSettings) -> str:
     return matchers({"job": settings.alertmanager_job})
 
 
-def _routings(settings: MonitoringSettings, specs: list[JobSpec]) -> list[Routing]:
-    routings = [settings.routing]
-    for spec in specs:
-        routings.append(spec.routing)
-        if spec.recovery.infra_team not in (None, spec.team):
-            routings.append(spec.recovery.infra_routing)
-    return routings
-
-
-def integrations(settings: MonitoringSettings, specs: list[JobSpec]) -> tuple[list[str], list[str]]:
-    """(integrations that carry pages, integrations that carry tickets only), sorted.
-
-    Alertmanager counts failures per `integration` (pagerduty, slack, webhook, email) and
-    nothing finer, so a failing integration is a ticket only when no page receiver uses it.
-    The dead man's switch is left out: when its webhook fails, the switch pages by itself.
-    """
-    used: dict[str, set[str]] = {"page": set(), "ticket": set()}
-    for routing in _routings(settings, specs):
-        for severity, kinds in used.items():
-            receiver = getattr(routing, severity)
-            kinds.add(receiver.kind if receiver else PLACEHOLDER_INTEGRATION)
-    return sorted(used["page"]), sorted(used["ticket"] - used["page"])
-
-
-def vanish_groups(specs: list[JobSpec]) -> list[tuple[tuple[str, ...], str, str, list[str]]]:
-    """Specs grouped by (selector label names, training scrape job, GPU scrape job).
-
-    One rule per group and direction keeps one alert name per `job` label (the lint's rule).
-    Each item: (label names, training job, gpu job, [selector values of the first label]).
-    """
-    groups: dict[tuple[tuple[str, ...], str, str], list[JobSpec]] = {}
-    for spec in sorted(specs, key=lambda s: s.name):
-        key = (tuple(spec.selector_labels), spec.scrape_jobs.training, spec.scrape_jobs.gpu)
-        groups.setdefault(key, []).append(spec)
-    return [(k[0], k[1], k[2], g) for k, g in sorted(groups.items())]  # type: ignore[misc]
-
-
-def _vanished_rules(
-    settings: MonitoringSettings, specs: list[JobSpec], severity: str, for_seconds: int
-) -> list[MetaRule]:
-    rules = []
-    for labels, training, gpu, group in vanish_groups(specs):
-        by = ", ".join(labels)
-        # Each selector label matches any of the group's jobs (a regex of their values).
-        selector = {
-            name: regex("|".join(sorted({_escape(s.selector_labels[name]) for s in group})))
-            for name in labels
-        }
-        job_labels = " ".join(f"{{{{ $labels.{name} }}}}" for name in labels)
-        for gone, still in ((gpu, training), (training, gpu)):
-            present = matchers({**selector, "job": still})
-            missing = matchers({**selector, "job": gone})
-            rules.append(
-                MetaRule(
-                    alert="ScrapeTargetsVanished",
-                    expr=(
-                        f"count by ({by}) (up{present}) unless on ({by}) "
-                        f"count by ({by}) (up{missing})"
-                    ),
-                    for_seconds=for_seconds,
-                    severity=severity,
-                    job=gone,
-                    summary=f"{job_labels}: no `{gone}` targets while `{still}` targets run",
-                    description=(
-                        f"Service discovery lists none of {job_labels}'s `{gone}` scrape "
-                        f"targets while its `{still}` targets are still scraped: the job runs, "
-                        f"but every alert reading `{gone}` series is blind and cannot fire."
-                    ),
-                    dashboard_url=f"{settings.prometheus_url}/service-discovery",
-                    extra_labels={"vanished": gone},
-                )
-            )
-    return rules
-
-
-def fabric_specs(specs: list[JobSpec]) -> list[JobSpec]:
-    """Multi-node specs: their InfiniBand alerts read node_exporter (generator/fabric.py)."""
-    return [spec for spec in specs if spec.shape.nodes > 1]
-
-
-def _node_exporter_rules(
-    settings: MonitoringSettings, specs: list[JobSpec], severity: str, for_seconds: int
-) -> list[MetaRule]:
-    """node_exporter targets gone while the job's GPU exporters run: the fabric is unwatched."""
-    rules = []
-    for labels, _, gpu, group in vanish_groups(fabric_specs(specs)):
-        by = ", ".join(labels)
-        selector = {
-            name: regex("|".join(sorted({_escape(s.selector_labels[name]) for s in group})))
-            for name in labels
-        }
-        job_labels = " ".join(f"{{{{ $labels.{name} }}}}" for name in labels)
-        present = matchers({**selector, "job": gpu})
-        missing = matchers({**selector, "job": NODE_EXPORTER_JOB})
-        rules.append(
-            MetaRule(
-                alert="ScrapeTargetsVanished",
-                expr=(
-                    f"count by ({by}) (up{present}) unless on ({by}) count by ({by}) (up{missing})"
-                ),
-                for_seconds=for_seconds,
-                severity=severity,
-                job=NODE_EXPORTER_JOB,
-                summary=(
-                    f"{job_labels}: no `{NODE_EXPORTER_JOB}` (node_exporter) targets while "
-                    f"`{gpu}` targets run"
-                ),
-                description=(
-                    f"Service discovery lists none of {job_labels}'s node_exporter targets "
-                    f"(`{NODE_EXPORTER_JOB}`) while its `{gpu}` targets are still scraped: the "
-                    "InfiniBand alerts (IbPortDown, IbPortFlapping, IbPortErrors) read "
-                    "node_exporter and cannot fire."
-                ),
-                dashboard_url=f"{settings.prometheus_url}/service-discovery",
-                extra_labels={"vanished": NODE_EXPORTER_JOB},
-            )
-        )
-    return rules
-
-
-def _notifications_failing(
-    settings: MonitoringSettings, alert: str, kinds: list[str], sev: str, w5: str, what: str
-) -> list[MetaRule]:
-    """Notifications of these integrations keep failing (none: no rule)."""
-    if not kinds:
-        return []
-    am = matchers({"job": settings.alertmanager_job, "integration": regex("|".join(kinds))})
-    return [
-        MetaRule(
-            alert,
-            # Requests fail on every retry while a receiver is down (continuous);
-            # notifications_failed counts once per group interval, after the retries.
-            "sum by (integration) "
-            f"(increase(alertmanager_notification_requests_failed_total{am}[{w5}])) > 0"
-            " or sum by (integration) "
-            f"(increase(alertmanager_notifications_failed_total{am}[{w5}])) > 0",
-            600,  # longer than the window: one failed retry round is not an alert
-            sev,
-            settings.alertmanager_job,
-            "Alertmanager fails to deliver {{ $labels.integration }} notifications",
-            "{{ $labels.integration }} notification requests keep failing "
-            f"({{{{ $value | humanize }}}} in {w5}): the receiver rejects them or cannot be "
-            f"reached. {what} Alertmanager keeps retrying.",
-            f"{settings.alertmanager_url}/#/status",
-        )
-    ]
-
-
 def meta_rules(
     settings: MonitoringSettings,
     specs: list[JobSpec],
-    scale: Scale = Scale(),
+    scale: Scale = DEFAULT_SCALE,
     routed: list[JobSpec] | None = None,
 ) -> list[MetaRule]:
     """Every enabled meta alert rule, Watchdog first. `routed`: the specs whose receivers the
@@ -338,7 +157,7 @@ def meta_rules(
         ),
         (
             "AlertmanagerNotificationsFailing",
-            lambda sev: _notifications_failing(
+            lambda sev: notifications_failing(
                 settings,
                 "AlertmanagerNotificationsFailing",
                 page_kinds,
@@ -349,7 +168,7 @@ def meta_rules(
         ),
         (
             "AlertmanagerTicketNotificationsFailing",
-            lambda sev: _notifications_failing(
+            lambda sev: notifications_failing(
                 settings,
                 "AlertmanagerTicketNotificationsFailing",
                 ticket_kinds,
@@ -434,8 +253,8 @@ def meta_rules(
         (
             "ScrapeTargetsVanished",
             lambda sev: (
-                _vanished_rules(settings, specs, sev, 600)
-                + _node_exporter_rules(settings, specs, sev, 600)
+                vanished_rules(settings, specs, sev, 600)
+                + node_exporter_rules(settings, specs, sev, 600)
             ),
         ),
     ]
@@ -481,7 +300,7 @@ def render_rule(settings: MonitoringSettings, rule: MetaRule, scale: Scale) -> d
 def rules_document(
     settings: MonitoringSettings,
     specs: list[JobSpec],
-    scale: Scale = Scale(),
+    scale: Scale = DEFAULT_SCALE,
     routed: list[JobSpec] | None = None,
 ) -> dict:
     rules = [render_rule(settings, r, scale) for r in meta_rules(settings, specs, scale, routed)]
