@@ -1,8 +1,12 @@
 """The trainsignals-gpu-exporter DaemonSet (gpu_metrics: trainsignals) of deploy/kubernetes/.
 
 Everything a real GPU cluster needs comes from the spec's `deploy.kubernetes.gpu_exporter`
-(generator/deploy.py), with defaults after NVIDIA's dcgm-exporter chart (deployment/
-templates/daemonset.yaml, values.yaml) where they apply:
+(generator/deploy.py), with defaults after NVIDIA's own DaemonSets where they apply: the
+dcgm-exporter chart (deployment/templates/daemonset.yaml, values.yaml) and the GPU operator's
+(assets/state-dcgm-exporter/0800_daemonset.yaml: system-node-critical, NODE_NAME from
+spec.nodeName, no service account token; controllers/object_controls.go setRuntimeClassName
+gives its operands the `nvidia` RuntimeClass). Both run dcgm-exporter as root (privileged, or
+SYS_ADMIN for the profiling fields); NVML alone needs neither:
 - `runtimeClassName` (nvidia): the NVIDIA runtime injects libnvidia-ml and the device files;
   where it is not the node's default runtime, NVML does not start and every GPU reads as lost;
 - `priorityClassName` (system-node-critical, as dcgm-exporter's chart);
