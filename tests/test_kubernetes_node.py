@@ -6,7 +6,8 @@ kubernetes_sd job whose targets carry `__meta_kubernetes_pod_node_name`; here st
 carry the same meta label (and the operator's namespace/pod/container target labels), and the
 endpoint's honorLabels, relabelings and metricRelabelings are copied as they are. The
 training rank reports gethostname() (its pod's name) as `node`; dcgm-exporter, without
-NODE_NAME, reports its pod's name as `Hostname`.
+NODE_NAME, reports its pod's name as `Hostname`. The node_exporter PodMonitor of a multi-node
+job keeps only the InfiniBand series, labelled for the fabric rules.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ import json
 import re
 import socket
 import subprocess
+import threading
 import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -35,6 +38,23 @@ NODE = "gpu-node-17"  # the Kubernetes node both pods run on
 RANK_POD = "llama-8b-finetune-worker-0"  # gethostname() in the training pod
 DCGM_POD = "nvidia-dcgm-exporter-x7k2p"  # dcgm-exporter's Hostname without NODE_NAME
 WORKLOAD = {"container": "trainer", "namespace": "fm-training", "pod": "gpt-70b-worker-3"}
+# A node_exporter page: an InfiniBand port (the fabric alerts' input) and a CPU counter.
+NODE_EXPORTER_PAGE = b"""# TYPE node_infiniband_state_id gauge
+node_infiniband_state_id{device="mlx5_0",port="1"} 4
+# TYPE node_cpu_seconds_total counter
+node_cpu_seconds_total{cpu="0",mode="idle"} 12345.6
+"""
+
+
+class _NodeExporter(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.end_headers()
+        self.wfile.write(NODE_EXPORTER_PAGE)
+
+    def log_message(self, *args: object) -> None:
+        pass
 
 
 def _monitor(job: str, suffix: str) -> dict:
@@ -76,23 +96,34 @@ def _query(port: int, expr: str) -> list[dict]:
 
 
 @pytest.fixture
-def exporters() -> Iterator[tuple[str, str]]:
-    """(training rank address, dcgm-exporter address); both report pod names as hosts."""
+def exporters() -> Iterator[tuple[str, str, str]]:
+    """(training rank, dcgm-exporter, node_exporter addresses); the first two report pod
+    names as hosts."""
     rank = TrainingMetrics(node=RANK_POD, labels={"training_job": "llama-8b-finetune"})
     port = rank.start_http_server(port=0, addr="127.0.0.1")
     rank.set_global_step(10)
+    node_exporter = ThreadingHTTPServer(("127.0.0.1", 0), _NodeExporter)
+    threading.Thread(target=node_exporter.serve_forever, daemon=True).start()
     with DcgmPages({DCGM_POD: "Hostname"}) as pages:
         pages.set(DCGM_POD, [Gpu(0, pod=WORKLOAD), Gpu(1)])
-        yield f"127.0.0.1:{port}", pages.address
+        yield (
+            f"127.0.0.1:{port}",
+            pages.address,
+            f"127.0.0.1:{node_exporter.server_address[1]}",
+        )
+    node_exporter.shutdown()
+    node_exporter.server_close()
     rank.stop_http_server()
 
 
 def test_node_is_the_kubernetes_node_not_the_pods_host_name(
-    exporters: tuple[str, str], tmp_path: Path
+    exporters: tuple[str, str, str], tmp_path: Path
 ) -> None:
-    rank_address, dcgm_address = exporters
+    rank_address, dcgm_address, node_address = exporters
     training = _monitor("llama-8b-finetune", "training")["spec"]["podMetricsEndpoints"][0]
     dcgm = _monitor("gpt-70b-pretrain", "gpu")["spec"]["podMetricsEndpoints"][0]
+    fabric = _monitor("gpt-70b-pretrain", "node")["spec"]["podMetricsEndpoints"][0]
+    node_labels = {"namespace": "fm-monitoring", "pod": "node-exporter-q8f2d", "container": "x"}
     operator_labels = {"namespace": "applied-ml", "pod": RANK_POD, "container": "trainer"}
     dcgm_labels = {"namespace": "gpu-operator", "pod": DCGM_POD, "container": "exporter"}
     config = {
@@ -100,6 +131,7 @@ def test_node_is_the_kubernetes_node_not_the_pods_host_name(
         "scrape_configs": [
             _scrape_config("training", training, rank_address, "/metrics", operator_labels),
             _scrape_config("dcgm", dcgm, dcgm_address, f"/{DCGM_POD}", dcgm_labels),
+            _scrape_config("node", fabric, node_address, "/metrics", node_labels),
         ],
     }
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
@@ -121,7 +153,8 @@ def test_node_is_the_kubernetes_node_not_the_pods_host_name(
             try:
                 steps = _query(port, "trainsignals_global_step")
                 temps = _query(port, "DCGM_FI_DEV_GPU_TEMP")
-                if steps and len(temps) == 2:
+                ports = _query(port, "node_infiniband_state_id")
+                if steps and len(temps) == 2 and ports:
                     break
             except OSError:
                 pass
@@ -149,6 +182,16 @@ def test_node_is_the_kubernetes_node_not_the_pods_host_name(
         (busy,) = _query(port, 'DCGM_FI_DEV_GPU_TEMP{gpu="0"}')
         assert {k: busy["metric"][k] for k in WORKLOAD} == WORKLOAD
         assert busy["metric"]["node"] == NODE
+
+        # node_exporter of a multi-node job: only the InfiniBand series, labelled like the
+        # plain scrape config's node_exporter job (what the fabric rules and
+        # ScrapeTargetsVanished select); `up` stays.
+        (ib,) = _query(port, "node_infiniband_state_id")
+        wanted = {"job": "node", "node": NODE, "training_job": "gpt-70b-pretrain"}
+        assert {k: ib["metric"].get(k) for k in wanted} == wanted
+        assert _query(port, "node_cpu_seconds_total") == []
+        (up,) = _query(port, 'up{job="node"}')
+        assert up["metric"]["training_job"] == "gpt-70b-pretrain"
     finally:
         proc.terminate()
         proc.wait(timeout=10)
