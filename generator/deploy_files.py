@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from trainsignals import __version__
 
+from .monitoring import DEFAULT_SETTINGS, MonitoringSettings
 from .pipeline import GENERATED_MARK, header
 from .scrape_config import scrape_config_document, targets_dir
 from .spec import JobSpec
@@ -19,8 +20,13 @@ def _scrape_comment(spec: JobSpec) -> str:
     )
 
 
-def deploy_files(specs: list[tuple[JobSpec, str]], generated: dict[str, str]) -> dict[str, str]:
-    """`generated` holds the jobs' rules and dashboards, which the Kubernetes objects wrap."""
+def deploy_files(
+    specs: list[tuple[JobSpec, str]],
+    generated: dict[str, str],
+    settings: MonitoringSettings = DEFAULT_SETTINGS,
+) -> dict[str, str]:
+    """`generated` holds the jobs' rules and dashboards, which the Kubernetes objects wrap;
+    `settings` the monitoring settings the meta rules on Kubernetes start from."""
     from .kubernetes import kubernetes_files
     from .kubernetes_monitoring import monitoring_files
 
@@ -38,5 +44,5 @@ def deploy_files(specs: list[tuple[JobSpec, str]], generated: dict[str, str]) ->
         "# Do not edit: change the specs (deploy.kubernetes) or generator/monitoring.py and "
         "regenerate.\n"
     )
-    files |= monitoring_files([spec for spec, _ in specs], generated, meta_header)
+    files |= monitoring_files([spec for spec, _ in specs], generated, meta_header, settings)
     return files

@@ -5,15 +5,24 @@ One multi-document file per spec with a `deploy.kubernetes` section:
   each alert (the operator's AlertmanagerConfig routes only alerts of its own namespace);
 - PodMonitor for the training pods: one endpoint per local rank (training_base_port + r);
 - PodMonitor for the GPU exporters, plus a DaemonSet of trainsignals-gpu-exporter on the job's
-  nodes (gpu_metrics: dcgm instead selects the cluster's dcgm-exporter pods on those nodes);
+  nodes (generator/kubernetes_daemonset.py; gpu_metrics: dcgm instead selects the cluster's
+  dcgm-exporter pods on those nodes);
+- multi-node jobs: PodMonitor for the release's node_exporter pods on the job's nodes, keeping
+  only the InfiniBand series the fabric alerts read (the release scrapes the rest already);
 - ConfigMap with the dashboard, labelled for the Grafana sidecar (`grafana_dashboard: "1"`);
 - AlertmanagerConfig (v1alpha1): generator/kubernetes_alertmanager.py.
 
-Both PodMonitors attach what the rules select on, as the plain scrape config does: `job` of
-the spec's scrape_jobs, the selector labels, and `node` (the pod's node), with honorLabels.
-PodMonitors rather than ServiceMonitors: neither the ranks nor the exporters need a Service.
-Every object carries `release: <deploy.kubernetes.release>`, which kube-prometheus-stack
-selects on.
+The PodMonitors attach what the rules select on, as the plain scrape config does: `job` of
+the spec's scrape_jobs, the selector labels, and `node`: the Kubernetes node name from target
+metadata (`__meta_kubernetes_pod_node_name`), never a label the pod exports. A pod's host
+name is the pod's name: the training ranks' `node` is gethostname() and dcgm-exporter's
+`Hostname` is the pod name unless NODE_NAME is set, and node-keyed inhibitions, infra tickets
+and the dashboards' `$node` would miss. So the target's labels win (honorLabels false; the
+exporter's clashing copies, renamed `exported_*`, are dropped), and for dcgm-exporter, whose
+`pod`/`namespace`/`container` name the GPU's workload and must be honored, `Hostname` and
+`hostname` are rewritten to the target's node. PodMonitors rather than ServiceMonitors:
+neither the ranks nor the exporters need a Service. Every object carries
+`release: <deploy.kubernetes.release>`, which kube-prometheus-stack selects on.
 """
 
 from __future__ import annotations
@@ -23,12 +32,19 @@ import re
 import yaml
 
 from .deploy import Kubernetes
+from .fabric import fabric_enabled
 from .kubernetes_alertmanager import alertmanager_config_object
+from .kubernetes_daemonset import EXPORTER_NAME, exporter_labels, gpu_exporter_daemonset
+from .promql import RuleContext
+from .scrape_config import NODE_EXPORTER_JOB
 from .spec import JobSpec
 from .yaml_out import dump
 
 MONITORING = "monitoring.coreos.com/v1"
-EXPORTER_NAME = "trainsignals-gpu-exporter"
+__all__ = ["EXPORTER_NAME", "exporter_labels", "kubernetes_files", "kubernetes_objects"]
+NODE_META = "__meta_kubernetes_pod_node_name"
+# dcgm-exporter's host label: `Hostname` up to 4.8.2, `hostname` after NVIDIA/dcgm-exporter#655.
+DCGM_HOST_LABELS = ("Hostname", "hostname")
 
 
 def _k8s(spec: JobSpec) -> Kubernetes:
@@ -67,6 +83,30 @@ def _target_relabelings(spec: JobSpec, job_label: str) -> list[dict]:
     return rules
 
 
+def _drop_exported(spec: JobSpec) -> list[dict]:
+    """With honorLabels false a scraped label the target also sets is kept as `exported_<name>`:
+    drop the copies of what the target decides (job, instance, node, the selector labels)."""
+    names = sorted({"job", "instance", "node", *spec.selector_labels})
+    return [{"action": "labeldrop", "regex": f"exported_({'|'.join(names)})"}]
+
+
+def _dcgm_host_is_node() -> list[dict]:
+    """Rewrite dcgm-exporter's host label, where a series has one, to the target's `node`.
+
+    Its pod labels must stay honored, so the target's `node` cannot simply win; the rules
+    take `node` from the host label (generator/dcgm_source.py)."""
+    return [
+        {
+            "action": "replace",
+            "sourceLabels": [host, "node"],
+            "regex": ".+;(.+)",
+            "targetLabel": host,
+            "replacement": "$1",
+        }
+        for host in DCGM_HOST_LABELS
+    ]
+
+
 def prometheus_rule(spec: JobSpec, rules_text: str) -> dict:
     groups = yaml.load(rules_text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))["groups"]
     namespace = _k8s(spec).namespace
@@ -97,8 +137,9 @@ def training_pod_monitor(spec: JobSpec) -> dict:
                 {
                     "portNumber": spec.deploy.training_base_port + rank,
                     "path": "/metrics",
-                    "honorLabels": True,
+                    "honorLabels": False,
                     "relabelings": relabelings,
+                    "metricRelabelings": _drop_exported(spec),
                 }
                 for rank in range(ranks)
             ],
@@ -111,27 +152,39 @@ def _meta_label(label: str) -> str:
     return "__meta_kubernetes_node_label_" + re.sub(r"[^a-zA-Z0-9_]", "_", label)
 
 
+def _keep_jobs_nodes(spec: JobSpec) -> dict:
+    """Keep only targets on nodes labelled `<node_label>=<job>` (needs attachMetadata)."""
+    return {
+        "action": "keep",
+        "sourceLabels": [_meta_label(_k8s(spec).node_label)],
+        "regex": re.escape(spec.name),
+    }
+
+
 def gpu_pod_monitor(spec: JobSpec) -> dict:
     k8s = _k8s(spec)
     relabelings = _target_relabelings(spec, spec.scrape_jobs.gpu)
-    endpoint: dict = {"path": "/metrics", "honorLabels": True, "relabelings": relabelings}
+    endpoint: dict = {"path": "/metrics", "port": "metrics"}
     body: dict
     if spec.gpu_metrics == "dcgm":
         # The cluster's one dcgm-exporter DaemonSet serves every node: keep the exporters on
         # nodes labelled with this job (node metadata needs attachMetadata).
-        keep = {
-            "action": "keep",
-            "sourceLabels": [_meta_label(k8s.node_label)],
-            "regex": re.escape(spec.name),
+        endpoint |= {
+            "honorLabels": True,
+            "relabelings": [_keep_jobs_nodes(spec), *relabelings],
+            "metricRelabelings": _dcgm_host_is_node(),
         }
-        endpoint |= {"port": "metrics", "relabelings": [keep, *relabelings]}
         body = {
             "selector": {"matchLabels": dict(sorted(k8s.dcgm_exporter_labels.items()))},
             "namespaceSelector": {"matchNames": [k8s.dcgm_exporter_namespace]},
             "attachMetadata": {"node": True},
         }
     else:
-        endpoint["port"] = "metrics"
+        endpoint |= {
+            "honorLabels": False,
+            "relabelings": relabelings,
+            "metricRelabelings": _drop_exported(spec),
+        }
         body = {
             "selector": {"matchLabels": exporter_labels(spec)},
             "namespaceSelector": {"matchNames": [k8s.namespace]},
@@ -144,50 +197,32 @@ def gpu_pod_monitor(spec: JobSpec) -> dict:
     }
 
 
-def exporter_labels(spec: JobSpec) -> dict[str, str]:
-    return {"app.kubernetes.io/instance": spec.name, "app.kubernetes.io/name": EXPORTER_NAME}
+def node_exporter_pod_monitor(spec: JobSpec) -> dict:
+    """The release's node_exporter pods on the job's nodes, for the fabric alerts.
 
-
-def gpu_exporter_daemonset(spec: JobSpec) -> dict:
-    """trainsignals-gpu-exporter on every node labelled `<node_label>=<job>`."""
+    kube-prometheus-stack already scrapes node_exporter (job `node-exporter`) without the
+    job's selector labels; this second scrape of the job's nodes keeps only the InfiniBand
+    series, labelled like the plain scrape config's node_exporter job.
+    """
     k8s = _k8s(spec)
-    port = spec.deploy.gpu_exporter_port
-    container = {
-        "name": "exporter",
-        "image": k8s.gpu_exporter_image,
-        "command": ["trainsignals-gpu-exporter"],
-        "args": [f"--port={port}", "--node=$(NODE_NAME)"],
-        "env": [
-            {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-            # NVIDIA's container runtime exposes every GPU for NVML without allocating one.
-            {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
-        ],
-        "ports": [{"name": "metrics", "containerPort": port, "protocol": "TCP"}],
-        "readinessProbe": {"httpGet": {"path": "/metrics", "port": "metrics"}},
-        "resources": {
-            "requests": {"cpu": "50m", "memory": "64Mi"},
-            "limits": {"memory": "256Mi"},
-        },
-        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True},
+    relabelings = [_keep_jobs_nodes(spec), *_target_relabelings(spec, NODE_EXPORTER_JOB)]
+    keep = {"action": "keep", "sourceLabels": ["__name__"], "regex": "node_infiniband_.+"}
+    endpoint = {
+        "path": "/metrics",
+        "port": k8s.node_exporter_port,
+        "honorLabels": False,
+        "relabelings": relabelings,
+        "metricRelabelings": [keep, *_drop_exported(spec)],
     }
-    labels = exporter_labels(spec)
     return {
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": metadata(spec, f"trainsignals-{spec.name}-gpu-exporter", labels),
+        "apiVersion": MONITORING,
+        "kind": "PodMonitor",
+        "metadata": metadata(spec, f"trainsignals-{spec.name}-node"),
         "spec": {
-            "selector": {"matchLabels": labels},
-            "updateStrategy": {"type": "RollingUpdate"},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "nodeSelector": {k8s.node_label: spec.name},
-                    "tolerations": [
-                        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-                    ],
-                    "containers": [container],
-                },
-            },
+            "selector": {"matchLabels": dict(sorted(k8s.node_exporter_labels.items()))},
+            "namespaceSelector": {"matchNames": [k8s.node_exporter_namespace or k8s.namespace]},
+            "attachMetadata": {"node": True},
+            "podMetricsEndpoints": [endpoint],
         },
     }
 
@@ -207,8 +242,11 @@ def kubernetes_objects(spec: JobSpec, files: dict[str, str]) -> list[dict]:
     """Every object of the job; `files` holds its generated rules and dashboard."""
     objects = [prometheus_rule(spec, files[f"alerts/{spec.name}.rules.yaml"])]
     objects += [training_pod_monitor(spec), gpu_pod_monitor(spec)]
+    if fabric_enabled(RuleContext(spec)):
+        objects.append(node_exporter_pod_monitor(spec))
     if spec.gpu_metrics == "trainsignals":
-        objects.append(gpu_exporter_daemonset(spec))
+        name = f"trainsignals-{spec.name}-gpu-exporter"
+        objects.append(gpu_exporter_daemonset(spec, metadata(spec, name, exporter_labels(spec))))
     dashboard = files.get(f"dashboards/{spec.name}.json")
     if dashboard is not None:
         objects.append(dashboard_config_map(spec, dashboard))

@@ -9,9 +9,12 @@ vanishing from service discovery (its alerts can then never fire).
 
 Who acts: the pipeline's owners (generator/monitoring.py, `team`), never the job's team.
 What pages: anything that silently disables paging (failing rules, no Alertmanager, failing
-notifications, a running job's targets gone). What tickets: degraded but still delivering
-(a slow rule group, one Alertmanager of a cluster down). The Watchdog fires always and goes to
-an external dead man's switch that pages when it stops (generator/meta_routing.py).
+page notifications, a running job's targets gone). What tickets: degraded but still delivering
+(a slow rule group, one Alertmanager of a cluster down, an integration that carries only
+tickets failing), and a configuration change that did not take effect (a failed reload, or
+Alertmanager replicas running different configurations): the old configuration still pages.
+The Watchdog fires always and goes to an external dead man's switch that pages when it stops
+(generator/meta_routing.py).
 
 Generated files: `alerts/meta.rules.yaml`, `alerts/meta.test.yaml` (promtool: each alert fires
 on its fault and stays silent on a healthy pipeline) and `runbooks/<Alert>.md`.
@@ -19,52 +22,22 @@ on its fault and stays silent on a healthy pipeline) and `runbooks/<Alert>.md`.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
-from .durations import format_duration
+from .meta_notify import integrations, notifications_failing
+from .meta_rule import MetaRule, Scale
+from .meta_targets import fabric_specs, node_exporter_rules, vanish_groups, vanished_rules
 from .monitoring import MonitoringSettings
-from .promql import matchers, regex
+from .promql import matchers
 from .spec import JobSpec
+
+__all__ = ["MetaRule", "Scale", "fabric_specs", "integrations", "meta_rules", "vanish_groups"]
 
 NAME = "meta"  # file stem: alerts/meta.rules.yaml
 GROUP = "trainsignals-meta"
 HEARTBEAT = "Watchdog"
+DEFAULT_SCALE = Scale()
 HEARTBEAT_SEVERITY = "none"  # as in kube-prometheus: nobody acts on it, the switch does
-
-
-@dataclass(frozen=True)
-class Scale:
-    """Windows and `for`s divided by `time_scale` (end-to-end tests only), as RuleContext."""
-
-    time_scale: float = 1.0
-    min_range_seconds: int = 60
-
-    def range(self, seconds: float) -> str:
-        return format_duration(max(seconds / self.time_scale, self.min_range_seconds))
-
-    def duration(self, seconds: float) -> str:
-        return format_duration(max(seconds / self.time_scale, 1))
-
-
-@dataclass(frozen=True)
-class MetaRule:
-    """One alerting rule of the group (ScrapeTargetsVanished has one per scrape-job group)."""
-
-    alert: str
-    expr: str
-    for_seconds: int
-    severity: str
-    job: str  # the `job` label: the component that is broken
-    summary: str
-    description: str
-    dashboard_url: str
-    extra_labels: dict[str, str] = field(default_factory=dict)
-
-
-def _escape(value: str) -> str:
-    return re.escape(value).replace("\\-", "-")
 
 
 # Who must act and how fast: page what silently disables paging, ticket what only degrades it.
@@ -74,7 +47,11 @@ DEFAULT_SEVERITIES: dict[str, str] = {
     "PrometheusNotConnectedToAlertmanagers": "page",
     "PrometheusNotificationsFailing": "page",
     "AlertmanagerNotificationsFailing": "page",
+    "AlertmanagerTicketNotificationsFailing": "ticket",
     "AlertmanagerClusterDegraded": "ticket",
+    "PrometheusConfigReloadFailed": "ticket",
+    "AlertmanagerConfigReloadFailed": "ticket",
+    "AlertmanagerConfigInconsistent": "ticket",
     "ScrapeTargetsVanished": "page",
 }
 
@@ -92,65 +69,19 @@ def _am(settings: MonitoringSettings) -> str:
     return matchers({"job": settings.alertmanager_job})
 
 
-def vanish_groups(specs: list[JobSpec]) -> list[tuple[tuple[str, ...], str, str, list[str]]]:
-    """Specs grouped by (selector label names, training scrape job, GPU scrape job).
-
-    One rule per group and direction keeps one alert name per `job` label (the lint's rule).
-    Each item: (label names, training job, gpu job, [selector values of the first label]).
-    """
-    groups: dict[tuple[tuple[str, ...], str, str], list[JobSpec]] = {}
-    for spec in sorted(specs, key=lambda s: s.name):
-        key = (tuple(spec.selector_labels), spec.scrape_jobs.training, spec.scrape_jobs.gpu)
-        groups.setdefault(key, []).append(spec)
-    return [(k[0], k[1], k[2], g) for k, g in sorted(groups.items())]  # type: ignore[misc]
-
-
-def _vanished_rules(
-    settings: MonitoringSettings, specs: list[JobSpec], severity: str, for_seconds: int
-) -> list[MetaRule]:
-    rules = []
-    for labels, training, gpu, group in vanish_groups(specs):
-        by = ", ".join(labels)
-        # Each selector label matches any of the group's jobs (a regex of their values).
-        selector = {
-            name: regex("|".join(sorted({_escape(s.selector_labels[name]) for s in group})))
-            for name in labels
-        }
-        job_labels = " ".join(f"{{{{ $labels.{name} }}}}" for name in labels)
-        for gone, still in ((gpu, training), (training, gpu)):
-            present = matchers({**selector, "job": still})
-            missing = matchers({**selector, "job": gone})
-            rules.append(
-                MetaRule(
-                    alert="ScrapeTargetsVanished",
-                    expr=(
-                        f"count by ({by}) (up{present}) unless on ({by}) "
-                        f"count by ({by}) (up{missing})"
-                    ),
-                    for_seconds=for_seconds,
-                    severity=severity,
-                    job=gone,
-                    summary=f"{job_labels}: no `{gone}` targets while `{still}` targets run",
-                    description=(
-                        f"Service discovery lists none of {job_labels}'s `{gone}` scrape "
-                        f"targets while its `{still}` targets are still scraped: the job runs, "
-                        f"but every alert reading `{gone}` series is blind and cannot fire."
-                    ),
-                    dashboard_url=f"{settings.prometheus_url}/service-discovery",
-                    extra_labels={"vanished": gone},
-                )
-            )
-    return rules
-
-
 def meta_rules(
-    settings: MonitoringSettings, specs: list[JobSpec], scale: Scale = Scale()
+    settings: MonitoringSettings,
+    specs: list[JobSpec],
+    scale: Scale = DEFAULT_SCALE,
+    routed: list[JobSpec] | None = None,
 ) -> list[MetaRule]:
-    """Every enabled meta alert rule, Watchdog first."""
+    """Every enabled meta alert rule, Watchdog first. `routed`: the specs whose receivers the
+    Alertmanager holds (default `specs`), which decide the page and ticket integrations."""
     prom, am = _prom(settings), _am(settings)
     w5 = scale.range(300)
     ui = settings.prometheus_url
     n = settings.alertmanager_replicas
+    page_kinds, ticket_kinds = integrations(settings, specs if routed is None else routed)
     candidates: list[tuple[str, Callable[[str], list[MetaRule]]]] = [
         (
             "PrometheusRuleFailures",
@@ -226,26 +157,25 @@ def meta_rules(
         ),
         (
             "AlertmanagerNotificationsFailing",
-            lambda sev: [
-                MetaRule(
-                    "AlertmanagerNotificationsFailing",
-                    # Requests fail on every retry while a receiver is down (continuous);
-                    # notifications_failed counts once per group interval, after the retries.
-                    "sum by (integration) "
-                    f"(increase(alertmanager_notification_requests_failed_total{am}[{w5}])) > 0"
-                    " or sum by (integration) "
-                    f"(increase(alertmanager_notifications_failed_total{am}[{w5}])) > 0",
-                    600,  # longer than the window: one failed retry round is not a page
-                    sev,
-                    settings.alertmanager_job,
-                    "Alertmanager fails to deliver {{ $labels.integration }} notifications",
-                    "{{ $labels.integration }} notification requests keep failing "
-                    f"({{{{ $value | humanize }}}} in {w5}): the receiver (pager, chat, ticket "
-                    "webhook) rejects them or cannot be reached. Pages routed through it are "
-                    "not arriving; Alertmanager keeps retrying.",
-                    f"{settings.alertmanager_url}/#/status",
-                )
-            ],
+            lambda sev: notifications_failing(
+                settings,
+                "AlertmanagerNotificationsFailing",
+                page_kinds,
+                sev,
+                w5,
+                "Pages routed through it are not arriving.",
+            ),
+        ),
+        (
+            "AlertmanagerTicketNotificationsFailing",
+            lambda sev: notifications_failing(
+                settings,
+                "AlertmanagerTicketNotificationsFailing",
+                ticket_kinds,
+                sev,
+                w5,
+                "Only tickets use it: no page is lost, tickets are late.",
+            ),
         ),
         (
             "AlertmanagerClusterDegraded",
@@ -266,8 +196,66 @@ def meta_rules(
             ],
         ),
         (
+            "PrometheusConfigReloadFailed",
+            lambda sev: [
+                MetaRule(
+                    "PrometheusConfigReloadFailed",
+                    f"max_over_time(prometheus_config_last_reload_successful{prom}[{w5}]) == 0",
+                    600,
+                    sev,
+                    settings.prometheus_job,
+                    "Prometheus {{ $labels.instance }} failed to reload its configuration",
+                    "Prometheus {{ $labels.instance }} has failed every configuration reload "
+                    f"for {w5}: it still runs the previous configuration, so the last applied "
+                    "change (new jobs' rules, scrape configs) has not taken effect.",
+                    f"{ui}/status",
+                )
+            ],
+        ),
+        (
+            "AlertmanagerConfigReloadFailed",
+            lambda sev: [
+                MetaRule(
+                    "AlertmanagerConfigReloadFailed",
+                    f"max_over_time(alertmanager_config_last_reload_successful{am}[{w5}]) == 0",
+                    600,
+                    sev,
+                    settings.alertmanager_job,
+                    "Alertmanager {{ $labels.instance }} failed to reload its configuration",
+                    "Alertmanager {{ $labels.instance }} has failed every configuration reload "
+                    f"for {w5}: it still routes with the previous configuration, so the last "
+                    "routing change (new teams, receivers, inhibitions) has not taken effect.",
+                    f"{settings.alertmanager_url}/#/status",
+                )
+            ],
+        ),
+        (
+            "AlertmanagerConfigInconsistent",
+            lambda sev: (
+                [
+                    MetaRule(
+                        "AlertmanagerConfigInconsistent",
+                        f'count(count_values("config_hash", alertmanager_config_hash{am})) > 1',
+                        1200,  # a rolling apply reloads the replicas a few minutes apart
+                        sev,
+                        settings.alertmanager_job,
+                        "Alertmanager replicas run different configurations",
+                        "The Alertmanagers of the cluster run {{ $value }} different "
+                        "configurations: an alert is routed differently depending on which "
+                        "replica sends it. A change was applied to some replicas only.",
+                        f"{settings.alertmanager_url}/#/status",
+                    )
+                ]
+                if n > 1
+                else []
+            ),
+        ),
+        (
             "ScrapeTargetsVanished",
-            lambda sev: _vanished_rules(settings, specs, sev, 600),
+            lambda sev: (
+                vanished_rules(settings, specs, sev, 600)
+                + node_exporter_rules(settings, specs, sev, 600)
+            ),
         ),
     ]
     rules = [
@@ -310,7 +298,10 @@ def render_rule(settings: MonitoringSettings, rule: MetaRule, scale: Scale) -> d
 
 
 def rules_document(
-    settings: MonitoringSettings, specs: list[JobSpec], scale: Scale = Scale()
+    settings: MonitoringSettings,
+    specs: list[JobSpec],
+    scale: Scale = DEFAULT_SCALE,
+    routed: list[JobSpec] | None = None,
 ) -> dict:
-    rules = [render_rule(settings, r, scale) for r in meta_rules(settings, specs, scale)]
+    rules = [render_rule(settings, r, scale) for r in meta_rules(settings, specs, scale, routed)]
     return {"groups": [{"name": GROUP, "rules": rules}]}

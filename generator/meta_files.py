@@ -134,6 +134,71 @@ RUNBOOKS: tuple[MetaRunbook, ...] = (
         ),
     ),
     MetaRunbook(
+        "AlertmanagerTicketNotificationsFailing",
+        "Alertmanager's notifications to an integration that only ticket receivers use (no page "
+        "receiver of any team uses it) fail after all retries: the ticket system or chat "
+        "rejects them, times out or is unreachable.",
+        "Tickets are late or missing; no page is lost. When a page integration fails too, "
+        "AlertmanagerNotificationsFailing pages for it.",
+        (
+            "Alertmanager log: `Notify for alerts failed` names the receiver and the HTTP status.",
+            "`increase(alertmanager_notifications_failed_total[5m])` by `integration`.",
+        ),
+        (
+            "Receiver down: Alertmanager retries every group interval and delivers once it "
+            "recovers. Rejecting (400/401/403): fix the URL or the credentials file and reload.",
+        ),
+    ),
+    MetaRunbook(
+        "PrometheusConfigReloadFailed",
+        "Prometheus failed to load its configuration on the last reloads "
+        "(`prometheus_config_last_reload_successful` is 0): a syntax error, a rule file that "
+        "does not parse, or a file it cannot read. It keeps running the previous configuration.",
+        "Alerting still works with the old configuration, but the change just applied (a new "
+        "job's rules or scrape configs, a fixed threshold) is not in effect: a new job can be "
+        "unmonitored while everyone believes its alerts are live.",
+        (
+            "Prometheus log: `Error reloading config` / `Loading configuration file failed` "
+            "names the file and the error; `/status` shows the last successful reload time.",
+            "`promtool check config prometheus.yml` and `trainsignals check` on the checkout.",
+            "Kubernetes: the config-reloader container's log and the operator's log (a "
+            "PrometheusRule the operator rejected is not even written).",
+        ),
+        (
+            "Fix the file (or regenerate: `make dashboards`) and reload (`POST /-/reload`). "
+            "Do not restart Prometheus with a configuration that does not load: it will not start.",
+        ),
+    ),
+    MetaRunbook(
+        "AlertmanagerConfigReloadFailed",
+        "An Alertmanager failed to load its configuration on the last reloads "
+        "(`alertmanager_config_last_reload_successful` is 0): invalid YAML, an unknown field, "
+        "a template that does not parse, or a credentials file it cannot read.",
+        "Alerts are routed with the previous configuration: a new team's routes, a new "
+        "receiver or a fixed inhibition is not in effect.",
+        (
+            "Alertmanager log: `Loading configuration file failed` names the error.",
+            "`amtool check-config alertmanager.yaml` on the generated file.",
+            "Kubernetes: the config-reloader's log; an AlertmanagerConfig the operator "
+            "rejected is listed in the operator's log.",
+        ),
+        ("Fix the configuration (or regenerate) and reload (`POST /-/reload`) every replica.",),
+    ),
+    MetaRunbook(
+        "AlertmanagerConfigInconsistent",
+        "The Alertmanager replicas report different `alertmanager_config_hash` values for "
+        "20 minutes: a change reached some replicas only (one failed to reload, a config "
+        "volume not updated, a replica pinned to an old ConfigMap).",
+        "Each alert is routed by whichever replica sends it first: the same alert can page "
+        "through one replica and go nowhere, or elsewhere, through another.",
+        (
+            "`alertmanager_config_hash` by `instance`; each replica's `/#/status` shows its "
+            "configuration.",
+            "See AlertmanagerConfigReloadFailed on the odd replica.",
+        ),
+        ("Apply the same configuration to every replica and reload them.",),
+    ),
+    MetaRunbook(
         "AlertmanagerClusterDegraded",
         "Fewer Alertmanagers are up than the cluster should have (`alertmanager_replicas`), or "
         "a member sees fewer peers than that (gossip broken: a split cluster can page twice).",
@@ -160,6 +225,9 @@ RUNBOOKS: tuple[MetaRunbook, ...] = (
         (
             "Prometheus `/service-discovery`: the job's targets, before and after relabeling.",
             '`count by (job) (up{training_job="<job>"})`: which scrape job is missing.',
+            '`vanished="node"`: the node_exporters of the job\'s nodes (the InfiniBand '
+            "alerts read them): its file_sd `node*.json` files, or on Kubernetes the job's "
+            "`-node` PodMonitor and the node label on its nodes.",
         ),
         (
             "Restore the labels or discovery entries (the spec's `selector` labels and "

@@ -8,40 +8,20 @@ Prometheus 2.42 and Alertmanager 0.25 really export (checked on the e2e stack).
 
 from __future__ import annotations
 
-from .meta import GROUP, HEARTBEAT, HEARTBEAT_SEVERITY, severity_of, vanish_groups
+from .meta import GROUP, HEARTBEAT, HEARTBEAT_SEVERITY, severity_of
+from .meta_test_cases import PROM_INSTANCE, config_tests, notification_tests, vanished_tests
+from .meta_test_cases import alert as _alert
+from .meta_test_cases import case as _case
+from .meta_test_cases import series as _series
 from .monitoring import MonitoringSettings
-from .promql import matchers
 from .spec import JobSpec
 
-PROM_INSTANCE = "prometheus-0:9090"
 RULE_GROUP = "/etc/prometheus/rules/job.rules.yaml;trainsignals-job-alerts"
 
 
-def _series(name: str, labels: dict[str, str], values: str) -> dict:
-    return {"series": f"{name}{matchers(labels)}", "values": values}
-
-
-def _alert(alertname: str, minute: int, expected: list[dict[str, str]]) -> dict:
-    """The firing alerts named `alertname` at `minute`: exactly these label sets.
-
-    An ALERTS query, not `alert_rule_test`: promtool compares annotations verbatim there, and
-    ours carry live values.
-    """
-    firing = {"alertname": alertname, "alertstate": "firing"}
-    return {
-        "expr": f"ALERTS{matchers(firing)}",
-        "eval_time": f"{minute}m",
-        "exp_samples": [
-            {"labels": f"ALERTS{matchers({**firing, **labels})}", "value": 1} for labels in expected
-        ],
-    }
-
-
-def _case(name: str, series: list[dict], checks: list[dict]) -> dict:
-    return {"name": name, "interval": "1m", "input_series": series, "promql_expr_test": checks}
-
-
-def _tests(settings: MonitoringSettings, specs: list[JobSpec]) -> dict[str, list[dict]]:
+def _tests(
+    settings: MonitoringSettings, specs: list[JobSpec], routed: list[JobSpec]
+) -> dict[str, list[dict]]:
     """{alert name: its test cases}."""
     team = settings.team
     prom = {"instance": PROM_INSTANCE, "job": settings.prometheus_job}
@@ -264,50 +244,9 @@ def _tests(settings: MonitoringSettings, specs: list[JobSpec]) -> dict[str, list
                 ],
             ),
         ],
-        "AlertmanagerNotificationsFailing": [
-            _case(
-                "webhook requests failing from minute 20 fire; a pagerduty request that one "
-                "retry fixed at minute 20 does not",
-                [
-                    _series(
-                        "alertmanager_notification_requests_failed_total",
-                        {
-                            "instance": "alertmanager-0:9093",
-                            "integration": "webhook",
-                            "job": am_job,
-                        },
-                        "0x20 1+1x40",
-                    ),
-                    _series(
-                        "alertmanager_notification_requests_failed_total",
-                        {
-                            "instance": "alertmanager-0:9093",
-                            "integration": "pagerduty",
-                            "job": am_job,
-                        },
-                        "0x20 1x40",
-                    ),
-                    _series(
-                        "alertmanager_notifications_failed_total",
-                        {
-                            "instance": "alertmanager-0:9093",
-                            "integration": "pagerduty",
-                            "job": am_job,
-                        },
-                        "0x60",
-                    ),
-                ],
-                [
-                    _alert("AlertmanagerNotificationsFailing", 19, []),
-                    _alert(
-                        "AlertmanagerNotificationsFailing",
-                        40,
-                        [labels("AlertmanagerNotificationsFailing", am_job, integration="webhook")],
-                    ),
-                ],
-            )
-        ],
     }
+    tests |= notification_tests(settings, routed, labels)
+    tests |= config_tests(settings, labels)
     n = settings.alertmanager_replicas
     if n > 1:
         up = [
@@ -340,56 +279,23 @@ def _tests(settings: MonitoringSettings, specs: list[JobSpec]) -> dict[str, list
                 ],
             )
         ]
-    vanished: list[dict] = []
-    for names, training, gpu, group in vanish_groups(specs):
-        selector = group[0].selector_labels
-        for gone, still in ((gpu, training), (training, gpu)):
-            running = [
-                _series("up", {**selector, "instance": "node-0:9400", "job": gone}, "1x20 stale"),
-                _series("up", {**selector, "instance": "node-0:9401", "job": still}, "1x60"),
-            ]
-            vanished.append(
-                _case(
-                    f"{group[0].name}: its `{gone}` targets leave service discovery at minute "
-                    f"21 while `{still}` targets run",
-                    running,
-                    [
-                        _alert("ScrapeTargetsVanished", 20, []),
-                        _alert(
-                            "ScrapeTargetsVanished",
-                            45,
-                            [
-                                labels(
-                                    "ScrapeTargetsVanished",
-                                    gone,
-                                    vanished=gone,
-                                    **{k: selector[k] for k in names},
-                                )
-                            ],
-                        ),
-                    ],
-                )
-            )
-        finished = [
-            _series("up", {**selector, "instance": "node-0:9400", "job": job}, "1x20 stale")
-            for job in sorted({training, gpu})
-        ]
-        vanished.append(
-            _case(
-                f"{group[0].name}: a finished job (every target gone) is not a vanished target",
-                finished,
-                [_alert("ScrapeTargetsVanished", 45, [])],
-            )
-        )
-    tests["ScrapeTargetsVanished"] = vanished
+    tests["ScrapeTargetsVanished"] = vanished_tests(settings, specs, labels)
     return tests
 
 
-def meta_rule_tests(settings: MonitoringSettings, specs: list[JobSpec], rules_file: str) -> dict:
-    """The promtool test document for the enabled meta alerts (scale 1 only)."""
+def meta_rule_tests(
+    settings: MonitoringSettings,
+    specs: list[JobSpec],
+    rules_file: str,
+    routed: list[JobSpec] | None = None,
+) -> dict:
+    """The promtool test document for the enabled meta alerts (scale 1 only); `routed` as for
+    meta.rules_document."""
     cases = [
         case
-        for name, alert_cases in _tests(settings, specs).items()
+        for name, alert_cases in _tests(
+            settings, specs, specs if routed is None else routed
+        ).items()
         if name == HEARTBEAT or severity_of(settings, name) != "off"
         for case in alert_cases
     ]

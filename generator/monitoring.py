@@ -32,7 +32,11 @@ META_ALERT_NAMES = (
     "PrometheusNotConnectedToAlertmanagers",
     "PrometheusNotificationsFailing",
     "AlertmanagerNotificationsFailing",
+    "AlertmanagerTicketNotificationsFailing",
     "AlertmanagerClusterDegraded",
+    "PrometheusConfigReloadFailed",
+    "AlertmanagerConfigReloadFailed",
+    "AlertmanagerConfigInconsistent",
     "ScrapeTargetsVanished",
 )
 

@@ -138,7 +138,8 @@ def generate_all(specs: list[tuple[JobSpec, str]], options: Options = Options())
     )
     files["docs/metrics.md"] = metrics_markdown()
     files |= oncall_files(specs, options)  # on-call load of all teams (generator/oncall.py)
-    files |= deploy_files(specs, files)  # scrape configs, Kubernetes (generator/deploy_files.py)
+    # Scrape configs and Kubernetes objects (generator/deploy_files.py).
+    files |= deploy_files(specs, files, settings)
     # Jobs on Kubernetes are scraped through their PodMonitors (deploy/kubernetes/).
     plain = [spec for spec in job_specs if spec.deploy.kubernetes is None]
     if plain:

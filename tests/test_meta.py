@@ -221,3 +221,25 @@ def test_no_secret_only_a_credentials_file(tmp_path: Path) -> None:
     with pytest.raises(SpecError) as info:
         load_monitoring(path)
     assert "heartbeat.url" in info.value.problems[0] and "secret:" in info.value.problems[0]
+
+
+def test_an_integration_is_ticket_only_when_no_page_receiver_uses_it() -> None:
+    """Alertmanager counts failures per integration only: one that any page receiver uses
+    (a placeholder is a webhook) must page when it fails; the others are tickets."""
+    from trainsignals.generator.meta_notify import integrations
+    from trainsignals.generator.receivers import Receiver, Routing
+
+    specs = [spec for spec, _ in example_specs()]
+    pager = Receiver(kind="pagerduty", secret={"name": "pd", "key": "k"})
+    chat = Receiver(kind="slack", secret={"name": "slack", "key": "url"})
+    hook = Receiver(kind="webhook", target="https://tickets.example.com/hook")
+    own = MonitoringSettings(routing=Routing(page=pager, ticket=chat))
+    # minimal's placeholders (and gpt-70b's infra team's) are webhooks: a webhook can be a page.
+    assert integrations(own, specs) == (["pagerduty", "webhook"], ["slack"])
+    # llama pages through PagerDuty and tickets through a webhook, the monitoring team
+    # through PagerDuty and Slack: the webhook carries tickets only.
+    llama = [s for s in specs if s.name == "llama-8b-finetune"]
+    assert integrations(own, llama) == (["pagerduty"], ["slack", "webhook"])
+    # Once the monitoring team pages through a webhook, a failing webhook pages.
+    both = MonitoringSettings(routing=Routing(page=hook, ticket=hook))
+    assert integrations(both, llama) == (["pagerduty", "webhook"], [])

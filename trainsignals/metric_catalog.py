@@ -502,7 +502,27 @@ METRICS: tuple[Metric, ...] = (
                 (),
                 "Alerts dropped (errors, or a full notification queue).",
             ),
+            (
+                "prometheus_config_last_reload_successful",
+                Kind.GAUGE,
+                (),
+                "1 when the last configuration reload succeeded.",
+            ),
         )
+    ),
+    Metric(
+        "alertmanager_config_last_reload_successful",
+        Kind.GAUGE,
+        Component.ALERTMANAGER,
+        (),
+        "1 when the last configuration reload succeeded.",
+    ),
+    Metric(
+        "alertmanager_config_hash",
+        Kind.GAUGE,
+        Component.ALERTMANAGER,
+        (),
+        "Hash of the loaded configuration (replicas of one cluster should agree).",
     ),
     Metric(
         "alertmanager_notification_requests_failed_total",

@@ -193,7 +193,9 @@ class TrainingMetrics:
         self.launch = LaunchEnv(
             rank, local_rank, world_size, local_rank + 1, restart_count=restart_count
         )
-        self.node = node or socket.gethostname()
+        # On Kubernetes the host name is the pod's: NODE_NAME (downward API spec.nodeName),
+        # when the pod sets it, is the node's.
+        self.node = node or os.environ.get("NODE_NAME") or socket.gethostname()
         # Metrics live in an inner registry; the exposed one filters out the `_created`
         # series prometheus_client adds (not in the metric table, and noise to every scrape).
         inner = CollectorRegistry(auto_describe=True)
