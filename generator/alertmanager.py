@@ -321,11 +321,11 @@ def alertmanager_config(
     """
     from .routing_check import RoutingError, routing_problems
 
+    teams = team_receivers(specs)  # first: disagreeing specs are the clearer message
     if local_webhook_base is None:
         problems = routing_problems([(s, f"job {s.name!r}") for s in specs], monitoring)
         if problems:
             raise RoutingError(problems)
-    teams = team_receivers(specs)
     nobody = {
         (team_name, level)
         for spec in specs

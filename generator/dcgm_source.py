@@ -134,7 +134,7 @@ class DcgmExporter(GpuSource):
             f"(changes({gauge}[{window}]) > 0 or {gauge} unless {gauge} offset {window})"
         )
         coded = f'label_replace({self._node(changed)}, "xid", "$1", "err_code", "(.+)")'
-        counted = f"{self._m('EXP_XID_ERRORS_COUNT')} > 0"
+        counted = self._node(f"DCGM_EXP_XID_ERRORS_COUNT{self.ctx.raw()} > 0")
         return f"max by (node, gpu, xid) ({coded}) or max by (node, gpu, xid) ({counted})"
 
     def _xid_split(self, codes: tuple[int, ...] | list[int]) -> tuple[str, str]:

@@ -106,7 +106,7 @@ def _teams(spec: JobSpec) -> list[tuple[str, str, Routing, str]]:
     return teams
 
 
-def _team_route(prefix: str, team: str) -> dict:
+def _team_route(prefix: str, team: str, severities: list[str]) -> dict:
     return {
         "matchers": [{"name": "team", "matchType": "=", "value": team}],
         "routes": [
@@ -115,18 +115,30 @@ def _team_route(prefix: str, team: str) -> dict:
                 "matchers": [{"name": "severity", "matchType": "=", "value": severity}],
                 **_timing(severity),
             }
-            for severity in SEVERITIES
+            for severity in severities
         ],
     }
 
 
+def _severities(spec: JobSpec, team: str, routing: Routing) -> list[str]:
+    """The severities the team gets from this job, or has a receiver for: no empty receiver
+    for a severity no alert has (an infra team gets only tickets from a self-healing job)."""
+    from .routing_check import emitted  # routing_check imports the alert catalogue
+
+    sent = {level for team_name, level in emitted(spec) if team_name == team}
+    return [s for s in SEVERITIES if s in sent or getattr(routing, s) is not None]
+
+
 def alertmanager_config_object(spec: JobSpec, metadata: dict) -> dict:
-    teams = _teams(spec)
-    routes = [_team_route(prefix, team) for prefix, team, _, _ in teams]
+    teams = [
+        (prefix, team, routing, field, _severities(spec, team, routing))
+        for prefix, team, routing, field in _teams(spec)
+    ]
+    routes = [_team_route(prefix, team, sevs) for prefix, team, _, _, sevs in teams]
     receivers = [
         _receiver(f"{prefix}{sev}", getattr(routing, sev), f"{field}.{sev}.secret")
-        for prefix, _, routing, field in teams
-        for sev in SEVERITIES
+        for prefix, _, routing, field, sevs in teams
+        for sev in sevs
     ]
     inhibit = [
         {

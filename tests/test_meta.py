@@ -170,12 +170,18 @@ def test_routing_heartbeat_to_switch_meta_alerts_to_monitoring(tmp_path: Path) -
             "name": "exporter-canary",
             "team": "monitoring",
             "shape": {"gpu_model": "H100-SXM", "model_flops_per_token": 1e9},
-            "routing": {"page": {"kind": "webhook", "target": "https://pager.example.com/m"}},
+            "routing": {
+                "page": {"kind": "webhook", "target": "https://pager.example.com/m"},
+                "notify_nobody": ["ticket"],
+            },
         }
     )
     settings = MonitoringSettings(
         heartbeat=Heartbeat(url="https://hc.example.com/ping/abc", interval=120),
-        routing={"page": {"kind": "webhook", "target": "https://sre-pager.example.com/hook"}},
+        routing={
+            "page": {"kind": "webhook", "target": "https://sre-pager.example.com/hook"},
+            "ticket": {"kind": "webhook", "target": "https://sre-tickets.example.com/hook"},
+        },
     )
     text = alertmanager_config([*specs, own], HEADER, monitoring=settings)
     config = tmp_path / "alertmanager.yaml"
