@@ -216,7 +216,7 @@ def test_notify_nobody_is_explicit_and_said_in_the_file() -> None:
     assert receivers["vision-ticket"]["email_configs"] == [
         {"to": "vision@example.com", "send_resolved": True}
     ]
-    with pytest.raises(ValueError, match="notify_nobody lists page but routing.page names"):
+    with pytest.raises(ValueError, match=r"notify_nobody lists page but routing\.page names"):
         make_spec(
             "x", "x", {"page": {"kind": "email", "target": "a@b.c"}, "notify_nobody": ["page"]}
         )
