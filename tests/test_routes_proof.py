@@ -39,6 +39,14 @@ def emitted_alerts(rule_texts: list[str], teams: set[str]) -> set[tuple[str, str
     return found
 
 
+def real_integration(receiver: dict) -> bool:
+    """Any integration, but not a placeholder webhook on this host (it notifies no one)."""
+    hooks = [h["url"] for h in receiver.get("webhook_configs", [])]
+    if any("127.0.0.1" in url or "localhost" in url for url in hooks):
+        return False
+    return any(receiver.get(kind) for kind in INTEGRATIONS)
+
+
 def receiver_of(config: Path, labels: dict[str, str]) -> str:
     done = subprocess.run(
         [
@@ -77,7 +85,7 @@ def assert_every_alert_reaches_an_integration(files: dict[str, str], folder: Pat
         if job:
             labels["training_job"] = job
         for name in receiver_of(config, labels).split(","):
-            if not any(receivers[name].get(kind) for kind in INTEGRATIONS):
+            if not real_integration(receivers[name]):
                 nowhere.append(f"{labels} -> {name}")
     assert nowhere == [], "alerts that reach no integration:\n" + "\n".join(nowhere)
     return len(alerts)
