@@ -13,7 +13,9 @@ from __future__ import annotations
 import re
 
 from .alertmanager import (
+    _LINKS,
     _PAGERDUTY_DESCRIPTION,
+    _PAGERDUTY_SEVERITY,
     _SLACK_TEXT,
     _SLACK_TITLE,
     DEFAULT_TIMING,
@@ -57,10 +59,8 @@ def _receiver(name: str, receiver: Receiver | None, field: str) -> dict:
                     "routingKey": _secret(receiver.secret, field),
                     "sendResolved": True,
                     "description": _PAGERDUTY_DESCRIPTION,
-                    "pagerDutyLinkConfigs": [
-                        {"href": "{{ .CommonAnnotations.runbook_url }}", "alt": "Runbook"},
-                        {"href": "{{ .CommonAnnotations.dashboard_url }}", "alt": "Dashboard"},
-                    ],
+                    "severity": _PAGERDUTY_SEVERITY,
+                    "pagerDutyLinkConfigs": [{"href": href, "alt": text} for href, text in _LINKS],
                 }
             ],
         }
