@@ -13,6 +13,7 @@ import pytest
 import yaml
 from trainsignals.generator.alertmanager import SLACK_SHOWN, alertmanager_config
 from trainsignals.generator.loader import load_specs
+
 from trainsignals.stack import FAST_TIMING
 
 from .live_alertmanager import live_alertmanager, wait_until
