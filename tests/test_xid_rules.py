@@ -126,3 +126,17 @@ def test_rule_reads_the_gauge_once_without_a_subquery(tmp_path: Path) -> None:
     reads = sum(e.count("DCGM_FI_DEV_XID_ERRORS{") for e in exprs)
     assert reads <= 4, reads  # > 0, changes(), unless, offset: one series each
     assert not any("DCGM_FI_DEV_XID_ERRORS" in e and ":1m]" in e for e in exprs)
+
+
+def test_a_repeat_of_the_same_code_counts_where_the_exporter_counts_xids(tmp_path: Path) -> None:
+    """The gauge cannot show a second XID 79 after the first (NVIDIA/dcgm-exporter#190); the
+    optional DCGM_EXP_XID_ERRORS_COUNT (per code, within its window) can."""
+    dcgm_rules(tmp_path)
+    gauge = series("DCGM_FI_DEV_XID_ERRORS", "79x300", err_code="79")  # stale since before
+    count = series(
+        "DCGM_EXP_XID_ERRORS_COUNT", "0x100 1x5 0x194", xid="79", window_size_in_ms="300000"
+    )
+    cases = [xid_alert("79", "90m", False), xid_alert("79", "104m", True)]
+    cases.append(xid_alert("79", "2h", False))
+    done = run(tmp_path, [gauge, count], cases)
+    assert done.returncode == 0, done.stdout + done.stderr
