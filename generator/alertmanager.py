@@ -30,18 +30,39 @@ DEFAULT_TIMING: dict[str, dict[str, str]] = {
     "ticket": {"group_wait": "30s", "group_interval": "30m", "repeat_interval": "24h"},
 }
 
-# Alertmanager templates shared by the chat and pager integrations.
-_SLACK_TITLE = (
-    "[{{ .Status | toUpper }}] {{ .CommonLabels.alertname }} on {{ .CommonLabels.training_job }}"
+# Alertmanager templates shared by the chat and pager integrations. A group holds one alert or
+# many (64 nodes of one file system, two lost GPUs): annotations that differ per alert (the
+# summary names node and GPU) are not in .CommonAnnotations, so a template of those alone is
+# empty for a group, and PagerDuty answers 400 to an empty summary, which Alertmanager does not
+# retry. Each template starts with what is always there (status, count, alert name) and
+# bounds what grows with the group.
+_STATUS = (
+    '[{{ .Status | toUpper }}{{ if eq .Status "firing" }}:{{ .Alerts.Firing | len }}{{ end }}]'
 )
+_GROUP = "{{ .GroupLabels.alertname }}{{ with .GroupLabels.training_job }} on {{ . }}{{ end }}"
+# One summary, the group's common one or the first alert's, with how many there are in all.
+_ONE_SUMMARY = (
+    "{{ with .CommonAnnotations.summary }}{{ . }}{{ else }}"
+    "{{ (index .Alerts 0).Annotations.summary }} (1 of {{ len .Alerts }}){{ end }}"
+)
+SLACK_SHOWN = 5  # alerts written out in a chat message; the rest are counted
+_SLACK_TITLE = f"{_STATUS} {_GROUP}"
 _SLACK_TEXT = (
-    "{{ range .Alerts }}*{{ .Annotations.summary }}*\n"
-    "{{ .Annotations.description }}\n"
-    "Runbook: {{ .Annotations.runbook_url }}\n"
-    "Dashboard: {{ .Annotations.dashboard_url }}\n"
-    "{{ end }}"
+    "{{ range $i, $a := .Alerts }}{{ if lt $i " + str(SLACK_SHOWN) + " }}"
+    "*{{ $a.Annotations.summary }}*\n{{ $a.Annotations.description }}\n{{ end }}{{ end }}"
+    "{{ if gt (len .Alerts) " + str(SLACK_SHOWN) + " }}"
+    "... {{ len .Alerts }} alerts in all: see the dashboard\n{{ end }}"
+    "Runbook: {{ (index .Alerts 0).Annotations.runbook_url }}\n"
+    "Dashboard: {{ (index .Alerts 0).Annotations.dashboard_url }}"
 )
-_PAGERDUTY_DESCRIPTION = "{{ .CommonAnnotations.summary }}"
+# PagerDuty's `summary` (Alertmanager's `description`): required, at most 1024 characters.
+_PAGERDUTY_DESCRIPTION = f"{_STATUS} {_GROUP}: {_ONE_SUMMARY}"
+# Events v2 takes critical, error, warning or info; our labels say page or ticket.
+_PAGERDUTY_SEVERITY = '{{ if eq .CommonLabels.severity "page" }}critical{{ else }}warning{{ end }}'
+_LINKS = (
+    ("{{ (index .Alerts 0).Annotations.runbook_url }}", "Runbook"),
+    ("{{ (index .Alerts 0).Annotations.dashboard_url }}", "Dashboard"),
+)
 
 # Placeholder SMTP settings: Alertmanager refuses an email receiver without a smarthost and a
 # sender, so a config with email receivers gets these unless `global_config` names real ones.
@@ -62,7 +83,9 @@ def _alternation(names: tuple[str, ...] | list[str]) -> str:
 
 # (comment, rule). Alertmanager lets an inhibited source still inhibit, so chains
 # (NodeDown -> TrainingTargetsDown -> TrainingStalled) hold even when the middle is muted.
-INHIBIT_RULES: tuple[tuple[str, dict], ...] = (
+# Written as the page case; `_page_only` adds severity="page" to each source and a twin for a
+# ticket source that mutes only tickets (a ticket must never mute a page).
+_CAUSE_RULES: tuple[tuple[str, dict], ...] = (
     (
         "A node that is down explains every per-GPU and per-node alert of that node: its "
         "exporter and disk metrics vanish or go stale with it. Page for the node only.",
@@ -170,6 +193,34 @@ INHIBIT_RULES: tuple[tuple[str, dict], ...] = (
     ),
 )
 
+_PAGE = 'severity="page"'
+_TICKET = 'severity="ticket"'
+
+
+def _page_only(rules: tuple[tuple[str, dict], ...]) -> tuple[tuple[str, dict], ...]:
+    """Only a page may inhibit a page: each source gets severity="page"; a source that can also
+    be a ticket (recovery: auto_restart makes causes infra tickets) gets a twin that mutes
+    tickets only. A ticket muting the owning team's page hid real pages for hours."""
+    out: list[tuple[str, dict]] = []
+    for comment, rule in rules:
+        sources = list(rule["source_matchers"])
+        if any(m.startswith("severity=") for m in sources):
+            out.append((comment, rule))
+            continue
+        out.append((comment, {**rule, "source_matchers": [*sources, _PAGE]}))
+        targets = list(rule["target_matchers"])
+        if _PAGE not in targets:
+            twin = {
+                **rule,
+                "source_matchers": [*sources, _TICKET],
+                "target_matchers": [*targets, _TICKET] if _TICKET not in targets else targets,
+            }
+            out.append(("The same cause as a ticket mutes only tickets: never a page.", twin))
+    return tuple(out)
+
+
+INHIBIT_RULES = _page_only(_CAUSE_RULES)
+
 
 def _team_routings(specs: list[JobSpec]) -> list[tuple[JobSpec, str, Routing]]:
     """(spec, team, routing) for each job's team and, where set, its infra team."""
@@ -240,10 +291,8 @@ def _receiver_config(name: str, receiver: Receiver) -> dict:
                     "routing_key_file": receiver.secret.path,
                     "send_resolved": True,
                     "description": _PAGERDUTY_DESCRIPTION,
-                    "links": [
-                        {"href": "{{ .CommonAnnotations.runbook_url }}", "text": "Runbook"},
-                        {"href": "{{ .CommonAnnotations.dashboard_url }}", "text": "Dashboard"},
-                    ],
+                    "severity": _PAGERDUTY_SEVERITY,
+                    "links": [{"href": href, "text": text} for href, text in _LINKS],
                 }
             ],
         }
@@ -272,7 +321,7 @@ def alertmanager_config(
     specs: list[JobSpec],
     header: str,
     *,
-    default_webhook_base: str = "http://127.0.0.1:9095",
+    local_webhook_base: str | None = None,
     timing: dict[str, dict[str, str]] | None = None,
     global_config: dict[str, str] | None = None,
     monitoring: MonitoringSettings | None = None,
@@ -281,14 +330,32 @@ def alertmanager_config(
 
     `timing` overrides group_wait / group_interval / repeat_interval per key "default" (root),
     "page" or "ticket", e.g. {"page": {"group_wait": "1s"}} for end-to-end tests.
-    A team whose specs name no receiver for a severity gets a webhook to
-    `<default_webhook_base>/<team>/<severity>`, a local placeholder to replace (or that the
-    end-to-end tests listen on). Raises ValueError when a team's specs disagree on a receiver.
-    `monitoring` adds the meta-monitoring routes and receivers first (generator/meta_routing.py).
+    Raises RoutingError (generator/routing_check.py) when a severity some alert can have has no
+    receiver and no explicit `notify_nobody`, ValueError when a team's specs disagree on one.
+    `local_webhook_base` (test and demo stacks only) replaces every receiver, whatever the specs
+    name, by a webhook to `<base>/<team>/<severity>` that the stack listens on and prints.
+    `monitoring` adds the meta-monitoring routes and receivers first (generator/meta_routing.py)
+    and makes its ticket receiver the root's: an alert no route matches reaches the pipeline's
+    owners instead of a receiver that notifies nobody.
     """
-    teams = team_receivers(specs)
-    receivers: list[dict] = [{"name": "default"}]
-    placeholders: list[str] = []
+    from .routing_check import RoutingError, routing_problems
+
+    teams = team_receivers(specs)  # first: disagreeing specs are the clearer message
+    if local_webhook_base is None:
+        problems = routing_problems([(s, f"job {s.name!r}") for s in specs], monitoring)
+        if problems:
+            raise RoutingError(problems)
+    nobody = {
+        (team_name, level)
+        for spec in specs
+        for team_name, routing in (
+            (spec.team, spec.routing),
+            (spec.infra_team, spec.recovery.infra_routing),
+        )
+        for level in routing.notify_nobody
+    }
+    receivers: list[dict] = []
+    unrouted: list[str] = []
     uses_email = False
     team_routes: list[dict] = []
     for team, by_severity in teams.items():
@@ -296,13 +363,17 @@ def alertmanager_config(
         for severity in SEVERITIES:
             name = f"{team}-{severity}"
             receiver = by_severity[severity]
-            if receiver is None:
+            if local_webhook_base is not None:
                 receiver = Receiver(
-                    kind="webhook", target=f"{default_webhook_base}/{team}/{severity}"
+                    kind="webhook", target=f"{local_webhook_base}/{team}/{severity}"
                 )
-                placeholders.append(name)
-            uses_email = uses_email or receiver.kind == "email"
-            receivers.append(_receiver_config(name, receiver))
+            if receiver is None:  # notify_nobody, or no alert of the team has this severity
+                receivers.append({"name": name})
+                if (team, severity) in nobody:
+                    unrouted.append(name)
+            else:
+                uses_email = uses_email or receiver.kind == "email"
+                receivers.append(_receiver_config(name, receiver))
             children.append(
                 {
                     "receiver": name,
@@ -312,20 +383,29 @@ def alertmanager_config(
             )
         team_routes.append({"matchers": [f'team="{team}"'], "routes": children})
 
+    root = "default"
     route = {
-        "receiver": "default",
+        "receiver": root,
         "group_by": ["training_job", "alertname"],
         **_timing(timing, "default"),
         "routes": team_routes,
     }
     if monitoring is not None:  # meta-monitoring: heartbeat and pipeline alerts, first
-        from .meta_routing import meta_receivers, meta_routes
+        from .meta_routing import meta_receivers, meta_routes, receiver_name
 
         timing_of = {severity: _timing(timing, severity) for severity in SEVERITIES}
         route["routes"] = [*meta_routes(monitoring, timing_of), *team_routes]
-        meta, meta_placeholders = meta_receivers(monitoring, default_webhook_base)
-        receivers[1:1] = meta
-        placeholders = [*meta_placeholders, *placeholders]
+        route["receiver"] = root = receiver_name(monitoring, "ticket")
+        receivers[0:0] = meta_receivers(monitoring, local_webhook_base)
+    elif local_webhook_base is not None:
+        receivers.insert(
+            0,
+            _receiver_config(
+                root, Receiver(kind="webhook", target=f"{local_webhook_base}/{root}/unrouted")
+            ),
+        )
+    else:
+        receivers.insert(0, {"name": root})
     global_section = dict(global_config or {})
     if uses_email and "smtp_smarthost" not in global_section:
         global_section = {**_SMTP_PLACEHOLDER, **global_section}
@@ -344,8 +424,12 @@ def alertmanager_config(
         _comment(
             "Alerts are grouped per training job and alert name. Each team's alerts go to "
             "<team>-page (fast, repeated every few hours) or <team>-ticket (waits and batches); "
-            "anything without a team or severity ends in the `default` receiver, which "
-            "notifies nobody."
+            f"anything no route matches (no team or severity) ends in `{root}`"
+            + (
+                ", the monitoring team's tickets: a misrouted alert is a pipeline bug."
+                if root != "default"
+                else ", which notifies nobody (no monitoring settings given)."
+            )
         )
     )
     if monitoring is not None:
@@ -353,12 +437,18 @@ def alertmanager_config(
 
         parts.append(_comment(COMMENT))
     parts.append(dump({"route": route}))
-    if placeholders:
+    if local_webhook_base is not None:
         parts.append(
             _comment(
-                f"No spec names a receiver for {', '.join(placeholders)}: they post to the "
-                f"local placeholder webhook {default_webhook_base}/<team>/<severity>. Set "
-                "routing.page / routing.ticket in the team's specs to replace it."
+                f"Local stack: every receiver posts to {local_webhook_base}/<team>/<severity>, "
+                "whatever the specs name (tests and `make demo` only)."
+            )
+        )
+    elif unrouted:
+        parts.append(
+            _comment(
+                f"{', '.join(unrouted)}: no integration, on purpose (routing.notify_nobody): "
+                "those alerts reach no one."
             )
         )
     parts.append(dump({"receivers": receivers}))

@@ -43,6 +43,8 @@ BUSY_PERCENT = 50  # ... while GPU_UTIL is at least this
 THERMAL_MARGIN_CELSIUS = 5  # ... and this close to gpu_temperature_max_celsius: thermal
 # Optional per-GPU NVLink error counters (all links; commented out in the default counters).
 NVLINK_ERROR_FIELDS = ("CRC_FLIT", "CRC_DATA", "REPLAY", "RECOVERY")
+# Per GPU and code, the XIDs that arrived in the last 10 minutes (see DcgmExporter._new_xid).
+NEW_XID = "gpu:trainsignals_gpu_xid:new10m"
 
 
 class DcgmExporter(GpuSource):
@@ -116,17 +118,51 @@ class DcgmExporter(GpuSource):
             f"{slow} * {busy} * {cause}"
         )
 
-    def _xid(self) -> str:
-        # The last-value gauge; err_code (4.x) names the code as a label too.
-        gauge = self._m("DEV_XID_ERRORS")
-        return f'label_replace({gauge}, "xid", "$1", "err_code", "(.+)")'
+    def _new_xid(self, window: str) -> str:
+        """One series per GPU and XID code that arrived within `window`, labelled `xid`.
+
+        DCGM_FI_DEV_XID_ERRORS holds the last XID's code until the exporter restarts
+        (NVIDIA/dcgm-exporter#500, #190): its value alone would fire for hours after one XID.
+        New is a changed value, or a series born non-zero (4.x adds `err_code`, the code, as a
+        label); the value is the code. A repeat of the same code is invisible in that gauge, so
+        the optional DCGM_EXP_XID_ERRORS_COUNT (XIDs per `xid` within its own window,
+        dcgm-exporter#239) counts too where it is exported. No subquery: one read per series.
+        """
+        gauge = self._raw("DEV_XID_ERRORS")
+        changed = (
+            f"({gauge} > 0) and "
+            f"(changes({gauge}[{window}]) > 0 or {gauge} unless {gauge} offset {window})"
+        )
+        coded = f'label_replace({self._node(changed)}, "xid", "$1", "err_code", "(.+)")'
+        counted = self._node(f"DCGM_EXP_XID_ERRORS_COUNT{self.ctx.raw()} > 0")
+        return f"max by (node, gpu, xid) ({coded}) or max by (node, gpu, xid) ({counted})"
+
+    def _xid_split(self, codes: tuple[int, ...] | list[int]) -> tuple[str, str]:
+        """(critical, other): the new XIDs among `codes` and the rest, by `xid` label, or by
+        value where an exporter before 4.x gave no label (critical ones get the label from
+        the code). Both read only the small recorded series."""
+        alternation = "|".join(map(str, codes))
+
+        def sel(**extra: str | Op) -> str:
+            return NEW_XID + self.ctx.recorded(**extra)
+
+        unlabelled = sel(xid="")
+        critical = " or ".join(
+            [sel(xid=Op("=~", alternation))]
+            + [f'label_replace({unlabelled} == {c}, "xid", "{c}", "", "")' for c in codes]
+        )
+        other = (
+            f"{sel(xid=Op('!~', alternation + '|'))} or "
+            + unlabelled
+            + "".join(f" != {c}" for c in codes)
+        )
+        return critical, other
 
     def recordings(self) -> dict[str, str]:
         ctx, m, gpu = self.ctx, self._m, self._gpu
         w10 = ctx.range(600)
-        step = ctx.range(60)
-        xid = self._xid()
-        critical = " or ".join(f"{xid} == {c}" for c in ctx.spec.objectives.xid_page_codes)
+        # The new XIDs are recorded first (one read of the gauge); the split reads them.
+        critical, other = self._xid_split(ctx.spec.objectives.xid_page_codes)
         uncorrectable = " or ".join(
             f"({self._once_per_gpu('increase', field, w10)})"
             for field in ("DEV_ECC_DBE_VOL_TOTAL", "DEV_UNCORRECTABLE_REMAPPED_ROWS")
@@ -166,14 +202,9 @@ class DcgmExporter(GpuSource):
             "gpu:trainsignals_gpu_thermal_throttle:active": self._throttle(THERMAL_BITS, True),
             "gpu:trainsignals_gpu_power_throttle:active": self._throttle(POWER_BITS, False),
             "gpu:trainsignals_gpu_ecc_uncorrected:increase10m": uncorrectable,
-            # The gauge holds the last XID code; the recorded value is that code.
-            "gpu:trainsignals_gpu_xid_critical:seen10m": with_xid_action(
-                f"max by (node, gpu, xid) (max_over_time(({critical})[{w10}:{step}]))"
-            ),
-            "gpu:trainsignals_gpu_xid_other:seen10m": with_xid_action(
-                f"max by (node, gpu, xid) "
-                f"(max_over_time(({xid} > 0 unless ({critical}))[{w10}:{step}]))"
-            ),
+            NEW_XID: self._new_xid(w10),
+            "gpu:trainsignals_gpu_xid_critical:seen10m": with_xid_action(critical),
+            "gpu:trainsignals_gpu_xid_other:seen10m": with_xid_action(other),
             "gpu:trainsignals_gpu_remapped_rows:pending": either_positive(
                 gpu("DEV_ROW_REMAP_PENDING"), gpu("DEV_ROW_REMAP_FAILURE")
             ),

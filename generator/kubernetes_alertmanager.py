@@ -3,8 +3,9 @@
 The same tree as alerts/alertmanager.yaml, for one job: its alerts split by severity into a
 page and a ticket receiver, the same timing and inhibition rules. Credentials are Secret
 references in the object's namespace (routingKey, apiURL, authorization.credentials); the
-operator reads them, so no secret is in the file. A receiver the spec does not name has no
-integration: those alerts reach nobody until routing.page / routing.ticket is set.
+operator reads them, so no secret is in the file. The object carries only this spec's
+receivers, so each severity its alerts can have needs a receiver in this spec (or an explicit
+`notify_nobody`); an alert no child route matches goes to the team's ticket receiver.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from __future__ import annotations
 import re
 
 from .alertmanager import (
+    _LINKS,
     _PAGERDUTY_DESCRIPTION,
+    _PAGERDUTY_SEVERITY,
     _SLACK_TEXT,
     _SLACK_TITLE,
     DEFAULT_TIMING,
@@ -56,10 +59,8 @@ def _receiver(name: str, receiver: Receiver | None, field: str) -> dict:
                     "routingKey": _secret(receiver.secret, field),
                     "sendResolved": True,
                     "description": _PAGERDUTY_DESCRIPTION,
-                    "pagerDutyLinkConfigs": [
-                        {"href": "{{ .CommonAnnotations.runbook_url }}", "alt": "Runbook"},
-                        {"href": "{{ .CommonAnnotations.dashboard_url }}", "alt": "Dashboard"},
-                    ],
+                    "severity": _PAGERDUTY_SEVERITY,
+                    "pagerDutyLinkConfigs": [{"href": href, "alt": text} for href, text in _LINKS],
                 }
             ],
         }
@@ -105,7 +106,7 @@ def _teams(spec: JobSpec) -> list[tuple[str, str, Routing, str]]:
     return teams
 
 
-def _team_route(prefix: str, team: str) -> dict:
+def _team_route(prefix: str, team: str, severities: list[str]) -> dict:
     return {
         "matchers": [{"name": "team", "matchType": "=", "value": team}],
         "routes": [
@@ -114,18 +115,30 @@ def _team_route(prefix: str, team: str) -> dict:
                 "matchers": [{"name": "severity", "matchType": "=", "value": severity}],
                 **_timing(severity),
             }
-            for severity in SEVERITIES
+            for severity in severities
         ],
     }
 
 
+def _severities(spec: JobSpec, team: str, routing: Routing) -> list[str]:
+    """The severities the team gets from this job, or has a receiver for: no empty receiver
+    for a severity no alert has (an infra team gets only tickets from a self-healing job)."""
+    from .routing_check import emitted  # routing_check imports the alert catalogue
+
+    sent = {level for team_name, level in emitted(spec) if team_name == team}
+    return [s for s in SEVERITIES if s in sent or getattr(routing, s) is not None]
+
+
 def alertmanager_config_object(spec: JobSpec, metadata: dict) -> dict:
-    teams = _teams(spec)
-    routes = [_team_route(prefix, team) for prefix, team, _, _ in teams]
-    receivers = [{"name": "default"}] + [
+    teams = [
+        (prefix, team, routing, field, _severities(spec, team, routing))
+        for prefix, team, routing, field in _teams(spec)
+    ]
+    routes = [_team_route(prefix, team, sevs) for prefix, team, _, _, sevs in teams]
+    receivers = [
         _receiver(f"{prefix}{sev}", getattr(routing, sev), f"{field}.{sev}.secret")
-        for prefix, _, routing, field in teams
-        for sev in SEVERITIES
+        for prefix, _, routing, field, sevs in teams
+        for sev in sevs
     ]
     inhibit = [
         {
@@ -141,7 +154,8 @@ def alertmanager_config_object(spec: JobSpec, metadata: dict) -> dict:
         "metadata": metadata,
         "spec": {
             "route": {
-                "receiver": "default",  # no severity: nobody (as in alerts/alertmanager.yaml)
+                # No team or severity: the job team's tickets, not a receiver of nobody.
+                "receiver": "ticket",
                 "groupBy": ["training_job", "alertname"],
                 **_timing("default"),
                 "matchers": [{"name": "training_job", "matchType": "=", "value": spec.name}],
@@ -157,7 +171,19 @@ def secret_reference_problems(spec: JobSpec) -> list[str]:
     """'field: problem' for receivers a Kubernetes spec cannot reference (a file, no Secret)."""
     if spec.deploy.kubernetes is None:
         return []
+    from .routing_check import emitted  # routing_check imports the alert catalogue
+
     found = []
+    own = {team: (routing, field) for _, team, routing, field in _teams(spec)}
+    for (team, severity), example in sorted(emitted(spec).items()):
+        routing, field = own[team]
+        if getattr(routing, severity) is None and severity not in routing.notify_nobody:
+            found.append(
+                f"{field}.{severity}: team {team!r} gets {severity}s (e.g. {example}) and this "
+                "job's AlertmanagerConfig carries only its own receivers; set "
+                f"{field}.{severity} with a Secret reference, or add {severity} to "
+                f"{field}.notify_nobody to send them to no one on purpose"
+            )
     for _, _, routing, field in _teams(spec):
         for severity in SEVERITIES:
             receiver = getattr(routing, severity)

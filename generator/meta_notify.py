@@ -13,9 +13,6 @@ from .promql import matchers, regex
 from .receivers import Routing
 from .spec import JobSpec
 
-PLACEHOLDER_INTEGRATION = "webhook"  # a severity without a receiver posts to a local webhook
-
-
 def _routings(settings: MonitoringSettings, specs: list[JobSpec]) -> list[Routing]:
     routings = [settings.routing]
     for spec in specs:
@@ -35,8 +32,9 @@ def integrations(settings: MonitoringSettings, specs: list[JobSpec]) -> tuple[li
     used: dict[str, set[str]] = {"page": set(), "ticket": set()}
     for routing in _routings(settings, specs):
         for severity, kinds in used.items():
-            receiver = getattr(routing, severity)
-            kinds.add(receiver.kind if receiver else PLACEHOLDER_INTEGRATION)
+            # A severity without a receiver (routing.notify_nobody) uses no integration.
+            if receiver := getattr(routing, severity):
+                kinds.add(receiver.kind)
     return sorted(used["page"]), sorted(used["ticket"] - used["page"])
 
 

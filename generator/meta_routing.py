@@ -33,8 +33,13 @@ def heartbeat_timing(settings: MonitoringSettings) -> dict[str, str]:
 
 
 def meta_routes(settings: MonitoringSettings, timing_of: dict[str, dict[str, str]]) -> list[dict]:
-    """[heartbeat route, meta alerts route]; `timing_of` maps page/ticket to their timing."""
-    names = "|".join(n for n in META_ALERT_NAMES if n != HEARTBEAT)
+    """[heartbeat route, meta alerts route]; `timing_of` maps page/ticket to their timing.
+
+    The on-call ticket of the monitoring team itself (OncallPageLoadHigh{team=<it>}) is theirs
+    too: it matched no route before and fell to a receiver that notified nobody."""
+    from .oncall import ALERT as ONCALL_ALERT  # oncall.py imports the pipeline
+
+    names = "|".join([*(n for n in META_ALERT_NAMES if n != HEARTBEAT), ONCALL_ALERT])
     return [
         {
             "receiver": SWITCH_RECEIVER,
@@ -55,32 +60,33 @@ def meta_routes(settings: MonitoringSettings, timing_of: dict[str, dict[str, str
     ]
 
 
-def switch_receiver(settings: MonitoringSettings) -> dict:
+def switch_receiver(settings: MonitoringSettings, local_webhook_base: str | None = None) -> dict:
     """The dead man's switch: a webhook (token from a file, never inline), no resolved."""
     from .alertmanager import _receiver_config  # alertmanager.py imports this module
 
-    config = _receiver_config(SWITCH_RECEIVER, settings.heartbeat.receiver())
+    receiver = settings.heartbeat.receiver()
+    if local_webhook_base is not None:
+        receiver = Receiver(kind="webhook", target=f"{local_webhook_base}/{SWITCH_RECEIVER}")
+    config = _receiver_config(SWITCH_RECEIVER, receiver)
     config["webhook_configs"][0]["send_resolved"] = False
     return config
 
 
-def meta_receivers(
-    settings: MonitoringSettings, default_webhook_base: str
-) -> tuple[list[dict], list[str]]:
-    """(receivers, names of those that fell back to the local placeholder webhook)."""
+def meta_receivers(settings: MonitoringSettings, local_webhook_base: str | None) -> list[dict]:
+    """The switch and the monitoring team's page / ticket receivers (generator/routing_check.py
+    refused missing ones, unless routing.notify_nobody lists them); with `local_webhook_base`,
+    all post there instead (test and demo stacks)."""
     from .alertmanager import _receiver_config  # alertmanager.py imports this module
 
-    receivers, placeholders = [switch_receiver(settings)], []
+    receivers = [switch_receiver(settings, local_webhook_base)]
     for severity in SEVERITIES:
         name = receiver_name(settings, severity)
         receiver = getattr(settings.routing, severity)
-        if receiver is None:
-            receiver = Receiver(
-                kind="webhook", target=f"{default_webhook_base}/{settings.team}/{severity}"
-            )
-            placeholders.append(name)
-        receivers.append(_receiver_config(name, receiver))
-    return receivers, placeholders
+        if local_webhook_base is not None:
+            base = local_webhook_base
+            receiver = Receiver(kind="webhook", target=f"{base}/{settings.team}/{severity}")
+        receivers.append({"name": name} if receiver is None else _receiver_config(name, receiver))
+    return receivers
 
 
 COMMENT = (

@@ -87,7 +87,8 @@ class MonitoringSettings(StrictModel):
     alertmanager_url: str = "http://alertmanager.example.com:9093"
     runbook_base_url: str = "https://github.com/example/trainsignals/blob/main/runbooks"
     heartbeat: Heartbeat = Heartbeat()
-    # Unset: local placeholder webhooks, as for job teams without receivers.
+    # The pipeline's own pages and tickets (and the unrouted alerts' fallback). Required:
+    # generation fails without them unless routing.notify_nobody lists the severity.
     routing: Routing = Routing()
     # Severity per meta alert name (page, ticket or off); Watchdog cannot be changed.
     alerts: dict[str, Severity] = Field(default_factory=dict)
@@ -107,7 +108,16 @@ class MonitoringSettings(StrictModel):
         return value
 
 
-DEFAULT_SETTINGS = MonitoringSettings()
+# The repository's committed settings: example Secrets and an example heartbeat URL.
+# `trainsignals validate` / `generate` say so whenever they are used (generator/placeholders.py).
+DEFAULT_SETTINGS = MonitoringSettings(
+    routing=Routing(
+        page=Receiver(
+            kind="pagerduty", secret=SecretRef(name="monitoring-pagerduty", key="routing-key")
+        ),
+        ticket=Receiver(kind="slack", secret=SecretRef(name="monitoring-slack", key="webhook-url")),
+    )
+)
 
 
 def load_monitoring(path: Path) -> MonitoringSettings:

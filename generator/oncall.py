@@ -18,9 +18,10 @@ exactly one sample of the "started" series; `sum_over_time` over a shift then co
 Resolved alerts get a staleness marker from Prometheus, so a group that resolves and fires
 again more than a step later is a new episode; a group that stays firing is one, however long.
 
-The counts come from Prometheus, before Alertmanager: silenced or inhibited alerts still count.
-That is deliberate: a silence is set by a person who was interrupted, and an alert that is
-always inhibited is noise to fix; the dashboard is where both show up.
+The counts are of what Alertmanager notifies: firing alerts minus those its inhibit rules mute
+(generator/oncall_delivered.py applies the same rules to `ALERTS`), so one incident with two
+inhibited consequences is one page. Silences still count: a silence is set by a person who was
+interrupted.
 
 The shift is a rolling window (default 12h): "more than two pages in any 12 hours" does not
 depend on where a team's handovers are, and it never misses a bad shift (it can flag three pages
@@ -39,6 +40,7 @@ from trainsignals import __version__
 from .dashboard import DATASOURCE, multi_value_variable
 from .durations import format_duration
 from .grafana_normalize import grafanalib_json, normalize_dashboard
+from .oncall_delivered import NOTIFIED, notified_expr
 from .pipeline import GENERATED_MARK, Options, dashboard_text
 from .promql import matchers, regex
 from .series_notation import encode
@@ -134,7 +136,8 @@ class OncallPolicy:
 
 
 def _alerts_selector() -> str:
-    return "ALERTS" + matchers({"alertstate": "firing", "severity": regex("|".join(SEVERITIES))})
+    """Firing alerts Alertmanager notifies: inhibited ones are not pages (oncall_delivered.py)."""
+    return NOTIFIED + matchers({"severity": regex("|".join(SEVERITIES))})
 
 
 def started_expr(policy: OncallPolicy) -> str:
@@ -152,6 +155,7 @@ def started_expr(policy: OncallPolicy) -> str:
 
 def recording_rules(policy: OncallPolicy) -> list[dict]:
     return [
+        {"record": NOTIFIED, "expr": notified_expr()},
         {
             "record": FIRING,
             "expr": f"count by (team, alertname, severity) ({_alerts_selector()})",
@@ -758,8 +762,9 @@ def runbook(policy: OncallPolicy, links: Links, specs: list[JobSpec], header: st
             "A page is one firing episode of one training job's alert (Alertmanager's "
             "notification group: team, severity, training_job, alertname). An alert firing for "
             "hours is one page; eight GPUs failing together are one page; the same alert "
-            "resolving and firing again is two. The count is taken from Prometheus' `ALERTS`, "
-            "before Alertmanager: silenced and inhibited alerts still count.",
+            "resolving and firing again is two. Only what Alertmanager notifies counts: "
+            f"`{NOTIFIED}` is `ALERTS` minus what the inhibit rules mute (one incident pages "
+            "once); silenced alerts still count.",
             "",
             "## Triage",
             "",

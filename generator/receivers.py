@@ -69,8 +69,26 @@ class Receiver(BaseModel):
         return f"{self.kind} {where}"
 
 
+Severity = Literal["page", "ticket"]
+
+
 class Routing(BaseModel):
+    """A team's receivers per severity. A severity the team's alerts can have needs a receiver
+    (generation fails otherwise, generator/routing_check.py) unless `notify_nobody` lists it:
+    the explicit opt-in for alerts that reach no one (e.g. a sandbox job)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     page: Receiver | None = None
     ticket: Receiver | None = None
+    notify_nobody: tuple[Severity, ...] = ()
+
+    @model_validator(mode="after")
+    def _nobody_means_no_receiver(self) -> Routing:
+        for severity in self.notify_nobody:
+            if getattr(self, severity) is not None:
+                raise ValueError(
+                    f"notify_nobody lists {severity} but routing.{severity} names a receiver; "
+                    "remove one of them"
+                )
+        return self

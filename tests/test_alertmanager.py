@@ -11,6 +11,8 @@ import pytest
 import yaml
 from trainsignals.generator.alertmanager import alertmanager_config, team_receivers
 from trainsignals.generator.loader import load_specs, spec_files
+from trainsignals.generator.monitoring import DEFAULT_SETTINGS
+from trainsignals.generator.routing_check import RoutingError
 from trainsignals.generator.spec import JobSpec
 
 JOBS = Path(__file__).resolve().parents[1] / "jobs"
@@ -45,7 +47,7 @@ def two_teams() -> list[JobSpec]:
             "vision",
             {"page": {"kind": "slack", "secret": {"name": "vision-slack", "key": "url"}}},
         ),
-        make_spec("speech", "speech"),
+        make_spec("speech", "speech", {"notify_nobody": ["page", "ticket"]}),
     ]
 
 
@@ -110,6 +112,19 @@ def test_unknown_team_or_missing_severity_goes_to_default(tmp_path: Path) -> Non
     config = write(tmp_path, alertmanager_config(two_teams(), HEADER))
     assert routes_to(config, "default", team="nobody", severity="page").returncode == 0
     assert routes_to(config, "default", team="vision", alertname="X").returncode == 0
+
+
+@needs_amtool
+def test_unmatched_alerts_reach_the_monitoring_team_not_nobody(tmp_path: Path) -> None:
+    text = alertmanager_config(two_teams(), HEADER, monitoring=DEFAULT_SETTINGS)
+    config = write(tmp_path, text)
+    ticket = "meta-monitoring-ticket"
+    assert routes_to(config, ticket, team="nobody", severity="page").returncode == 0
+    assert routes_to(config, ticket, team="vision", alertname="X").returncode == 0
+    # The monitoring team's own on-call ticket (before: no route, `default`).
+    labels = {"alertname": "OncallPageLoadHigh", "team": "monitoring", "severity": "ticket"}
+    assert routes_to(config, ticket, **labels).returncode == 0
+    assert "default" not in receivers_by_name(text)
 
 
 def test_routing_tree_and_timing() -> None:
@@ -180,17 +195,47 @@ def test_receivers_from_spec_routing() -> None:
     }
 
 
-def test_team_without_routing_gets_placeholder_webhook() -> None:
-    text = alertmanager_config(two_teams(), HEADER, default_webhook_base="http://127.0.0.1:1234")
+def test_team_without_routing_is_refused_naming_field_and_fix() -> None:
+    """No placeholder webhook as a silent default: a severity with alerts and no receiver
+    fails generation, unless routing.notify_nobody says so."""
+    with pytest.raises(RoutingError) as error:
+        alertmanager_config([make_spec("speech", "speech")], HEADER)
+    page, ticket = error.value.problems
+    assert page.startswith("job 'speech': routing.page: team 'speech' gets pages")
+    assert "set routing.page" in page and "routing.notify_nobody" in page
+    assert ticket.startswith("job 'speech': routing.ticket:")
+    assert "127.0.0.1" not in alertmanager_config(two_teams(), HEADER)
+
+
+def test_notify_nobody_is_explicit_and_said_in_the_file() -> None:
+    text = alertmanager_config(two_teams(), HEADER)
     receivers = receivers_by_name(text)
-    for severity in ("page", "ticket"):
-        url = receivers[f"speech-{severity}"]["webhook_configs"][0]["url"]
-        assert url == f"http://127.0.0.1:1234/speech/{severity}"
-    assert "local placeholder" in text
+    assert receivers["speech-page"] == {"name": "speech-page"}
+    assert "speech-page, speech-ticket: no integration, on purpose" in text
     # vision-b sets no ticket receiver and shares vision-a's.
     assert receivers["vision-ticket"]["email_configs"] == [
         {"to": "vision@example.com", "send_resolved": True}
     ]
+    with pytest.raises(ValueError, match=r"notify_nobody lists page but routing\.page names"):
+        make_spec(
+            "x", "x", {"page": {"kind": "email", "target": "a@b.c"}, "notify_nobody": ["page"]}
+        )
+
+
+def test_local_stack_replaces_every_receiver() -> None:
+    """Tests and `make demo` see every notification, whatever the specs' real receivers."""
+    text = alertmanager_config(
+        example_specs(),
+        HEADER,
+        local_webhook_base="http://127.0.0.1:1234",
+        monitoring=DEFAULT_SETTINGS,
+    )
+    for receiver in yaml.safe_load(text)["receivers"]:
+        (hook,) = receiver["webhook_configs"]
+        assert hook["url"].startswith("http://127.0.0.1:1234/"), receiver
+    assert receivers_by_name(text)["applied-ml-page"]["webhook_configs"][0]["url"].endswith(
+        "/applied-ml/page"
+    )
 
 
 def test_email_gets_smtp_global_or_the_callers() -> None:
@@ -231,7 +276,7 @@ def inhibit_rules(text: str) -> list[dict]:
 
 
 def targets(rule: dict) -> set[str]:
-    (matcher,) = rule["target_matchers"]
+    matcher = rule["target_matchers"][0]  # then severity="ticket" on a ticket's twin
     return set(matcher.split('"')[1].split("|"))
 
 
@@ -255,20 +300,30 @@ def test_inhibit_rules() -> None:
     nvml = next(r for r in gpu if targets(r) == {"GpuExporterNvmlErrors"})
     assert nvml["equal"] == ["training_job", "node", "gpu"]
 
-    (crash,) = find(rules, '"TrainingTargetsDown"')
+    crash, crash_ticket = find(rules, '"TrainingTargetsDown"')
     assert "TrainingStalled" in targets(crash) and crash["equal"] == ["training_job"]
-    (stall,) = find(rules, '"TrainingStalled"')
+    assert crash_ticket["target_matchers"][-1] == 'severity="ticket"'
+    stall, _ = find(rules, '"TrainingStalled"')
     assert targets(stall) == {
         "ThroughputBelowFloor",
         "StepTimeAboveBound",
         "MfuBelowFloor",
         "DataLoaderStarved",
     }
-    (sev,) = find(rules, 'severity="page"')
+    (sev,) = [r for r in rules if r["source_matchers"] == ['severity="page"']]
     assert sev["target_matchers"] == ['severity="ticket"']
     assert sev["equal"] == ["alertname", "training_job"]
     # Nothing inhibits a root cause: no cycles back to the sources.
-    assert not any("NodeDown" in targets(r) for r in rules if "severity" not in str(r))
+    assert not any(
+        "NodeDown" in targets(r)
+        for r in rules
+        if r["source_matchers"][0] != sev["source_matchers"][0]
+    )
+    # Only a page may mute a page: every source names its severity, a ticket mutes tickets only.
+    for rule in rules:
+        assert any(m.startswith("severity=") for m in rule["source_matchers"]), rule
+        if 'severity="ticket"' in rule["source_matchers"]:
+            assert 'severity="ticket"' in rule["target_matchers"], rule
 
 
 def test_every_inhibit_rule_is_explained() -> None:

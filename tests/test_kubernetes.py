@@ -74,7 +74,7 @@ def test_validation_is_strict_and_can_fail() -> None:
     daemonset = copy.deepcopy(objects("llama-8b-finetune")["DaemonSet"])
     daemonset["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"] = "x"
     config = copy.deepcopy(objects("llama-8b-finetune")["AlertmanagerConfig"])
-    config["spec"]["receivers"][1]["pagerdutyConfigs"][0]["routingKey"] = "literal"
+    config["spec"]["receivers"][0]["pagerdutyConfigs"][0]["routingKey"] = "literal"
     assert any("targetLable" in p for p in problems(monitor))
     assert any("release" in p for p in problems(monitor))
     assert any("containerPort" in p for p in problems(daemonset))
@@ -190,12 +190,14 @@ def test_alertmanager_config_routes_by_severity_with_secret_references() -> None
         "name": "applied-ml-tickets",
         "key": "token",
     }
-    slack = objects("gpt-70b-pretrain")["AlertmanagerConfig"]["spec"]["receivers"][2]
+    slack = objects("gpt-70b-pretrain")["AlertmanagerConfig"]["spec"]["receivers"][1]
     assert slack["slackConfigs"][0]["apiURL"] == {"name": "fm-training-slack", "key": "webhook-url"}
     node_down = spec["inhibitRules"][0]
     assert node_down["sourceMatch"] == [
-        {"name": "alertname", "matchType": "=", "value": "NodeDown"}
+        {"name": "alertname", "matchType": "=", "value": "NodeDown"},
+        {"name": "severity", "matchType": "=", "value": "page"},  # only a page mutes a page
     ]
+    assert spec["route"]["receiver"] == "ticket"  # unmatched: the team's tickets, not nobody
 
 
 def test_kubernetes_spec_with_a_file_only_secret_is_refused() -> None:
@@ -224,9 +226,12 @@ def test_hardware_tickets_of_a_self_healing_job_route_to_the_infra_team() -> Non
     teams = [r["matchers"][0]["value"] for r in spec["route"]["routes"]]
     assert teams == ["foundation-models", "gpu-infra"]
     infra = spec["route"]["routes"][1]["routes"]
-    assert [r["receiver"] for r in infra] == ["infra-page", "infra-ticket"]
+    # The infra team gets only tickets from a self-healing job: no empty page receiver.
+    assert [r["receiver"] for r in infra] == ["infra-ticket"]
     names = [r["name"] for r in spec["receivers"]]
-    assert names == ["default", "page", "ticket", "infra-page", "infra-ticket"]
+    assert names == ["page", "ticket", "infra-ticket"]
+    infra_ticket = spec["receivers"][2]["slackConfigs"][0]["apiURL"]
+    assert infra_ticket == {"name": "gpu-infra-slack", "key": "webhook-url"}
 
 
 def test_meta_and_oncall_rules_are_deployed_where_the_jobs_rules_are() -> None:

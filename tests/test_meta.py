@@ -170,12 +170,18 @@ def test_routing_heartbeat_to_switch_meta_alerts_to_monitoring(tmp_path: Path) -
             "name": "exporter-canary",
             "team": "monitoring",
             "shape": {"gpu_model": "H100-SXM", "model_flops_per_token": 1e9},
-            "routing": {"page": {"kind": "webhook", "target": "https://pager.example.com/m"}},
+            "routing": {
+                "page": {"kind": "webhook", "target": "https://pager.example.com/m"},
+                "notify_nobody": ["ticket"],
+            },
         }
     )
     settings = MonitoringSettings(
         heartbeat=Heartbeat(url="https://hc.example.com/ping/abc", interval=120),
-        routing={"page": {"kind": "webhook", "target": "https://sre-pager.example.com/hook"}},
+        routing={
+            "page": {"kind": "webhook", "target": "https://sre-pager.example.com/hook"},
+            "ticket": {"kind": "webhook", "target": "https://sre-tickets.example.com/hook"},
+        },
     )
     text = alertmanager_config([*specs, own], HEADER, monitoring=settings)
     config = tmp_path / "alertmanager.yaml"
@@ -225,7 +231,8 @@ def test_no_secret_only_a_credentials_file(tmp_path: Path) -> None:
 
 def test_an_integration_is_ticket_only_when_no_page_receiver_uses_it() -> None:
     """Alertmanager counts failures per integration only: one that any page receiver uses
-    (a placeholder is a webhook) must page when it fails; the others are tickets."""
+    must page when it fails; the others are tickets. A severity routed to nobody
+    (routing.notify_nobody) uses no integration."""
     from trainsignals.generator.meta_notify import integrations
     from trainsignals.generator.receivers import Receiver, Routing
 
@@ -234,8 +241,11 @@ def test_an_integration_is_ticket_only_when_no_page_receiver_uses_it() -> None:
     chat = Receiver(kind="slack", secret={"name": "slack", "key": "url"})
     hook = Receiver(kind="webhook", target="https://tickets.example.com/hook")
     own = MonitoringSettings(routing=Routing(page=pager, ticket=chat))
-    # minimal's placeholders (and gpt-70b's infra team's) are webhooks: a webhook can be a page.
-    assert integrations(own, specs) == (["pagerduty", "webhook"], ["slack"])
+    # Every example pages through PagerDuty; llama tickets through a webhook.
+    assert integrations(own, specs) == (["pagerduty"], ["slack", "webhook"])
+    # gpt-70b's infra team gets tickets only (no infra page receiver): nothing more.
+    gpt = [s for s in specs if s.name == "gpt-70b-pretrain"]
+    assert integrations(own, gpt) == (["pagerduty"], ["slack"])
     # llama pages through PagerDuty and tickets through a webhook, the monitoring team
     # through PagerDuty and Slack: the webhook carries tickets only.
     llama = [s for s in specs if s.name == "llama-8b-finetune"]

@@ -171,7 +171,7 @@ def test_promtool_check_and_generated_tests_pass(
     rules, tests = write(tmp_path, oncall_files(example_specs(), policy=policy))
     checked = promtool("check", "rules", rules.name, cwd=tmp_path)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "4 rules found" in checked.stdout
+    assert "5 rules found" in checked.stdout
     tested = promtool("test", "rules", tests.name, cwd=tmp_path)
     assert tested.returncode == 0, tested.stdout + tested.stderr
 

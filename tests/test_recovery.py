@@ -20,6 +20,7 @@ BASE = {
     "name": "selfheal",
     "team": "ml",
     "shape": {"gpu_model": "H100-SXM", "model_flops_per_token": 4.2e10},
+    "routing": {"notify_nobody": ["page", "ticket"]},  # routing only, no integration needed
 }
 CAUSES = ("GpuLost", "GpuXidCritical", "GpuUncorrectableEccErrors", "NodeDown")
 
@@ -130,7 +131,14 @@ def test_infra_tickets_route_to_the_infra_team_and_symptoms_page_the_job_team(
     tmp_path: Path,
 ) -> None:
     job = JobSpec.model_validate(
-        {**BASE, "recovery": {"mode": "auto_restart", "infra_team": "gpu-infra"}}
+        {
+            **BASE,
+            "recovery": {
+                "mode": "auto_restart",
+                "infra_team": "gpu-infra",
+                "infra_routing": {"notify_nobody": ["ticket"]},
+            },
+        }
     )
     config = write(tmp_path, alertmanager_config([job], HEADER))
     labels = {n: r["labels"] for n, r in rendered(job).items()}

@@ -191,12 +191,17 @@ def test_alertmanager_reads_every_credential_from_its_file(tmp_path: Path, recor
                 },
             },
         ),
-        team_spec("beta", {"ticket": {"kind": "slack", "secret": {"file": str(files["slack"])}}}),
+        team_spec(
+            "beta",
+            {
+                "ticket": {"kind": "slack", "secret": {"file": str(files["slack"])}},
+                "notify_nobody": ["page"],
+            },
+        ),
     ]
     config = alertmanager_config(
         specs,
         "# test\n",
-        default_webhook_base=f"{recorder.url}/placeholder",
         timing=FAST_TIMING,
         global_config={"pagerduty_url": f"{recorder.url}/pagerduty"},
     )

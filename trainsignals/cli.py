@@ -50,6 +50,22 @@ def _monitoring(path: Path | None):  # -> MonitoringSettings | None
         raise SystemExit(1) from None
 
 
+def _routed(specs: list, settings) -> None:  # settings: MonitoringSettings | None
+    """Refuse alerts that would reach no one (generator/routing_check.py); warn about
+    placeholders (example hosts, the built-in example monitoring settings)."""
+    from trainsignals.generator.monitoring import DEFAULT_SETTINGS
+    from trainsignals.generator.placeholders import placeholder_warnings
+    from trainsignals.generator.routing_check import routing_problems
+
+    problems = routing_problems(specs, settings or DEFAULT_SETTINGS)
+    for problem in problems:
+        click.echo(problem, err=True)
+    if problems:
+        raise SystemExit(1)
+    for warning in placeholder_warnings(specs, settings):
+        click.echo(f"warning: {warning}", err=True)
+
+
 def _load(jobs_dir: Path) -> list:
     paths = spec_files(jobs_dir)
     if not paths:
@@ -102,6 +118,7 @@ def generate(
     options = Options(
         time_scale=time_scale, min_range_seconds=min_range, monitoring=_monitoring(monitoring_file)
     )
+    _routed(specs, options.monitoring)
     files = generate_all(specs, options)
     changed = write_tree(out_dir, files)
     for path in changed:
@@ -111,9 +128,11 @@ def generate(
 
 @main.command()
 @jobs_option()
-def validate(jobs_dir: Path) -> None:
+@monitoring_option
+def validate(jobs_dir: Path, monitoring_file: Path | None) -> None:
     """Check the specs only; one line per problem, naming file, field and the fix."""
     specs = _load(jobs_dir)
+    _routed(specs, _monitoring(monitoring_file))
     click.echo(f"{len(specs)} spec(s) valid: {', '.join(s.name for s, _ in specs)}")
 
 
@@ -123,7 +142,9 @@ def validate(jobs_dir: Path) -> None:
 @monitoring_option
 def check(jobs_dir: Path, out_dir: Path, monitoring_file: Path | None) -> None:
     """Fail when committed generated files differ from what the specs generate."""
-    files = generate_all(_load(jobs_dir), Options(monitoring=_monitoring(monitoring_file)))
+    specs, settings = _load(jobs_dir), _monitoring(monitoring_file)
+    _routed(specs, settings)
+    files = generate_all(specs, Options(monitoring=settings))
     result = drift(out_dir, files)
     if result:
         for line in result.lines():

@@ -16,7 +16,9 @@ import time
 from pathlib import Path
 
 from trainsignals import reaper
+from trainsignals.generator.alertmanager import team_receivers
 from trainsignals.generator.loader import load_specs
+from trainsignals.generator.spec import JobSpec
 from trainsignals.generator.yaml_out import dump
 from trainsignals.simulator.job import Simulation, effective_spec
 from trainsignals.simulator.scenarios import SCENARIOS
@@ -63,13 +65,30 @@ def write_grafana_provisioning(directory: Path, prometheus_url: str) -> list[Pat
     return written
 
 
-def print_notification(n: Notification) -> None:
+def destinations(specs: list[JobSpec]) -> dict[str, str]:
+    """{"/<team>/<severity>": what the real config would notify}: the demo's Alertmanager
+    posts every receiver to its local printer instead (stack.py), so no page is lost to a
+    key file that does not exist here, and each line says where it would have gone."""
+    found = {}
+    for team, by_severity in team_receivers(specs).items():
+        for severity, receiver in by_severity.items():
+            found[f"/{team}/{severity}"] = (
+                f"{team}-{severity}: {receiver.describe}"
+                if receiver
+                else f"{team}-{severity}: no one"
+            )
+    return found
+
+
+def print_notification(n: Notification, would_go: dict[str, str] | None = None) -> None:
     kind = n.severity.upper() if n.severity else "NOTIFY"
     where = ", ".join(f"{k}={v}" for k, v in sorted(n.labels.items()) if k in ("node", "gpu"))
     stamp = time.strftime("%H:%M:%S", time.localtime(n.arrived_wall))
+    target = (would_go or {}).get(n.path, n.path)
     print(
         f"{stamp} {kind:<6} {n.status:<8} {n.alertname} {n.labels.get('training_job', '')}"
-        + (f" ({where})" if where else ""),
+        + (f" ({where})" if where else "")
+        + f" -> {target}",
         flush=True,
     )
 
@@ -94,8 +113,14 @@ def main(argv: list[str] | None = None) -> int:
         rules = work / f"{spec.name}.rules.yaml"
         rules.write_text(files[f"alerts/{spec.name}.rules.yaml"], encoding="utf-8")
         sd = work / "sd"
+        would_go = destinations([spec])
         stack = Stack(
-            work / "stack", [spec], [sd], [rules], on_notify=print_notification, defer_rules=True
+            work / "stack",
+            [spec],
+            [sd],
+            [rules],
+            on_notify=lambda n: print_notification(n, would_go),
+            defer_rules=True,
         )
         with stack:
             provisioning = write_grafana_provisioning(
@@ -127,7 +152,10 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 print(f"prometheus   {stack.prometheus_url}")
                 print(f"alertmanager {stack.alertmanager_url}")
-                print(f"webhook      {stack.receiver.url if stack.receiver else '-'}")
+                print(
+                    f"webhook      {stack.receiver.url if stack.receiver else '-'}: every "
+                    "page and ticket is printed here, with where the real config sends it"
+                )
                 for target in sim.targets()[:1] + sim.targets()[-1:]:
                     print(f"{target.kind + ' metrics':<12} http://{target.address}/metrics")
                 print(f"grafana      provisioning in {provisioning[0].parent.parent}")

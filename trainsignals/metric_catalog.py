@@ -554,12 +554,16 @@ METRICS: tuple[Metric, ...] = (
 # after #655), plus pod/namespace/container on Kubernetes, and GPU_I_ID/GPU_I_PROFILE on the series
 # of a MIG GPU instance (absent on whole GPUs).
 DCGM_LABELS = ("Hostname", "gpu", "UUID", "device", "modelName", "pci_bus_id")
+_DCGM_EXTRA_LABELS = {
+    "DCGM_FI_DEV_XID_ERRORS": ("err_code",),
+    "DCGM_EXP_XID_ERRORS_COUNT": ("xid", "window_size_in_ms"),
+}
 DCGM_METRICS: tuple[Metric, ...] = tuple(
     Metric(
         name,
         Kind.COUNTER if kind == "counter" else Kind.GAUGE,
         Component.DCGM_EXPORTER,
-        (*DCGM_LABELS, "err_code") if name == "DCGM_FI_DEV_XID_ERRORS" else DCGM_LABELS,
+        (*DCGM_LABELS, *_DCGM_EXTRA_LABELS.get(name, ())),
         help_,
     )
     for name, kind, help_ in (
@@ -579,6 +583,11 @@ DCGM_METRICS: tuple[Metric, ...] = tuple(
             "Optional: the same bitmask, DCGM 3 name.",
         ),
         ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error seen (err_code)."),
+        (
+            "DCGM_EXP_XID_ERRORS_COUNT",
+            "gauge",
+            "Optional: XID errors per code within the exporter's window (xid-count-window-size).",
+        ),
         (
             "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
             "counter",

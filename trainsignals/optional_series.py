@@ -24,6 +24,7 @@ OPTIONAL_SERIES: dict[str, str] = {
     "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": f"{_DCGM} (DCGM 3 name); throttling is inferred",
     "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": f"{_DCGM}; rows remapped for uncorrectable errors stand in",
     "DCGM_FI_DEV_ROW_REMAP_PENDING": f"{_DCGM}; ROW_REMAP_FAILURE stands for it",
+    "DCGM_EXP_XID_ERRORS_COUNT": f"{_DCGM}; a changed DCGM_FI_DEV_XID_ERRORS stands for it",
     "trainsignals_gpu_nvlink_errors_all_links_total": (
         "only on GPUs with NVLink; the NVLink errors panel stays empty"
     ),

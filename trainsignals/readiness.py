@@ -17,7 +17,7 @@ import tempfile
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -31,6 +31,12 @@ from trainsignals.generator.spec import JobSpec
 from trainsignals.lint import iter_rules
 from trainsignals.metric_catalog import BY_NAME
 from trainsignals.optional_series import MIG_INSTANCE_MATCHER, MIG_INSTANCES
+from trainsignals.readiness_delivery import (
+    check_notifications,
+    check_secret_files,
+    receiver_problems,
+)
+from trainsignals.readiness_model import Check
 from trainsignals.series_check import (
     EVENT_ONLY,
     PrometheusClient,
@@ -44,19 +50,6 @@ from trainsignals.series_check import (
 )
 
 GPU_COUNT_SERIES = {"trainsignals": "trainsignals_gpu_up", "dcgm": "DCGM_FI_DEV_GPU_UTIL"}
-
-
-@dataclass
-class Check:
-    name: str
-    ok: bool = True
-    detail: str = ""
-    problems: list[tuple[str, str]] = field(default_factory=list)  # (problem, fix)
-    notes: list[str] = field(default_factory=list)
-
-    def fail(self, problem: str, fix: str) -> None:
-        self.ok = False
-        self.problems.append((problem, fix))
 
 
 @dataclass(frozen=True)
@@ -243,12 +236,16 @@ def check_routing(job: Job, am_url: str | None) -> Check:
     for team, severity in sorted(used):
         receiver = named.get(team, {}).get(severity)
         body = receivers.get(f"{team}-{severity}")
-        if receiver is None:
-            check.notes.append(
-                f"{team}-{severity}: no spec names a receiver for it (routing, or "
-                "recovery.infra_routing); the placeholder webhook notifies nobody off this host"
+        nowhere = receiver_problems(body) if body is not None else None
+        if receiver is None and nowhere:
+            # Only with an explicit routing.notify_nobody (generation refuses it otherwise).
+            check.notes.append(f"{team}-{severity} {nowhere} (routing.notify_nobody)")
+        elif nowhere:
+            check.fail(
+                f"{team}-{severity} {nowhere}",
+                "load the generated alerts/alertmanager.yaml into Alertmanager",
             )
-        elif body is not None and not body.get(f"{receiver.kind}_configs"):
+        elif receiver is not None and body is not None and not body.get(f"{receiver.kind}_configs"):
             check.fail(
                 f"{team}-{severity} has no {receiver.kind} integration, the spec names one",
                 "load the generated alerts/alertmanager.yaml into Alertmanager",
@@ -301,6 +298,10 @@ def readiness(
         if not checks[-1].ok and not checks[-1].problems[0][0].startswith("Prometheus"):
             alertmanager_url = None  # unreachable: route on the generated config instead
     checks.append(check_routing(job, alertmanager_url))
+    # Routed is not delivered: the credentials must be there and notifications must succeed.
+    checks.append(check_secret_files(_am_config(job, alertmanager_url)[0], alertmanager_url))
+    if alertmanager_url:
+        checks.append(check_notifications(alertmanager_url))
     checks.append(check_runbooks(job, root))
     return checks
 

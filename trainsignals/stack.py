@@ -257,7 +257,7 @@ class Stack:
         text = alertmanager_config(
             list(self.specs),
             header(self.specs[0], f"<{type(self).__module__}>"),
-            default_webhook_base=self.receiver.url,
+            local_webhook_base=self.receiver.url,
             timing=self.timing,
             monitoring=monitoring,
         )

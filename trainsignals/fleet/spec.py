@@ -24,6 +24,7 @@ RECOVERY = {
     "max_restarts": 3,
     "restart_window": "1h",
     "infra_team": "infra-hardware",
+    "infra_routing": {"notify_nobody": ["ticket"]},  # the replay reads receivers, sends nothing
 }
 
 
@@ -56,6 +57,8 @@ def fleet_spec(slots: int) -> tuple[JobSpec, str]:
             "loss_plateau_min_improvement_ratio": 0.001,
         },
         "slos": [{"sli": "goodput", "objective": 0.8, "window": "30d"}],
+        # The replay routes with its own model of Alertmanager (routing.py): nothing is sent.
+        "routing": {"notify_nobody": ["page", "ticket"]},
     }
     mode = "manual (the spec model has no recovery section yet)"
     if "recovery" in JobSpec.model_fields:
