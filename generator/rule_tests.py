@@ -329,6 +329,47 @@ def restart_test(ctx: RuleContext) -> dict:
     }
 
 
+RESTART_EVERY = 80  # minutes: Llama 3's rate at 16k GPUs is one interruption per ~2.8 hours
+
+
+def frequent_restarts_test(ctx: RuleContext) -> dict:
+    """auto_restart without a max_restarts cap: a restart every 80 minutes, each recovered
+    within minutes and followed by progress (4-5 restarts in any 6 hours), pages nothing. A
+    count of restarts is not a crash loop (issue 16: the old 3-in-6h rule paged 11 times in
+    3 days at Llama 3's rate)."""
+    minutes = HEALTHY_HORIZON
+    timeline = JobTimeline(ctx, minutes).build()
+    crashes = range(FAULT_ONSET, minutes - 10, RESTART_EVERY)
+    for at in crashes:
+        for m in range(at, minutes + 1):
+            timeline.process_start[m] = (at + 2) * 60.0
+            if m <= at + 4:  # 2 minutes gone (every rank dies together), 3 starting up
+                timeline.phase[m] = "startup"
+                timeline.tokens_per_second[m] = timeline.steps_per_second[m] = 0.0
+                timeline.data_wait_share[m] = 0.0
+    pages = matchers({"training_job": ctx.job, "alertstate": "firing", "severity": "page"})
+    restarts = f"job:trainsignals_restarts:changes1d{ctx.recorded()}"
+    return {
+        "name": f"a restart every {RESTART_EVERY}m with progress between pages nothing",
+        "interval": "1m",
+        "input_series": _input(
+            target_series(ctx, minutes) + gpu_series(ctx, minutes) + job_series(ctx, timeline)
+        ),
+        "promql_expr_test": [
+            {
+                "expr": f"count_over_time(ALERTS{pages}[{minutes}m])",
+                "eval_time": f"{minutes}m",
+                "exp_samples": [],
+            },
+            {
+                "expr": restarts,
+                "eval_time": f"{minutes}m",
+                "exp_samples": [{"labels": restarts, "value": len(crashes)}],
+            },
+        ],
+    }
+
+
 DONE_AT, AFTER_DONE = 100, 720  # minute the job finishes cleanly; minutes watched after
 
 
@@ -412,6 +453,8 @@ def rule_tests(ctx: RuleContext, alerts: list[AlertRule], rule_file: str) -> dic
         tests.append(node_outage_test(ctx))
     if ctx.spec.recovery.automatic:
         tests.append(restart_test(ctx))
+        if ctx.spec.recovery.max_restarts is None:
+            tests.append(frequent_restarts_test(ctx))
     tests.append(completion_test(ctx))
     tests += [*(fault_test(ctx, c) for c in cases), *goodput_tests(ctx)]
     return promtool_suite(ctx, rule_file, tests)

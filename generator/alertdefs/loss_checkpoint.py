@@ -8,7 +8,7 @@ from ..alert_model import AlertGroup, Rule
 from ..durations import format_duration
 from ..faults import FAULT_ONSET, FaultCase, JobTimeline, from_onset
 from ..promql import RuleContext
-from .recovery import completed
+from .recovery import completed, paged_incident_within
 
 GROUP = AlertGroup()
 onset = FAULT_ONSET
@@ -161,7 +161,9 @@ def checkpoint_too_old(ctx: RuleContext) -> Rule:
     o, r = ctx.spec.objectives, ctx.recorded()
     return Rule(
         expr=f"job:trainsignals_last_checkpoint:age_seconds{r} > "
-        f"{ctx.seconds(o.checkpoint_max_age):g}" + completed(ctx),
+        f"{ctx.seconds(o.checkpoint_max_age):g}"
+        + completed(ctx)
+        + paged_incident_within(ctx, o.checkpoint_max_age),
         for_seconds=600,
         summary="{{ $labels.training_job }}: last checkpoint {{ $value | humanizeDuration }} ago",
         description="The newest successful checkpoint is {{ $value | humanizeDuration }} old "

@@ -7,7 +7,7 @@ from ..durations import format_duration
 from ..faults import FAULT_ONSET, GPU_HEALTHY, FaultCase, JobTimeline, from_onset, restart
 from ..goodput import HIGH_WATER_LOOKBACK
 from ..gpu_sources import gpu_source
-from ..promql import RuleContext, matchers
+from ..promql import RuleContext, matchers, regex
 from ..spec import CRASH_LOOP_RESTARTS
 
 GROUP = AlertGroup()
@@ -17,6 +17,31 @@ onset = FAULT_ONSET
 def completed(ctx: RuleContext) -> str:
     """`unless` a clean exit (phase "done") was the job's last word: no incident."""
     return f" unless on (training_job) job:trainsignals_completed:bool{ctx.recorded()} == 1"
+
+
+# Pages of an incident that stops progress: what they page for, a stale checkpoint follows.
+PROGRESS_INCIDENTS = (
+    "TrainingNoProgress",
+    "TrainingCrashLooping",
+    "TrainingRestartsOnBadNode",
+    "TrainingStalled",
+    "TrainingTargetsDown",
+    "NodeDown",
+)
+
+
+def paged_incident_within(ctx: RuleContext, seconds: int) -> str:
+    """`unless` an incident that stopped progress paged within `seconds`: its consequences
+    outlive it (a checkpoint too old until the next save), and one incident pages once."""
+    paged = matchers(
+        {
+            "alertname": regex("|".join(PROGRESS_INCIDENTS)),
+            "alertstate": "firing",
+            "severity": "page",
+            "training_job": ctx.job,
+        }
+    )
+    return f" unless on (training_job) max_over_time(ALERTS{paged}[{ctx.range(seconds)}])"
 
 
 def last_progress(ctx: RuleContext) -> str:
@@ -97,6 +122,8 @@ def crash_looping(ctx: RuleContext) -> Rule:
     name = format_duration(rec.restart_window)
     restarts = f"job:trainsignals_restarts:changes{name}{r}"
     high = f"job:trainsignals_global_step:max{r}"
+    # Restarts that never reach a step are TrainingNoProgress's incident, also for the window
+    # after it (the job then redoes the steps its checkpoint lost: no progress yet either).
     no_progress = matchers(
         {"alertname": "TrainingNoProgress", "alertstate": "firing", "training_job": ctx.job}
     )
@@ -118,7 +145,7 @@ def crash_looping(ctx: RuleContext) -> Rule:
             t.tokens_per_second[m] = t.steps_per_second[m] = t.data_wait_share[m] = 0.0
 
     return Rule(
-        expr=f"({loop}) unless on (training_job) ALERTS{no_progress}",
+        expr=f"({loop}) unless on (training_job) max_over_time(ALERTS{no_progress}[{window}])",
         for_seconds=60,
         summary="{{ $labels.training_job }}: {{ $value }} restarts in "
         + name
