@@ -77,7 +77,7 @@ INCIDENTS: tuple[tuple[str, float, int], ...] = (
     ("crash_loop", 0.20, 2 * HOUR),  # a bad node the health check passes: crash after crash
     ("hang", 0.40, 90 * MINUTE),  # ranks up, no steps; the watchdog misses it
     # every save fails, and the job restarts every 110 minutes from the last good one
-    ("checkpoint_broken_restarts", 0.50, 5 * HOUR),
+    ("checkpoint_broken_restarts", 0.50, 4 * HOUR),
     ("checkpoint_stall", 0.60, 6 * HOUR),  # saves silently stop; training goes on
     ("throughput_leak", 0.78, 14 * HOUR),  # steps slow down to half speed over 10 hours
 )
@@ -256,7 +256,8 @@ def build_history(days: float = FULL_DAYS, seed: int = 405) -> History:
         )
     )
     history.interruptions.sort(key=lambda i: i.fault_s)
-    history.completed_s = max(wall - COMPLETION_TAIL_S, leak.end_s + HOUR) // MINUTE * MINUTE
+    done = max(wall - COMPLETION_TAIL_S, leak.end_s + HOUR) // MINUTE * MINUTE
+    history.completed_s = done if done <= wall - 30 * MINUTE else 0  # short runs: no room
     return history
 
 
