@@ -337,7 +337,8 @@ class Simulation:
 
     def _complete(self) -> None:
         """Training ended cleanly: each rank marks phase done and waits for its next scrape
-        (TrainingMetrics.finish()), then exits; the ranks leave service discovery."""
+        (TrainingMetrics.finish()), then exits; the scheduler releases the nodes, and the
+        job's file_sd files (ranks, GPU exporters, node_exporters) become empty."""
         self._completed = True
         for r in self.ranks:
             if r.up:
@@ -345,11 +346,7 @@ class Simulation:
         for r in self.ranks:
             self._take_down(r)
         if self.targets_dir is not None:
-            write_file_sd(
-                self.targets_dir,
-                [t for t in self.targets() if t.kind != "training"],
-                self.spec.selector_labels,
-            )
+            write_file_sd(self.targets_dir, [], self.spec.selector_labels)
 
     def _take_down(self, rank: _Rank) -> None:
         rank.up = False

@@ -50,7 +50,7 @@ class Conditions:
     # once; each restores the checkpoint, then dies in start-up, before its first step.
     restart_loop: int | None = None
     # At onset training ends cleanly: every rank marks phase "done" (TrainingMetrics.finish(),
-    # which waits for the next scrape), exits, and its target leaves the file_sd files.
+    # which waits for the next scrape) and exits; the job's file_sd files become empty.
     complete: bool = False
 
 
@@ -292,7 +292,7 @@ _SCENARIOS = (
     Scenario(
         "completed",
         "manual job. At fault_at (50m) training ends cleanly: every rank reports phase done, "
-        "then exits and leaves service discovery (the GPU exporters stay). Completion is no "
+        "then exits, and the job's targets leave service discovery. Completion is no "
         "incident: nothing fires for the next 30m (before, TrainingTargetsDown paged ~2m "
         "later and kept firing).",
         Conditions(complete=True),

@@ -157,9 +157,14 @@ def test_reduced_replay_evaluates_every_rule_input(replay) -> None:
 def test_reduced_replay_pages_once_per_nonrecovering_incident(replay) -> None:
     result = score(replay)
     assert replay.mode == "auto_restart"
-    assert result.pages == result.nonrecovering == 4
+    assert result.pages == result.nonrecovering == 6
     assert result.extra_pages == 0
     assert all(n == 1 for n in result.pages_per_incident.values())
+    # Issue 16: a restart loop that never steps pages within restart_budget + `for` (+ the
+    # minute of the last step and group_wait) of its last step; broken checkpointing across
+    # restarts pages although every restart "refreshes" the process.
+    assert result.time_to_page["restart_loop"] <= (15 + 1 + 2) * 60
+    assert result.time_to_page["checkpoint_broken_restarts"] is not None
 
 
 def test_reduced_replay_tickets_every_hardware_fault(replay) -> None:

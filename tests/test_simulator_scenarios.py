@@ -313,9 +313,8 @@ def test_completed_job_says_done_then_its_ranks_leave(spec: JobSpec, tmp_path: P
         sim.advance_to(sim.fault_at + MIN)
         assert [r.metrics.current_phase for r in sim.ranks] == ["done"] * 4
         assert not any(sim.is_up(t) for t in sim.targets() if t.kind == "training")
-        assert all(sim.is_up(t) for t in sim.targets() if t.kind != "training")
-        assert json.loads((tmp_path / "training.json").read_text()) == []
-        assert json.loads((tmp_path / "gpu.json").read_text())
+        for kind in ("training", "gpu", "node"):  # the scheduler released the nodes
+            assert json.loads((tmp_path / f"{kind}.json").read_text()) == []
 
 
 def test_thermal_throttling_on_one_gpu(spec: JobSpec) -> None:
