@@ -87,13 +87,13 @@ def job_recordings(ctx: RuleContext) -> dict[str, str]:
             f"avg_over_time(job:trainsignals_loss:avg{ctx.recorded()}[{ctx.range(600)}])"
         ),
         # The slowest rank decides: a hung collective stops every rank, a straggler only one.
-        # Before any rank stepped (or restored a checkpoint), since the process started.
+        # Before any rank of this incarnation stepped, since the process started.
         "job:trainsignals_last_step:age_seconds": (
             f"time() - (min(trainsignals_last_step_timestamp_seconds{raw}) "
             f"or min(trainsignals_process_start_time_seconds{raw}))"
         ),
         # Progress of any rank (all step together): survives restarts as the newest step; a
-        # restarted process reports the restored checkpoint's time until it steps.
+        # restarted process reports nothing until it steps (never its own start).
         "job:trainsignals_last_step:timestamp_max": (
             f"max(trainsignals_last_step_timestamp_seconds{raw})"
         ),

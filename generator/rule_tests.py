@@ -129,7 +129,7 @@ def job_series(ctx: RuleContext, t: JobTimeline) -> list[RawSeries]:
 def progress_series(t: JobTimeline) -> tuple[list, list, list]:
     """Last-step and last-checkpoint times and the global step, as the instrumentation
     reports them: a new incarnation restores the last good checkpoint (its step and its
-    time) and reports no time before it steps or restores one (None: absent)."""
+    time) and reports no last-step time before its first step (None: absent)."""
     last_step: list[float | None] = []
     last_ckpt: list[float | None] = []
     global_step: list[float] = []
@@ -138,7 +138,7 @@ def progress_series(t: JobTimeline) -> tuple[list, list, list]:
     step = ckpt_step = 0.0
     for minute in range(t.minutes + 1):
         if minute and t.process_start[minute] != t.process_start[minute - 1]:
-            step_ts, step = ckpt_ts, ckpt_step  # what a new process restores and reports
+            step_ts, step = None, ckpt_step  # what a new process restores and reports
         if t.steps_per_second[minute] > 0:
             step_ts = minute * 60.0
             step += round(t.steps_per_second[minute] * 60 * 64) / 64

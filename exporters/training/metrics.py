@@ -270,8 +270,7 @@ class TrainingMetrics:
         self._last_step = _LazyGauge(
             Gauge(
                 "trainsignals_last_step_timestamp_seconds",
-                "Unix time of the last completed step; after a restore, the restored "
-                "checkpoint's time until the first step. Absent before either.",
+                "Unix time of this process's last completed step; absent before its first.",
                 names,
                 registry=reg,
             ),
@@ -445,15 +444,14 @@ class TrainingMetrics:
         `step` is the checkpoint's global step: the global step gauge continues from it, so
         steps redone after a restart are visible (and counted as lost progress).
         `timestamp` is when the checkpoint was saved (Unix time; e.g. its file's mtime): the
-        newest checkpoint is that old, and until this process steps, its last progress is
-        that old too, not this process's start (a restart loop must not look like progress).
+        newest checkpoint is that old, not this process's start (a job whose saves fail must
+        not look checkpointed by each restart). The last-step time stays absent until this
+        process steps: the rules remember the job's last step across restarts.
         """
         if step is not None:
             self.set_global_step(step)
         if timestamp is not None:
             self._last_checkpoint.set_max(timestamp)
-            if not self._account.stepped:
-                self._last_step.set_max(timestamp)
         return _ActivityScope(self._account, "checkpoint_restore")
 
     def checkpoint_save(self) -> _CheckpointScope:

@@ -30,10 +30,8 @@ PROGRESS_INCIDENTS = (
 )
 
 
-def paged_incident_within(ctx: RuleContext, seconds: int) -> str:
-    """`unless` an incident that stopped progress paged within `seconds`: its consequences
-    outlive it (a checkpoint too old until the next save), and one incident pages once."""
-    paged = matchers(
+def _incident_pages(ctx: RuleContext) -> str:
+    return "ALERTS" + matchers(
         {
             "alertname": regex("|".join(PROGRESS_INCIDENTS)),
             "alertstate": "firing",
@@ -41,13 +39,29 @@ def paged_incident_within(ctx: RuleContext, seconds: int) -> str:
             "training_job": ctx.job,
         }
     )
-    return f" unless on (training_job) max_over_time(ALERTS{paged}[{ctx.range(seconds)}])"
+
+
+def paged_incident_within(ctx: RuleContext, seconds: int) -> str:
+    """`unless` an incident that stopped progress paged within `seconds`: its consequences
+    outlive it (a checkpoint too old until the next save), and one incident pages once."""
+    return f" unless on (training_job) max_over_time({_incident_pages(ctx)}[{ctx.range(seconds)}])"
+
+
+def paged_incident_ended_within(ctx: RuleContext, seconds: int) -> str:
+    """`unless` an incident that stopped progress paged within `seconds` and is over: while
+    it lasts Alertmanager inhibits its consequences; after it, what it left in a window
+    (the goodput it burned) is still that incident, not a second one."""
+    pages = _incident_pages(ctx)
+    return (
+        f" unless on (training_job) (max_over_time({pages}[{ctx.range(seconds)}]) "
+        f"unless on (training_job) {pages})"
+    )
 
 
 def last_progress(ctx: RuleContext) -> str:
     """When the job last completed a step, durable across restarts: the newest step time any
-    rank reported within restart_window (a restarted process reports its restored
-    checkpoint's time, never its own start); with none, the first process start in it."""
+    rank reported within restart_window (a restarted process reports none before its first
+    step, never its own start); with none, the first process start in it."""
     r, window = ctx.recorded(), ctx.range(ctx.spec.recovery.restart_window)
     return (
         f"(max_over_time(job:trainsignals_last_step:timestamp_max{r}[{window}]) "

@@ -39,8 +39,9 @@ class Minute:
     steps: float  # steps of this incarnation so far (counters restart with the process)
     step_seconds: float  # current step time
     data_wait: float  # seconds waited for data in this incarnation
-    # Run seconds of the last completed step / the newest checkpoint, as the ranks report
-    # them: a new incarnation reports the checkpoint it restored; None: none yet (absent).
+    # Run seconds of the incarnation's last completed step / the newest checkpoint, as the
+    # ranks report them: a new incarnation reports the checkpoint it restored and no step
+    # until its first; None: none yet (absent).
     last_step: int | None
     last_checkpoint: int | None
     loss: float
@@ -125,7 +126,7 @@ def simulate(history: History, slots: int) -> tuple[list[Minute], Truth]:
             process_start, first_step = current.up_s, current.first_step_s
             steps = data_wait = 0.0
             account = dict.fromkeys(ACTIVITIES, 0.0)
-            last_step = last_checkpoint = kept_checkpoint
+            last_step, last_checkpoint = None, kept_checkpoint
             progress = kept_progress
             train_clock = 0
             pending = []
