@@ -130,6 +130,11 @@ def loss_plateau(ctx: RuleContext) -> Rule:
     )
 
 
+def _all_up(kind: str, node: str, m: int) -> bool:
+    """Every target up: no missing-rank page that would explain the checkpoint's age."""
+    return False
+
+
 CHECKPOINTED = 70  # minutes: the healthy job's first checkpoint (at 1h03) is written
 
 
@@ -177,6 +182,7 @@ def checkpoint_too_old(ctx: RuleContext) -> Rule:
                 "",
                 o.checkpoint_max_age // 60 + 20,
                 job_fault=from_onset(lambda t, m: t.checkpoint_ok.__setitem__(m, False)),
+                targets_down=_all_up,
             ),
             # Every save fails and the job restarts every 110 minutes: each incarnation
             # reports the checkpoint it restored, not its own start (issue 16).
@@ -185,6 +191,7 @@ def checkpoint_too_old(ctx: RuleContext) -> Rule:
                 o.checkpoint_max_age // 60 + 20,
                 onset=CHECKPOINTED,
                 job_fault=_saves_fail_and_restarts(max(o.checkpoint_max_age // 60 - 10, 5)),
+                targets_down=_all_up,
                 what="on failing saves across restarts (each before the age limit)",
             ),
         ],
