@@ -37,6 +37,7 @@ from .goodput_panels import goodput_panels
 from .grafana_normalize import grafanalib_json, normalize_dashboard
 from .panels import PANEL_IDS, dashboard_uid
 from .promql import RuleContext, regex
+from .spec import CRASH_LOOP_RESTARTS
 
 
 class _Builder(PanelBuilder):
@@ -255,19 +256,24 @@ class _Builder(PanelBuilder):
     def restarts(self) -> g.Panel:
         rec, r = self.spec.recovery, self.r
         window = format_duration(rec.restart_window)
+        red_from = CRASH_LOOP_RESTARTS if rec.max_restarts is None else rec.max_restarts + 1
+        counts = [
+            (f"job:trainsignals_restarts:changes1h{r}", "restarts 1h"),
+            (f"job:trainsignals_restarts:changes1d{r}", "restarts 1d"),
+        ]
+        if window not in ("1h", "1d"):
+            counts.append((f"job:trainsignals_restarts:changes{window}{r}", f"restarts {window}"))
         return self.series(
             "restarts",
             "Restarts",
-            f"Job restarts (new incarnations of rank 0) per hour, per day and per {window}: "
-            f"red past {rec.max_restarts} in {window}, where TrainingCrashLooping fires "
-            f"({rec.mode}).",
-            self.targets(
-                (f"job:trainsignals_restarts:changes1h{r}", "restarts 1h"),
-                (f"job:trainsignals_restarts:changes1d{r}", "restarts 1d"),
-                (f"job:trainsignals_restarts:changes{window}{r}", f"restarts {window}"),
-            ),
+            f"Job restarts (new incarnations of rank 0) per hour, per day and per {window}. "
+            f"TrainingCrashLooping ({rec.mode}) fires for {CRASH_LOOP_RESTARTS} restarts in "
+            f"{window} without progress (the global step's high-water mark did not advance)"
+            + ("" if rec.max_restarts is None else f", or past {rec.max_restarts} in any case")
+            + ".",
+            self.targets(*counts),
             "short",
-            red_above_count(rec.max_restarts),
+            red_above_count(red_from - 1),
         )
 
     def slo_budget(self) -> list[g.Panel]:

@@ -39,6 +39,8 @@ class JobTimeline:
     # (first, last) minute with every rank gone; None: the job runs throughout. Counters of the
     # incarnation after it start again from zero, as a restarted process's do.
     outage: tuple[int, int] | None = None
+    # Minute the job finished cleanly (phase "done"); its ranks' series end after it.
+    completed: int | None = None
 
     @property
     def step_time_bound(self) -> float:

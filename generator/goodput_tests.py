@@ -19,7 +19,12 @@ from .gpu_sources import RawSeries
 from .promql import RuleContext, matchers
 from .series_notation import encode
 
-PHASE_ACTIVITY = {"startup": "startup", "eval": "eval", "checkpoint": "checkpoint_save"}
+PHASE_ACTIVITY = {
+    "startup": "startup",
+    "eval": "eval",
+    "checkpoint": "checkpoint_save",
+    "done": "other",
+}
 DATA_WAIT = 3.0  # seconds of each training minute spent waiting for data
 STEPS_PER_MINUTE = 10
 RANKS = 2

@@ -13,6 +13,7 @@ from .promql import matchers, regex
 from .receivers import Routing
 from .spec import JobSpec
 
+
 def _routings(settings: MonitoringSettings, specs: list[JobSpec]) -> list[Routing]:
     routings = [settings.routing]
     for spec in specs:

@@ -22,6 +22,8 @@ from .slo import slo_recordings
 SLOW_INTERVAL = 180
 # Step-time quantiles for the dashboards and postmortems (the alert counts steps over the bound).
 STEP_TIME_QUANTILES = {"p50": 0.5, "p95": 0.95}
+# How long a clean exit is remembered (and a job with no checkpoint is aged back): a day.
+COMPLETION_MEMORY_S = 86400
 # Every rank's step-time buckets rated and summed by `le` (job level, one series per bucket).
 STEP_BUCKET_RATE = "job:trainsignals_step_duration_seconds_bucket:rate5m"
 
@@ -85,15 +87,29 @@ def job_recordings(ctx: RuleContext) -> dict[str, str]:
             f"avg_over_time(job:trainsignals_loss:avg{ctx.recorded()}[{ctx.range(600)}])"
         ),
         # The slowest rank decides: a hung collective stops every rank, a straggler only one.
+        # Before any rank of this incarnation stepped, since the process started.
         "job:trainsignals_last_step:age_seconds": (
-            f"time() - min(trainsignals_last_step_timestamp_seconds{raw})"
+            f"time() - (min(trainsignals_last_step_timestamp_seconds{raw}) "
+            f"or min(trainsignals_process_start_time_seconds{raw}))"
         ),
-        # Progress of any rank (all step together): survives restarts as the newest step.
+        # Progress of any rank (all step together): survives restarts as the newest step; a
+        # restarted process reports nothing until it steps (never its own start).
         "job:trainsignals_last_step:timestamp_max": (
             f"max(trainsignals_last_step_timestamp_seconds{raw})"
         ),
+        # The newest checkpoint saved or restored; with none at all, the age of the job's
+        # first process in the last day (restarting without a checkpoint is no checkpoint).
         "job:trainsignals_last_checkpoint:age_seconds": (
-            f"time() - max(trainsignals_last_checkpoint_timestamp_seconds{raw})"
+            f"time() - (max(trainsignals_last_checkpoint_timestamp_seconds{raw}) or on () "
+            f"min_over_time(job:trainsignals_incarnation_start:max{ctx.recorded()}"
+            f"[{ctx.range(COMPLETION_MEMORY_S)}]))"
+        ),
+        # A clean exit (phase "done", TrainingMetrics.finish()) is remembered for a day after
+        # the targets left: a completed job is no incident (no progress, targets down).
+        "job:trainsignals_phase_done:max": f"max(trainsignals_phase{ctx.raw(phase='done')})",
+        "job:trainsignals_completed:bool": (
+            f"last_over_time(job:trainsignals_phase_done:max{ctx.recorded()}"
+            f"[{ctx.range(COMPLETION_MEMORY_S)}])"
         ),
         # 1 only while every rank reports phase "train": pauses silence the training alerts.
         "job:trainsignals_phase_train:min": f"min(trainsignals_phase{ctx.raw(phase='train')})",
@@ -101,7 +117,13 @@ def job_recordings(ctx: RuleContext) -> dict[str, str]:
         "job:trainsignals_phase_paused:max": (
             f"max(trainsignals_phase{ctx.raw(phase=regex('eval|checkpoint'))})"
         ),
-        "job:trainsignals_ranks_up:sum": f"sum(up{ctx.training_targets()}) or vector(0)",
+        # 0 when every rank left service discovery, for a day less an hour after rank 0 was
+        # last seen (then the job is forgotten, a little before its completion is).
+        "job:trainsignals_ranks_up:sum": (
+            f"sum(up{ctx.training_targets()}) or on () 0 * "
+            f"max_over_time(job:trainsignals_incarnation_start:max{ctx.recorded()}"
+            f"[{ctx.range(COMPLETION_MEMORY_S - 3600)}])"
+        ),
         "node:trainsignals_targets_up:max": (
             f"max by (node) (up{ctx.training_targets()} or up{ctx.gpu_targets()})"
         ),
@@ -169,6 +191,9 @@ def restart_recordings(ctx: RuleContext) -> dict[str, str]:
         "job:trainsignals_incarnation_start:max": (
             f"max(trainsignals_process_start_time_seconds{ctx.raw(rank='0')})"
         ),
+        # The trainer's global step now (any rank): back at the checkpoint's after a restart.
+        # Its high-water mark over time is durable progress; redone steps do not raise it.
+        "job:trainsignals_global_step:max": f"max(trainsignals_global_step{ctx.raw()})",
     }
     for name, seconds in sorted(windows.items(), key=lambda item: item[1]):
         rules[f"job:trainsignals_restarts:changes{name}"] = (

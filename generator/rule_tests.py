@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from itertools import accumulate
 
+from trainsignals.metric_catalog import PHASES
+
 from .alerts import AlertRule, severity, team
 from .fabric_tests import FABRIC_PORT
 from .faults import FAULT_ONSET, GPU_HEALTHY, FaultCase, JobTimeline, restart
@@ -69,18 +71,7 @@ def job_series(ctx: RuleContext, t: JobTimeline) -> list[RawSeries]:
     series: list[RawSeries] = []
     share = 1 / REPORTING_RANKS
     steps_pm = [s * 60 for s in t.steps_per_second]
-    last_step, last_ckpt = [], []
-    step_ts = ckpt_ts = 0.0
-    for minute in range(t.minutes + 1):
-        if minute and t.process_start[minute] != t.process_start[minute - 1]:
-            step_ts = ckpt_ts = t.process_start[minute]  # what a new process reports
-        if t.steps_per_second[minute] > 0:
-            step_ts = minute * 60.0
-        previous = t.phase[minute - 1] if minute else "startup"
-        if previous == "checkpoint" and t.phase[minute] != "checkpoint" and t.checkpoint_ok[minute]:
-            ckpt_ts = minute * 60.0
-        last_step.append(step_ts)
-        last_ckpt.append(ckpt_ts)
+    last_step, last_ckpt, global_step = progress_series(t)
     bounds = step_buckets(t.step_time_bound)
     for rank in range(REPORTING_RANKS):
         labels = {**ctx.spec.selector_labels, "node": "node-0", "rank": str(rank)}
@@ -117,7 +108,7 @@ def job_series(ctx: RuleContext, t: JobTimeline) -> list[RawSeries]:
         add("trainsignals_last_step_timestamp_seconds", last_step)
         add("trainsignals_last_checkpoint_timestamp_seconds", last_ckpt)
         add("trainsignals_process_start_time_seconds", t.process_start)
-        for phase in ("startup", "warmup", "train", "eval", "checkpoint"):
+        for phase in PHASES:
             add("trainsignals_phase", [1 if p == phase else 0 for p in t.phase], {"phase": phase})
         disk = {"path": "/checkpoints"}
         add(
@@ -127,8 +118,37 @@ def job_series(ctx: RuleContext, t: JobTimeline) -> list[RawSeries]:
         )
         add("trainsignals_checkpoint_disk_size_bytes", [DISK_SIZE] * (t.minutes + 1), disk)
         for extra in timeline_series({}, t.phase, t.steps_per_second, t.data_wait_share):
+            if extra.name == "trainsignals_global_step":
+                extra = RawSeries(extra.name, extra.labels, global_step)
             add(extra.name, extra.values, extra.labels)
+    if t.completed is not None:  # the ranks exited cleanly: their series end
+        series = [RawSeries(s.name, s.labels, [*s.values[: t.completed + 1]]) for s in series]
     return series
+
+
+def progress_series(t: JobTimeline) -> tuple[list, list, list]:
+    """Last-step and last-checkpoint times and the global step, as the instrumentation
+    reports them: a new incarnation restores the last good checkpoint (its step and its
+    time) and reports no last-step time before its first step (None: absent)."""
+    last_step: list[float | None] = []
+    last_ckpt: list[float | None] = []
+    global_step: list[float] = []
+    step_ts: float | None = None
+    ckpt_ts: float | None = None
+    step = ckpt_step = 0.0
+    for minute in range(t.minutes + 1):
+        if minute and t.process_start[minute] != t.process_start[minute - 1]:
+            step_ts, step = None, ckpt_step  # what a new process restores and reports
+        if t.steps_per_second[minute] > 0:
+            step_ts = minute * 60.0
+            step += round(t.steps_per_second[minute] * 60 * 64) / 64
+        previous = t.phase[minute - 1] if minute else "startup"
+        if previous == "checkpoint" and t.phase[minute] != "checkpoint" and t.checkpoint_ok[minute]:
+            ckpt_ts, ckpt_step = minute * 60.0, step
+        last_step.append(step_ts)
+        last_ckpt.append(ckpt_ts)
+        global_step.append(step)
+    return last_step, last_ckpt, global_step
 
 
 def target_series(
@@ -309,6 +329,86 @@ def restart_test(ctx: RuleContext) -> dict:
     }
 
 
+RESTART_EVERY = 80  # minutes: Llama 3's rate at 16k GPUs is one interruption per ~2.8 hours
+
+
+def frequent_restarts_test(ctx: RuleContext) -> dict:
+    """auto_restart without a max_restarts cap: a restart every 80 minutes, each recovered
+    within minutes and followed by progress (4-5 restarts in any 6 hours), pages nothing. A
+    count of restarts is not a crash loop (issue 16: the old 3-in-6h rule paged 11 times in
+    3 days at Llama 3's rate)."""
+    minutes = HEALTHY_HORIZON
+    timeline = JobTimeline(ctx, minutes).build()
+    crashes = range(FAULT_ONSET, minutes - 10, RESTART_EVERY)
+    for at in crashes:
+        for m in range(at, minutes + 1):
+            timeline.process_start[m] = (at + 2) * 60.0
+            if m <= at + 4:  # 2 minutes gone (every rank dies together), 3 starting up
+                timeline.phase[m] = "startup"
+                timeline.tokens_per_second[m] = timeline.steps_per_second[m] = 0.0
+                timeline.data_wait_share[m] = 0.0
+    pages = matchers({"training_job": ctx.job, "alertstate": "firing", "severity": "page"})
+    restarts = f"job:trainsignals_restarts:changes1d{ctx.recorded()}"
+    return {
+        "name": f"a restart every {RESTART_EVERY}m with progress between pages nothing",
+        "interval": "1m",
+        "input_series": _input(
+            target_series(ctx, minutes) + gpu_series(ctx, minutes) + job_series(ctx, timeline)
+        ),
+        "promql_expr_test": [
+            {
+                "expr": f"count_over_time(ALERTS{pages}[{minutes}m])",
+                "eval_time": f"{minutes}m",
+                "exp_samples": [],
+            },
+            {
+                "expr": restarts,
+                "eval_time": f"{minutes}m",
+                "exp_samples": [{"labels": restarts, "value": len(crashes)}],
+            },
+        ],
+    }
+
+
+DONE_AT, AFTER_DONE = 100, 720  # minute the job finishes cleanly; minutes watched after
+
+
+def completion_test(ctx: RuleContext) -> dict:
+    """A job that finished (phase "done", then its ranks leave service discovery) raises no
+    alert for 12 hours, in either recovery mode: completion is not an incident. The GPU
+    exporters stay (a DaemonSet outlives the job)."""
+    minutes = DONE_AT + AFTER_DONE
+    timeline = JobTimeline(ctx, minutes).build()
+    timeline.completed = DONE_AT
+    timeline.phase[DONE_AT] = "done"
+    timeline.tokens_per_second[DONE_AT] = timeline.steps_per_second[DONE_AT] = 0.0
+    training_up = [
+        RawSeries(s.name, s.labels, s.values[: DONE_AT + 1])
+        if s.labels["job"] == ctx.spec.scrape_jobs.training
+        else s
+        for s in target_series(ctx, minutes)
+    ]
+    firing = matchers({"training_job": ctx.job, "alertstate": "firing"})
+    done = f"job:trainsignals_completed:bool{ctx.recorded()}"
+    return {
+        "name": "a job that completed (phase done, then its targets leave) never fires",
+        "interval": "1m",
+        "input_series": _input(training_up + gpu_series(ctx, minutes) + job_series(ctx, timeline)),
+        "promql_expr_test": [
+            {
+                "expr": f"count_over_time(ALERTS{firing}[{minutes}m])",
+                "eval_time": f"{minutes}m",
+                "exp_samples": [],
+            },
+            {
+                "expr": done,
+                "eval_time": f"{minutes}m",
+                "exp_samples": [{"labels": done, "value": 1}],
+            },
+        ],
+    }
+
+
 BLIP_AT, OUTAGE = 10, (20, 29)  # node-0: one failed scrape; then ten minutes down
 
 
@@ -353,6 +453,9 @@ def rule_tests(ctx: RuleContext, alerts: list[AlertRule], rule_file: str) -> dic
         tests.append(node_outage_test(ctx))
     if ctx.spec.recovery.automatic:
         tests.append(restart_test(ctx))
+        if ctx.spec.recovery.max_restarts is None:
+            tests.append(frequent_restarts_test(ctx))
+    tests.append(completion_test(ctx))
     tests += [*(fault_test(ctx, c) for c in cases), *goodput_tests(ctx)]
     return promtool_suite(ctx, rule_file, tests)
 

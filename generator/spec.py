@@ -160,6 +160,11 @@ class Links(StrictModel):
     grafana_base_url: str = "http://localhost:3000"
 
 
+# A crash loop: this many restarts within restart_window without durable progress (two
+# incarnations in a row that died before passing the high-water mark of the global step).
+CRASH_LOOP_RESTARTS = 3
+
+
 class Recovery(StrictModel):
     """How the job heals itself, which decides what pages.
 
@@ -173,9 +178,12 @@ class Recovery(StrictModel):
     mode: Literal["manual", "auto_restart"] = "manual"
     # How long an automatic restart may take, crash to first step, before a human is needed.
     restart_budget: Duration = 15 * 60
-    # Crash loop: more than max_restarts restarts within restart_window pages.
-    max_restarts: Annotated[int, Field(ge=1)] = 3
-    restart_window: Duration = 6 * 3600
+    # Crash loop: restarts that make no progress, needing no tuning: 3 restarts or more
+    # within restart_window while the global step's high-water mark did not advance in it.
+    # restart_window is also how long the last progress is remembered through an outage.
+    restart_window: Duration = 3600
+    # Optional cap: more than max_restarts within restart_window pages even with progress.
+    max_restarts: Annotated[int | None, Field(ge=1)] = None
     # Who repairs hardware: GPU, node and fabric tickets go to this team (default: the job's).
     infra_team: str | None = None
     infra_routing: Routing = Routing()

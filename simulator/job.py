@@ -140,6 +140,9 @@ class Simulation:
         # ground truth (real seconds per goodput category, see generator/goodput.py).
         self._global_step = self._checkpoint_step = self._high_water = 0
         self._restarted_at: float | None = None
+        self._checkpoint_time: float | None = None  # Unix time of the last good save
+        self._loop_restarts = 0  # restarts of a restart loop so far
+        self._completed = False
         self._restoring = False
         self._restore_scopes: list = []
         self._stepped = False  # a step completed since the processes (re)started
@@ -226,7 +229,10 @@ class Simulation:
             self._restoring = True
             self._global_step = self._checkpoint_step
             self._restore_scopes = [
-                r.metrics.checkpoint_restore(step=self._checkpoint_step) for r in live
+                r.metrics.checkpoint_restore(
+                    step=self._checkpoint_step, timestamp=self._checkpoint_time
+                )
+                for r in live
             ]
             for scope in self._restore_scopes:
                 scope.__enter__()
@@ -234,7 +240,8 @@ class Simulation:
             self._restoring = False
             for scope in self._restore_scopes:
                 scope.__exit__()
-        return "startup" if t < restore_at + c.restore_seconds else None
+        # A restart loop's incarnations die in start-up: they never reach a step.
+        return "startup" if t < restore_at + c.restore_seconds or c.restart_loop else None
 
     def _account(self, live: list[_Rank], phase: str, stepping: bool, dt: float) -> None:
         """Ground truth: a tick's real seconds into one goodput category.
@@ -328,6 +335,19 @@ class Simulation:
                 gpu.ecc_corrected_total += 16
                 gpu.remapped_rows_pending = True
 
+    def _complete(self) -> None:
+        """Training ended cleanly: each rank marks phase done and waits for its next scrape
+        (TrainingMetrics.finish()), then exits; the scheduler releases the nodes, and the
+        job's file_sd files (ranks, GPU exporters, node_exporters) become empty."""
+        self._completed = True
+        for r in self.ranks:
+            if r.up:
+                r.metrics.finish()
+        for r in self.ranks:
+            self._take_down(r)
+        if self.targets_dir is not None:
+            write_file_sd(self.targets_dir, [], self.spec.selector_labels)
+
     def _take_down(self, rank: _Rank) -> None:
         rank.up = False
         rank.metrics.stop_http_server()
@@ -352,6 +372,13 @@ class Simulation:
             and t >= self.fault_at + c.restart_after
         ):
             self._restart(t)
+        if c.restart_loop and self.fault_active:
+            due = int((t - self.fault_at) // c.restart_loop) + 1
+            if due > self._loop_restarts:
+                self._loop_restarts = due
+                self._restart(t)
+        if c.complete and self.fault_active and not self._completed:
+            self._complete()
         live = [r for r in self.ranks if r.up]
 
         phase = self._restart_phase(t, c, live) or (
@@ -360,6 +387,7 @@ class Simulation:
         if phase != self._phase:
             if self._phase == "checkpoint" and live and self._checkpoint_succeeds(c):
                 self._checkpoint_step = self._global_step
+                self._checkpoint_time = now
                 for r in live:
                     r.metrics.checkpoint_saved(timestamp=now)
             for r in live:

@@ -46,6 +46,12 @@ class Conditions:
     crash_job: bool = False  # every process dies at onset (a torchrun-style job failure)
     restart_after: int | None = None  # seconds after onset the launcher has them all back
     restore_seconds: int = 60  # the restarted job loads its last checkpoint for this long
+    # From onset, every this many seconds all processes die and a new incarnation starts at
+    # once; each restores the checkpoint, then dies in start-up, before its first step.
+    restart_loop: int | None = None
+    # At onset training ends cleanly: every rank marks phase "done" (TrainingMetrics.finish(),
+    # which waits for the next scrape) and exits; the job's file_sd files become empty.
+    complete: bool = False
 
 
 @dataclass(frozen=True)
@@ -268,6 +274,42 @@ _SCENARIOS = (
         fault_at=50 * MINUTE,
         later_alerts={"TrainingTargetsDown": "ticket", "CheckpointTooOld": "page"},
         recovery={"mode": "auto_restart", "restart_budget": "15m"},
+    ),
+    Scenario(
+        "restart_loop",
+        "auto_restart job. From fault_at (50m) a new incarnation every 15m: each restores the "
+        "42m checkpoint (its step and time), then dies in start-up before its first step. "
+        "Progress is durable: TrainingNoProgress pages once, restart budget + 1m after the "
+        "last real step (before, each incarnation's start reset the clock and only the crash "
+        "loop paged, an hour later). TrainingCrashLooping does not page as well.",
+        Conditions(restart_loop=15 * MINUTE),
+        {"TrainingNoProgress": "page"},
+        duration=50 * MINUTE + 20 * MINUTE,
+        fault_at=50 * MINUTE,
+        later_alerts={"CheckpointTooOld": "page"},
+        recovery={"mode": "auto_restart"},
+    ),
+    Scenario(
+        "completed",
+        "manual job. At fault_at (50m) training ends cleanly: every rank reports phase done, "
+        "then exits, and the job's targets leave service discovery. Completion is no "
+        "incident: nothing fires for the next 30m (before, TrainingTargetsDown paged ~2m "
+        "later and kept firing).",
+        Conditions(complete=True),
+        {},
+        duration=50 * MINUTE + 30 * MINUTE,
+        fault_at=50 * MINUTE,
+    ),
+    Scenario(
+        "completed_auto_restart",
+        "auto_restart job. At fault_at (50m) training ends cleanly, as in `completed`. "
+        "Nothing fires for the next 30m (before, TrainingNoProgress paged once the restart "
+        "budget had passed).",
+        Conditions(complete=True),
+        {},
+        duration=50 * MINUTE + 30 * MINUTE,
+        fault_at=50 * MINUTE,
+        recovery={"mode": "auto_restart"},
     ),
 )
 

@@ -88,6 +88,11 @@ def test_failed_checkpoint_save_keeps_the_old_timestamp() -> None:
     m = TrainingMetrics(node="n0", clock=clock, start_time=clock.now)
     with pytest.raises(OSError), m.checkpoint_save():
         raise OSError("disk full")
+    # No checkpoint was ever written: none is reported (not the process start).
+    assert "trainsignals_last_checkpoint_timestamp_seconds{" not in m.exposition().decode()
+    m.checkpoint_saved(timestamp=1000.0)
+    with pytest.raises(OSError), m.checkpoint_save():
+        raise OSError("disk full")
     text = m.exposition().decode()
     assert "trainsignals_last_checkpoint_timestamp_seconds" in text
     families = {f.name: f for f in text_string_to_metric_families(text)}

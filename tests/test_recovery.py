@@ -70,7 +70,13 @@ def test_auto_restart_budget_sets_no_progress_and_missing_rank_patience() -> Non
     rules = rendered(spec(mode="auto_restart", restart_budget="25m"))
     assert "> 1500" in rules["TrainingNoProgress"]["expr"]
     assert rules["TrainingTargetsDown"]["for"] == "30m"  # budget + 5m: no-progress pages first
-    assert "> 3" in rules["TrainingCrashLooping"]["expr"]
+    # A crash loop: 3 restarts without progress; no count cap unless the spec sets one.
+    looping = rules["TrainingCrashLooping"]["expr"]
+    assert "changes1h" in looping and ">= 3" in looping and "global_step:max" in looping
+    assert "> 3" not in looping
+    capped = rendered(spec(mode="auto_restart", max_restarts=6))
+    assert "changes1h" in capped["TrainingCrashLooping"]["expr"]
+    assert "> 6" in capped["TrainingCrashLooping"]["expr"]
 
 
 def test_no_progress_waits_for_announced_pauses_longer_than_the_budget() -> None:

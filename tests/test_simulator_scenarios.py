@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from pathlib import Path
@@ -75,11 +76,12 @@ def test_table_names_known_alerts_with_default_severities(spec: JobSpec) -> None
     for s in SCENARIOS.values():
         assert s.timeline and s.duration > s.fault_at
         mode = s.spec_for(spec).recovery.mode
-        # Only healthy jobs and restarts that heal themselves raise nothing.
+        # Only healthy jobs, restarts that heal themselves and completed jobs raise nothing.
         assert (
             s.expected_alerts
             or s.name == "healthy"
             or (mode == "auto_restart" and s.fault.restart_after)
+            or s.fault.complete
         )
         for alert, severity in {**s.expected_alerts, **s.later_alerts}.items():
             assert BY_NAME[alert].severity_for(mode) == severity, (s.name, alert)
@@ -130,7 +132,11 @@ def test_healthy_day_stays_inside_every_objective(spec: JobSpec) -> None:
             prev = cur
             step_age = (now - p.training("trainsignals_last_step_timestamp_seconds")) * ts
             assert step_age < (obj.stall_after if phase == "train" else obj.max_pause), t
-            ckpt_age = (now - p.training("trainsignals_last_checkpoint_timestamp_seconds")) * ts
+            # No checkpoint before the first save: the job's age is its checkpoint age.
+            saved = values(
+                sim.scrape(sim.targets()[0]), "trainsignals_last_checkpoint_timestamp_seconds"
+            )
+            ckpt_age = (now - (saved[0] if saved else sim.start_time)) * ts
             assert ckpt_age < obj.checkpoint_max_age / 2, t
             free = p.training("trainsignals_checkpoint_disk_free_bytes")
             size = p.training("trainsignals_checkpoint_disk_size_bytes")
@@ -171,7 +177,9 @@ def test_startup_warmup_then_train(spec: JobSpec) -> None:
         sim.advance_to(1 * MIN)
         assert p.phase() == "startup"
         assert p.training("trainsignals_steps_total") == 0
-        assert p.training("trainsignals_last_step_timestamp_seconds") == 1.0e9
+        # No step yet: no last-step time (never the process start, issue 16).
+        assert not values(sim.scrape(sim.targets()[0]), "trainsignals_last_step_timestamp_seconds")
+        assert p.training("trainsignals_process_start_time_seconds") == 1.0e9
         sim.advance_to(6 * MIN)
         assert p.phase() == "warmup"
         assert p.training("trainsignals_steps_total") > 0
@@ -277,6 +285,37 @@ def test_crash_node_down_and_gpu_lost_take_endpoints_away(spec: JobSpec) -> None
         assert p.gpu("trainsignals_gpu_up") == 0
         assert p.gpu("trainsignals_gpu_up", gpu=1) == 1
         assert not sim.is_up(sim.targets()[0])
+
+
+def test_restart_loop_restores_the_checkpoint_time_and_never_steps(spec: JobSpec) -> None:
+    """Issue 16: each incarnation of a restart loop reports the restored checkpoint's time
+    (never its own start) as its checkpoint, no last step, and never completes a step."""
+    with make(spec, "restart_loop") as sim:
+        p = Probe(sim)
+        sim.advance_to(sim.fault_at - sim.tick)
+        saved = p.training("trainsignals_last_checkpoint_timestamp_seconds")
+        for incarnation in (1, 2):
+            sim.advance_to(sim.fault_at + (incarnation - 1) * 15 * MIN + 10 * MIN)
+            assert p.training("trainsignals_steps_total") == 0
+            text = sim.scrape(sim.targets()[0])
+            assert not values(text, "trainsignals_last_step_timestamp_seconds")
+            assert p.training("trainsignals_last_checkpoint_timestamp_seconds") == saved
+            assert p.phase() == "startup"
+            started = p.training("trainsignals_process_start_time_seconds")
+            assert started > saved
+
+
+def test_completed_job_says_done_then_its_ranks_leave(spec: JobSpec, tmp_path: Path) -> None:
+    with make(spec, "completed", targets_dir=tmp_path, base_port=0) as sim:
+        sim.serve()
+        sim.advance_to(sim.fault_at - sim.tick)
+        assert Probe(sim).phase() == "train"
+        assert len(json.loads((tmp_path / "training.json").read_text())) == 2  # one per node
+        sim.advance_to(sim.fault_at + MIN)
+        assert [r.metrics.current_phase for r in sim.ranks] == ["done"] * 4
+        assert not any(sim.is_up(t) for t in sim.targets() if t.kind == "training")
+        for kind in ("training", "gpu", "node"):  # the scheduler released the nodes
+            assert json.loads((tmp_path / f"{kind}.json").read_text()) == []
 
 
 def test_thermal_throttling_on_one_gpu(spec: JobSpec) -> None:

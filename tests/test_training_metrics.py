@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import threading
+import time
 import urllib.request
 from pathlib import Path
 
@@ -37,6 +39,8 @@ def make(**kwargs: object) -> TrainingMetrics:
 def test_exports_exactly_the_training_rows_of_the_catalog(tmp_path: Path) -> None:
     m = make(checkpoint_dir=tmp_path)
     m.loss(1.0)
+    m.observe_step(0.5)
+    m.checkpoint_saved()
     exported = {name for name, _ in samples(m)}
     expected = {
         s for row in METRICS if row.component is Component.TRAINING for s in row.series_names
@@ -47,6 +51,8 @@ def test_exports_exactly_the_training_rows_of_the_catalog(tmp_path: Path) -> Non
 def test_every_series_carries_the_catalog_labels(tmp_path: Path) -> None:
     m = make(checkpoint_dir=tmp_path)
     m.loss(1.0)
+    m.observe_step(0.5)
+    m.checkpoint_saved()
     by_name = {row.name: row for row in METRICS}
     for name, labels in samples(m):
         base = name.removesuffix("_bucket").removesuffix("_sum").removesuffix("_count")
@@ -57,8 +63,6 @@ def test_every_series_carries_the_catalog_labels(tmp_path: Path) -> None:
 
 def test_step_counts_tokens_samples_duration_and_timestamp() -> None:
     m = make(start_time=1000.0)
-    assert value(m, "trainsignals_last_step_timestamp_seconds") == 1000.0
-    assert value(m, "trainsignals_last_checkpoint_timestamp_seconds") == 1000.0
     with m.step(tokens=4096, samples=2):
         pass
     m.observe_step(0.7, tokens=100, samples=1, timestamp=2000.0)
@@ -69,6 +73,64 @@ def test_step_counts_tokens_samples_duration_and_timestamp() -> None:
     assert value(m, "trainsignals_step_duration_seconds_bucket", le="0.5") == 1
     assert value(m, "trainsignals_step_duration_seconds_bucket", le="1.0") == 2
     assert value(m, "trainsignals_last_step_timestamp_seconds") == 2000.0
+
+
+def test_progress_times_are_absent_until_known_never_the_process_start() -> None:
+    """Issue 16: a restarted process must not report its own start as progress or as a
+    checkpoint: no last-step / last-checkpoint time before a step, a save or a restore."""
+    m = make(start_time=1000.0)
+    names = {name for name, _ in samples(m)}
+    assert "trainsignals_last_step_timestamp_seconds" not in names
+    assert "trainsignals_last_checkpoint_timestamp_seconds" not in names
+    assert value(m, "trainsignals_process_start_time_seconds") == 1000.0
+
+
+def test_restore_carries_the_checkpoints_step_and_time_into_the_new_process() -> None:
+    m = make(start_time=5000.0)
+    with m.checkpoint_restore(step=700, timestamp=4000.0):
+        pass
+    assert value(m, "trainsignals_global_step") == 700
+    assert value(m, "trainsignals_last_checkpoint_timestamp_seconds") == 4000.0
+    # No step of this process yet: no last-step time (the rules remember the job's last).
+    assert "trainsignals_last_step_timestamp_seconds{" not in m.exposition().decode()
+    m.observe_step(1.0, timestamp=5100.0)
+    assert value(m, "trainsignals_global_step") == 701
+    assert value(m, "trainsignals_last_step_timestamp_seconds") == 5100.0
+    assert value(m, "trainsignals_last_checkpoint_timestamp_seconds") == 4000.0
+    m.checkpoint_saved(timestamp=5200.0)
+    with m.checkpoint_restore(step=701, timestamp=4500.0):  # an older one: time never goes back
+        pass
+    assert value(m, "trainsignals_last_checkpoint_timestamp_seconds") == 5200.0
+    assert value(m, "trainsignals_last_step_timestamp_seconds") == 5100.0
+
+
+def test_finish_marks_done_and_waits_for_the_next_scrape() -> None:
+    m = make()
+    m.finish()  # never scraped over HTTP: no wait
+    assert phases(m) == {p: float(p == "done") for p in PHASES}
+    m = make()
+    port = m.start_http_server(port=0, addr="127.0.0.1")
+    url = f"http://127.0.0.1:{port}/metrics"
+    try:
+        for _ in range(2):  # a scraper every ~0.2 s
+            urllib.request.urlopen(url, timeout=5).read()
+            time.sleep(0.2)
+        scraped: list[str] = []
+        timer = threading.Timer(
+            0.3, lambda: scraped.append(urllib.request.urlopen(url, timeout=5).read().decode())
+        )
+        timer.start()
+        started = time.monotonic()
+        m.finish()
+        waited = time.monotonic() - started
+        timer.join()
+        assert 0.2 < waited < 1.0  # the scrape at 0.3 s, not the 1.4 s timeout
+        assert 'phase="done"' in scraped[0]
+        assert [
+            line for line in scraped[0].splitlines() if 'phase="done"' in line and "1.0" in line
+        ]
+    finally:
+        m.stop_http_server()
 
 
 def test_a_step_that_raises_counts_as_failed_not_completed() -> None:

@@ -55,8 +55,9 @@ JOB = ("node", "rank", "local_rank")
 GPU = ("node", "gpu", "uuid", "model")
 
 # Phases the instrumentation reports; alert rules treat everything but "train" as a
-# legitimate pause that is bounded by the spec's `max_pause`.
-PHASES = ("startup", "warmup", "train", "eval", "checkpoint")
+# legitimate pause that is bounded by the spec's `max_pause`. "done" is written on a clean
+# exit (TrainingMetrics.finish()): the job completed, its targets leaving is no incident.
+PHASES = ("startup", "warmup", "train", "eval", "checkpoint", "done")
 
 # Clock-event ("throttle") reasons, NVML's names in snake case. The exporter always reports
 # the thermal and power reasons (alerts take their share of time), the others while active.

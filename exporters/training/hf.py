@@ -6,15 +6,20 @@
 
 Ranks, world size and restarts come from torchrun's environment; /metrics is served on
 9850 + LOCAL_RANK; checkpoint disk gauges watch `args.output_dir`. Per optimizer step: its wall
-time (data wait included), tokens (Trainer's `num_input_tokens_seen` when
-`include_num_input_tokens_seen` is on, else the `input_ids` counted), samples, and the mean
+time (data wait included), tokens (this rank's own `input_ids`, counted in a forward pre-hook:
+Trainer's `num_input_tokens_seen` is gathered over every rank, so it would count the job's
+tokens once per rank), samples, and the mean
 loss of its micro-batches (NaN/inf counted as non-finite, whatever `logging_nan_inf_filter`
 says). Phases: warmup (args' warmup steps), train, eval, checkpoint; `on_save` marks a
-durable checkpoint.
+durable checkpoint. Resumed from a checkpoint (`trainer.train(resume_from_checkpoint=...)`):
+the global step and the checkpoint's time (its folder `checkpoint-<step>` in `output_dir`)
+carry over, so progress and checkpoint age do not restart with the process. A clean end of
+training (`on_train_end`) marks the job done (TrainingMetrics.finish()).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from .callback_setup import callback_setup
@@ -48,7 +53,6 @@ class TrainSignalsCallback(TrainerCallback):
         self._clock: StepClock | None = None
         self._warmup_steps = 0
         self._hooks: list[Any] = []
-        self._tokens_seen = 0
         self._training = False
         self._before_eval: str | None = None
 
@@ -73,7 +77,11 @@ class TrainSignalsCallback(TrainerCallback):
                 model.register_forward_hook(self._post_forward),
             ]
         self._warmup_steps = args.get_warmup_steps(state.max_steps) if state.max_steps else 0
-        self._tokens_seen = state.num_input_tokens_seen or 0
+        if state.global_step > 0:  # resumed: Trainer loaded the checkpoint's state already
+            folder = os.path.join(args.output_dir, f"checkpoint-{state.global_step}")
+            saved = os.path.getmtime(folder) if os.path.isdir(folder) else None
+            with self.metrics.checkpoint_restore(step=state.global_step, timestamp=saved):
+                pass
         self._training = True
         self._phase_for(state)
         clock.resume()
@@ -83,6 +91,8 @@ class TrainSignalsCallback(TrainerCallback):
             hook.remove()
         self._hooks = []
         self._training = False
+        if self.metrics is not None:  # only a clean end gets here (an exception skips it)
+            self.metrics.finish()
 
     # --- each step ------------------------------------------------------------------------
     def _pre_forward(self, module: Any, args: tuple, kwargs: dict) -> None:
@@ -106,10 +116,7 @@ class TrainSignalsCallback(TrainerCallback):
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self._clock is None or self.metrics is None:
             return
-        seen = state.num_input_tokens_seen or 0
-        tokens = seen - self._tokens_seen if seen > self._tokens_seen else None
-        self._tokens_seen = seen
-        self._clock.end(tokens=tokens)
+        self._clock.end()  # this rank's tokens, counted by the pre-forward hook
         # The default flow callback ran first: it has decided what follows this step.
         if control.should_evaluate:
             self.metrics.phase("eval")

@@ -10,7 +10,10 @@ LOCAL_RANK, WORLD_SIZE; /metrics on 9850 + LOCAL_RANK; checkpoint disk gauges wa
 time (data wait included), samples (the batch's first dimension), tokens (`input_ids` of a dict
 batch, else `tokens_per_sample` x samples), and the mean loss of its micro-batches (NaN/inf
 counted as non-finite). Phases: warmup (the first `warmup_steps`), train, eval (validation),
-checkpoint (around `trainer.save_checkpoint`, which every checkpoint goes through).
+checkpoint (around `trainer.save_checkpoint`, which every checkpoint goes through). Resumed
+(`fit(ckpt_path=...)`): the restored global step and the checkpoint file's time carry over, so
+progress and checkpoint age do not restart with the process. A clean end of `fit`
+(`on_train_end`) marks the job done (TrainingMetrics.finish()).
 """
 
 from __future__ import annotations
@@ -104,6 +107,11 @@ class _Hooks:
     # --- training -----------------------------------------------------------------------------
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         self._step_seen = trainer.global_step
+        if trainer.global_step > 0 and self.metrics is not None:  # restored from ckpt_path
+            path = getattr(trainer, "ckpt_path", None)
+            saved = os.path.getmtime(path) if path and os.path.isfile(path) else None
+            with self.metrics.checkpoint_restore(step=trainer.global_step, timestamp=saved):
+                pass
         self._set_train_phase(trainer)
         assert self._clock is not None
         self._clock.resume()
@@ -128,6 +136,10 @@ class _Hooks:
             self._clock.end()
             self._in_step = False
             self._set_train_phase(trainer)
+
+    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+        if self.metrics is not None:  # a clean end of fit (an exception calls on_exception)
+            self.metrics.finish()
 
     # --- validation -----------------------------------------------------------------------------
     def on_validation_start(self, trainer: Any, pl_module: Any) -> None:

@@ -164,6 +164,28 @@ class _CheckpointScope:
             self._metrics.checkpoint_saved()
 
 
+class _LazyGauge:
+    """A labelled gauge child created on first set: absent until then (never a 0)."""
+
+    __slots__ = ("_child", "_family", "_values", "value")
+
+    def __init__(self, family: Gauge, values: list[str]) -> None:
+        self._family, self._values = family, values
+        self._child: Any = None
+        self.value: float | None = None
+
+    def set(self, value: float) -> None:
+        if self._child is None:
+            self._child = self._family.labels(*self._values)
+        self._child.set(value)
+        self.value = value
+
+    def set_max(self, value: float) -> None:
+        """Set unless a newer time is already there (a restore never moves time back)."""
+        if self.value is None or self.value < value:
+            self.set(value)
+
+
 class TrainingMetrics:
     """Per-rank training metrics. Create one per process, early (its start time matters)."""
 
@@ -243,20 +265,30 @@ class TrainingMetrics:
             "Wall time of one optimizer step, data wait included.",
             buckets=step_buckets(step_time_bound),
         )
-        self._last_step = child(
-            Gauge,
-            "trainsignals_last_step_timestamp_seconds",
-            "Unix time of the last completed step (process start until the first step).",
+        # Progress is durable: no last-step or last-checkpoint time until this process
+        # completes a step or saves one, or restores a checkpoint (its step and save time).
+        # A new incarnation must not report its own start as progress, or every restart
+        # would reset "time since the last step" and "checkpoint age" (issue 16).
+        self._last_step = _LazyGauge(
+            Gauge(
+                "trainsignals_last_step_timestamp_seconds",
+                "Unix time of this process's last completed step; absent before its first.",
+                names,
+                registry=reg,
+            ),
+            values,
         )
-        self._last_checkpoint = child(
-            Gauge,
-            "trainsignals_last_checkpoint_timestamp_seconds",
-            "Unix time of the last successful checkpoint (process start until the first one).",
+        self._last_checkpoint = _LazyGauge(
+            Gauge(
+                "trainsignals_last_checkpoint_timestamp_seconds",
+                "Unix time of the newest checkpoint: the last one saved, or the one restored. "
+                "Absent before either (no checkpoint exists).",
+                names,
+                registry=reg,
+            ),
+            values,
         )
-        # Process start, so "time since last step/checkpoint" means something from scrape one.
         started = time.time() if start_time is None else start_time
-        self._last_step.set(started)
-        self._last_checkpoint.set(started)
         # Restarts as data: a new incarnation shows as a new start time (and, under torchrun,
         # a higher restart count); the recording rules count restarts from rank 0's.
         child(
@@ -374,6 +406,19 @@ class TrainingMetrics:
         """Call after a checkpoint is durably written (not when it starts)."""
         self._last_checkpoint.set(time.time() if timestamp is None else timestamp)
 
+    def finish(self, wait_for_scrape: float | None = None) -> None:
+        """Training ended cleanly: phase "done", so the rules tell a finished job from a
+        dead one (its targets then leave service discovery, which is no incident).
+
+        The marker must be scraped before the process exits. When a scraper has been
+        seen, this waits for its next scrape: at most `wait_for_scrape` seconds (default:
+        twice the last interval between scrapes plus a second, at most 120 s). Never
+        scraped (no Prometheus, a test): no wait.
+        """
+        self.phase("done")
+        if self._server is not None:
+            self._server.wait_for_next_scrape(wait_for_scrape)
+
     def phase(self, name: str) -> _PhaseScope:
         """Switch phase now; `with metrics.phase("eval"):` switches back on exit."""
         if name not in self._phases:
@@ -392,14 +437,23 @@ class TrainingMetrics:
         return self._phase
 
     # --- goodput: checkpoints and the global step ---------------------------------------
-    def checkpoint_restore(self, step: int | None = None) -> _ActivityScope:
-        """`with metrics.checkpoint_restore(step=N): load()`: time it as checkpoint_restore.
+    def checkpoint_restore(
+        self, step: int | None = None, timestamp: float | None = None
+    ) -> _ActivityScope:
+        """`with metrics.checkpoint_restore(step=N, timestamp=T): load()`: time it as
+        checkpoint_restore.
 
         `step` is the checkpoint's global step: the global step gauge continues from it, so
         steps redone after a restart are visible (and counted as lost progress).
+        `timestamp` is when the checkpoint was saved (Unix time; e.g. its file's mtime): the
+        newest checkpoint is that old, not this process's start (a job whose saves fail must
+        not look checkpointed by each restart). The last-step time stays absent until this
+        process steps: the rules remember the job's last step across restarts.
         """
         if step is not None:
             self.set_global_step(step)
+        if timestamp is not None:
+            self._last_checkpoint.set_max(timestamp)
         return _ActivityScope(self._account, "checkpoint_restore")
 
     def checkpoint_save(self) -> _CheckpointScope:

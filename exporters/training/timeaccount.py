@@ -41,6 +41,7 @@ PHASE_ACTIVITY = {
     "train": "train",
     "eval": "eval",
     "checkpoint": "checkpoint_save",
+    "done": "other",  # after a clean finish, until the process exits
 }
 
 

@@ -8,6 +8,7 @@ from ..alert_model import AlertGroup, Rule
 from ..durations import format_duration
 from ..faults import FAULT_ONSET, FaultCase, JobTimeline, from_onset
 from ..promql import RuleContext
+from .recovery import completed, paged_incident_within
 
 GROUP = AlertGroup()
 onset = FAULT_ONSET
@@ -129,6 +130,30 @@ def loss_plateau(ctx: RuleContext) -> Rule:
     )
 
 
+def _all_up(kind: str, node: str, m: int) -> bool:
+    """Every target up: no missing-rank page that would explain the checkpoint's age."""
+    return False
+
+
+CHECKPOINTED = 70  # minutes: the healthy job's first checkpoint (at 1h03) is written
+
+
+def _saves_fail_and_restarts(every: int):
+    """Every save fails from CHECKPOINTED on, and the job restarts every `every` minutes
+    (10 minutes less than the allowed age: a new incarnation comes before the limit)."""
+
+    def fault(t: JobTimeline, m: int) -> None:
+        t.checkpoint_ok[m] = False
+        since = m - CHECKPOINTED
+        if since >= every:
+            t.process_start[m] = 60.0 * (CHECKPOINTED + every * (since // every))
+            if since % every < 3:  # start-up of the new incarnation
+                t.phase[m] = "startup"
+                t.tokens_per_second[m] = t.steps_per_second[m] = t.data_wait_share[m] = 0.0
+
+    return from_onset(fault, onset=CHECKPOINTED)
+
+
 @GROUP.alert(
     "CheckpointTooOld",
     signal="errors",
@@ -141,7 +166,9 @@ def checkpoint_too_old(ctx: RuleContext) -> Rule:
     o, r = ctx.spec.objectives, ctx.recorded()
     return Rule(
         expr=f"job:trainsignals_last_checkpoint:age_seconds{r} > "
-        f"{ctx.seconds(o.checkpoint_max_age):g}",
+        f"{ctx.seconds(o.checkpoint_max_age):g}"
+        + completed(ctx)
+        + paged_incident_within(ctx, o.checkpoint_max_age),
         for_seconds=600,
         summary="{{ $labels.training_job }}: last checkpoint {{ $value | humanizeDuration }} ago",
         description="The newest successful checkpoint is {{ $value | humanizeDuration }} old "
@@ -155,7 +182,18 @@ def checkpoint_too_old(ctx: RuleContext) -> Rule:
                 "",
                 o.checkpoint_max_age // 60 + 20,
                 job_fault=from_onset(lambda t, m: t.checkpoint_ok.__setitem__(m, False)),
-            )
+                targets_down=_all_up,
+            ),
+            # Every save fails and the job restarts every 110 minutes: each incarnation
+            # reports the checkpoint it restored, not its own start (issue 16).
+            FaultCase(
+                "",
+                o.checkpoint_max_age // 60 + 20,
+                onset=CHECKPOINTED,
+                job_fault=_saves_fail_and_restarts(max(o.checkpoint_max_age // 60 - 10, 5)),
+                targets_down=_all_up,
+                what="on failing saves across restarts (each before the age limit)",
+            ),
         ],
     )
 

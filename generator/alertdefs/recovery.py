@@ -5,11 +5,68 @@ from __future__ import annotations
 from ..alert_model import AlertGroup, Rule
 from ..durations import format_duration
 from ..faults import FAULT_ONSET, GPU_HEALTHY, FaultCase, JobTimeline, from_onset, restart
+from ..goodput import HIGH_WATER_LOOKBACK
 from ..gpu_sources import gpu_source
-from ..promql import RuleContext
+from ..promql import RuleContext, matchers, regex
+from ..spec import CRASH_LOOP_RESTARTS
 
 GROUP = AlertGroup()
 onset = FAULT_ONSET
+
+
+def completed(ctx: RuleContext) -> str:
+    """`unless` a clean exit (phase "done") was the job's last word: no incident."""
+    return f" unless on (training_job) job:trainsignals_completed:bool{ctx.recorded()} == 1"
+
+
+# Pages of an incident that stops progress: what they page for, a stale checkpoint follows.
+PROGRESS_INCIDENTS = (
+    "TrainingNoProgress",
+    "TrainingCrashLooping",
+    "TrainingRestartsOnBadNode",
+    "TrainingStalled",
+    "TrainingTargetsDown",
+    "NodeDown",
+)
+
+
+def _incident_pages(ctx: RuleContext) -> str:
+    return "ALERTS" + matchers(
+        {
+            "alertname": regex("|".join(PROGRESS_INCIDENTS)),
+            "alertstate": "firing",
+            "severity": "page",
+            "training_job": ctx.job,
+        }
+    )
+
+
+def paged_incident_within(ctx: RuleContext, seconds: int) -> str:
+    """`unless` an incident that stopped progress paged within `seconds`: its consequences
+    outlive it (a checkpoint too old until the next save), and one incident pages once."""
+    return f" unless on (training_job) max_over_time({_incident_pages(ctx)}[{ctx.range(seconds)}])"
+
+
+def paged_incident_ended_within(ctx: RuleContext, seconds: int) -> str:
+    """`unless` an incident that stopped progress paged within `seconds` and is over: while
+    it lasts Alertmanager inhibits its consequences; after it, what it left in a window
+    (the goodput it burned) is still that incident, not a second one."""
+    pages = _incident_pages(ctx)
+    return (
+        f" unless on (training_job) (max_over_time({pages}[{ctx.range(seconds)}]) "
+        f"unless on (training_job) {pages})"
+    )
+
+
+def last_progress(ctx: RuleContext) -> str:
+    """When the job last completed a step, durable across restarts: the newest step time any
+    rank reported within restart_window (a restarted process reports none before its first
+    step, never its own start); with none, the first process start in it."""
+    r, window = ctx.recorded(), ctx.range(ctx.spec.recovery.restart_window)
+    return (
+        f"(max_over_time(job:trainsignals_last_step:timestamp_max{r}[{window}]) "
+        f"or min_over_time(job:trainsignals_incarnation_start:max{r}[{window}]))"
+    )
 
 
 @GROUP.alert(
@@ -17,38 +74,49 @@ onset = FAULT_ONSET
     signal="errors",
     severity="off",
     auto_restart="page",
-    meaning="No training step completed for longer than recovery.restart_budget: the job is "
-    "down, hung, or an automatic restart did not bring it back. The self-healing loop failed.",
+    meaning="No training step completed for longer than recovery.restart_budget, counted "
+    "across restarts: the job is down, hung, or automatic restarts do not bring it back to a "
+    "first step. The self-healing loop failed.",
 )
 def no_progress(ctx: RuleContext) -> Rule:
     o, r, rec = ctx.spec.objectives, ctx.recorded(), ctx.spec.recovery
     budget, pause_limit = rec.restart_budget, max(rec.restart_budget, o.max_pause)
-    # The last step of any rank, remembered through a restart or an outage (when every target
-    # is gone the recorded series stops, max_over_time keeps its last value).
-    since = (
-        f"time() - max_over_time(job:trainsignals_last_step:timestamp_max{r}"
-        f"[{ctx.range(rec.restart_window)}])"
-    )
+    since = f"time() - {last_progress(ctx)}"
 
     def gone_for_good(t: JobTimeline, m: int) -> None:
         if m == onset:
             restart(t, onset, t.minutes)
 
+    def restart_loop(t: JobTimeline, m: int) -> None:
+        # Every 15 minutes a new incarnation, which dies before its first step.
+        t.process_start[m] = 60.0 * (onset + 15 * ((m - onset) // 15))
+        t.phase[m] = "startup"
+        t.tokens_per_second[m] = t.steps_per_second[m] = t.data_wait_share[m] = 0.0
+
     return Rule(
-        expr=f"({since} > {ctx.seconds(budget):g} unless on (training_job) "
-        f"job:trainsignals_phase_paused:max{r} == 1) or {since} > {ctx.seconds(pause_limit):g}",
+        expr=f"(({since} > {ctx.seconds(budget):g} unless on (training_job) "
+        f"job:trainsignals_phase_paused:max{r} == 1) or {since} > {ctx.seconds(pause_limit):g})"
+        + completed(ctx),
         for_seconds=60,
         summary="{{ $labels.training_job }}: no training progress for "
         "{{ $value | humanizeDuration }}",
-        description="No rank has completed a training step for {{ $value | humanizeDuration }}, "
-        f"longer than the restart budget of {format_duration(budget)} (or "
+        description="No rank has completed a training step for {{ $value | humanizeDuration }} "
+        f"(across restarts), longer than the restart budget of {format_duration(budget)} (or "
         f"{format_duration(pause_limit)} in an announced eval/checkpoint pause). The job is "
-        "down, hung, or an automatic restart did not bring it back: the self-healing loop "
+        "down, hung, or restarts keep dying before their first step: the self-healing loop "
         "failed and a human must act.",
         panel="step_progress",
         threshold=f"no step for > {format_duration(budget)}",
         window="instant",
-        faults=[FaultCase("", rec.restart_budget // 60 + 3, job_fault=gone_for_good)],
+        faults=[
+            FaultCase("", rec.restart_budget // 60 + 3, job_fault=gone_for_good),
+            FaultCase(
+                "",
+                rec.restart_budget // 60 + 2,
+                job_fault=from_onset(restart_loop),
+                what="on restarts every 15m that never reach a step",
+            ),
+        ],
     )
 
 
@@ -57,30 +125,61 @@ def no_progress(ctx: RuleContext) -> Rule:
     signal="errors",
     severity="ticket",
     auto_restart="page",
-    meaning="The job restarted more than recovery.max_restarts times within "
-    "recovery.restart_window: automatic restarts keep failing (a bad node, a bad checkpoint, "
-    "a software bug).",
+    meaning="The job restarted at least 3 times within recovery.restart_window without "
+    "progress (the global step's high-water mark did not advance): every incarnation dies "
+    "before it gets past the work the last one lost (a bad node, a bad checkpoint, a software "
+    "bug). A restart loop that never steps at all pages as TrainingNoProgress instead.",
 )
 def crash_looping(ctx: RuleContext) -> Rule:
     r, rec = ctx.recorded(), ctx.spec.recovery
-    window = format_duration(rec.restart_window)
+    window, lookback = ctx.range(rec.restart_window), ctx.range(HIGH_WATER_LOOKBACK)
+    name = format_duration(rec.restart_window)
+    restarts = f"job:trainsignals_restarts:changes{name}{r}"
+    high = f"job:trainsignals_global_step:max{r}"
+    # Restarts that never reach a step are TrainingNoProgress's incident, also for the window
+    # after it (the job then redoes the steps its checkpoint lost: no progress yet either).
+    no_progress = matchers(
+        {"alertname": "TrainingNoProgress", "alertstate": "firing", "training_job": ctx.job}
+    )
+    loop = (
+        f"{restarts} >= {CRASH_LOOP_RESTARTS} and on (training_job) "
+        f"max_over_time({high}[{window}]) <= on (training_job) "
+        f"max_over_time({high}[{lookback}] offset {window})"
+    )
+    if rec.max_restarts is not None:
+        loop = f"({loop}) or {restarts} > {rec.max_restarts}"
 
     def crash_loop(t: JobTimeline, m: int) -> None:
-        # A new incarnation every 10 minutes: each one fails a little after it starts.
+        # A new incarnation every 10 minutes, restored from the checkpoint at the fault: it
+        # steps for a few minutes, then dies before it passes the step it started from.
         t.process_start[m] = 60.0 * (onset + 10 * ((m - onset) // 10))
+        t.checkpoint_ok[m] = False  # it dies before its next checkpoint
+        if (m - onset) % 10 < 2:
+            t.phase[m] = "startup"
+            t.tokens_per_second[m] = t.steps_per_second[m] = t.data_wait_share[m] = 0.0
 
     return Rule(
-        expr=f"job:trainsignals_restarts:changes{window}{r} > {rec.max_restarts}",
+        expr=f"({loop}) unless on (training_job) max_over_time(ALERTS{no_progress}[{window}])",
         for_seconds=60,
-        summary="{{ $labels.training_job }}: {{ $value }} restarts in " + window,
-        description="The job restarted {{ $value }} times in the last " + window + " (allowed: "
-        f"{rec.max_restarts}). Automatic restarts keep failing: look for the node, GPU or "
-        "checkpoint that every restart trips over (the infra tickets of the same window name "
-        "it).",
+        summary="{{ $labels.training_job }}: {{ $value }} restarts in "
+        + name
+        + " without progress",
+        description="The job restarted {{ $value }} times in the last " + name + " and its "
+        "global step never got past its high-water mark: each incarnation dies before it "
+        "gets back the work the previous one lost"
+        + ("" if rec.max_restarts is None else f" (or more than {rec.max_restarts} restarts)")
+        + ". Look for the node, GPU or checkpoint that every restart trips over (the infra "
+        "tickets of the same window name it).",
         panel="restarts",
-        threshold=f"> {rec.max_restarts} restarts in {window}",
-        window=window,
-        faults=[FaultCase("", 10 * (rec.max_restarts + 1) + 2, job_fault=from_onset(crash_loop))],
+        threshold=f">= {CRASH_LOOP_RESTARTS} restarts in {name} without progress",
+        window=name,
+        faults=[
+            FaultCase(
+                "",
+                rec.restart_window // 60 + 2,
+                job_fault=from_onset(crash_loop),
+            )
+        ],
     )
 
 

@@ -6,6 +6,7 @@ from .. import slo
 from ..alert_model import AlertGroup, Rule
 from ..faults import FaultCase, from_onset, stall
 from ..promql import RuleContext
+from .recovery import paged_incident_ended_within
 
 GROUP = AlertGroup()
 BUDGET = "{{ $labels.slo }} SLO of {{ $labels.training_job }}"
@@ -23,7 +24,9 @@ def burn_fast(ctx: RuleContext) -> Rule | None:
     if not ctx.spec.slos:
         return None
     return Rule(
-        expr=slo.burn_expr(ctx, slo.FAST),
+        # Goodput lost to an incident that already paged stays in the burn's windows for up
+        # to 6h after it ended: that is the same incident (issue 16: a restart loop paged twice).
+        expr=f"({slo.burn_expr(ctx, slo.FAST)})" + paged_incident_ended_within(ctx, 6 * 3600),
         for_seconds=120,
         summary=f"{BUDGET} burns its error budget fast",
         description=f"The {BUDGET} loses {{{{ $value | humanizePercentage }}}} of its events: at "

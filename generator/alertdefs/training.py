@@ -7,6 +7,7 @@ from ..durations import format_duration
 from ..faults import FAULT_ONSET, FaultCase, JobTimeline, from_onset, slow, stall
 from ..gpu_activity import activity_now
 from ..promql import RuleContext
+from .recovery import completed
 
 GROUP = AlertGroup()
 onset = FAULT_ONSET
@@ -78,7 +79,8 @@ def targets_down(ctx: RuleContext) -> Rule:
     spec, r, rec = ctx.spec, ctx.recorded(), ctx.spec.recovery
     expected_ranks = spec.shape.gpus
     return Rule(
-        expr=f"job:trainsignals_ranks_up:sum{r} < {expected_ranks}",
+        # A completed job's targets leaving service discovery is no incident.
+        expr=f"job:trainsignals_ranks_up:sum{r} < {expected_ranks}" + completed(ctx),
         # Restarting ranks are missing for a while; only longer than that is news, and a job
         # that is gone altogether pages as TrainingNoProgress first (which covers this one).
         for_seconds=rec.restart_budget + 300 if rec.automatic else 120,

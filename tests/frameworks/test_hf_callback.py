@@ -134,6 +134,36 @@ def test_hf_accumulation_token_count_and_standalone_evaluate(tmp_path: Path) -> 
         "trainsignals_tokens_total": 5 * 2 * BATCH * SEQ,
         "trainsignals_samples_total": 5 * 2 * BATCH,
     }
-    assert metrics.current_phase == "warmup"  # 5 steps, all within the 20 warmup steps
+    assert metrics.current_phase == "done"  # a clean end of training (issue 16)
     trainer.evaluate()
-    assert metrics.current_phase == "warmup"
+    assert metrics.current_phase == "done"
+
+
+DDP_WORKER = Path(__file__).with_name("hf_ddp_worker.py")
+
+
+def test_hf_counts_each_ranks_own_tokens_under_torchrun(tmp_path: Path) -> None:
+    """2 CPU ranks (gloo) under real torchrun, Trainer's all-rank token count on: each rank
+    exports its own tokens, so the job's sum is the tokens trained, not world_size times it
+    (issue 16: `num_input_tokens_seen` is gathered over every rank)."""
+    import subprocess
+    import sys
+
+    argv = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone",
+        "--nproc-per-node", "2", str(DDP_WORKER), str(tmp_path),
+    ]  # fmt: skip
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    import json
+
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    steps, per_rank = 3, 3 * BATCH * SEQ
+    for seen in ranks:
+        assert seen["world_size"] == 2
+        assert seen["trainsignals_steps_total"] == steps
+        assert seen["trainsignals_tokens_total"] == per_rank
+        # What transformers reports: the job's tokens, on every rank.
+        assert seen["num_input_tokens_seen"] == 2 * per_rank
+    assert sum(s["trainsignals_tokens_total"] for s in ranks) == 2 * per_rank

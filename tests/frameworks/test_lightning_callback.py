@@ -136,3 +136,55 @@ def test_standalone_pytorch_lightning_package(tmp_path: Path) -> None:
     # 6 optimizer steps of 2 micro-batches of 4 samples each
     assert values == {"trainsignals_steps_total": 6, "trainsignals_samples_total": 48}
     assert b"trainsignals_loss{" in exposition
+
+
+def test_lightning_resume_carries_step_and_checkpoint_time_and_marks_done(tmp_path: Path) -> None:
+    """Issue 16: fit(ckpt_path=...) continues the global step and the checkpoint's time (its
+    file's mtime), not the new process's start; a clean end of fit reports phase done."""
+    import lightning as L
+    import torch
+    from trainsignals.exporters.training.lightning import TrainSignalsCallback
+
+    class Tiny(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(4, 1)
+
+        def training_step(self, batch: tuple, idx: int) -> torch.Tensor:
+            x, y = batch
+            return torch.nn.functional.mse_loss(self.layer(x), y)
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    data = torch.utils.data.TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+
+    def trainer(steps: int, callback: TrainSignalsCallback) -> L.Trainer:
+        return L.Trainer(
+            default_root_dir=str(tmp_path), accelerator="cpu", devices=1, max_steps=steps,
+            callbacks=[callback], logger=False, enable_progress_bar=False,
+            enable_model_summary=False, enable_checkpointing=False,
+        )  # fmt: skip
+
+    first = trainer(4, TrainSignalsCallback(job="pl-resume", serve=False))
+    first.fit(Tiny(), torch.utils.data.DataLoader(data, batch_size=4))
+    ckpt = tmp_path / "step4.ckpt"
+    first.save_checkpoint(ckpt)
+    saved = ckpt.stat().st_mtime
+    time.sleep(0.05)
+    callback = TrainSignalsCallback(job="pl-resume", serve=False)
+    second = trainer(6, callback)
+    second.fit(Tiny(), torch.utils.data.DataLoader(data, batch_size=4), ckpt_path=str(ckpt))
+    assert callback.metrics is not None
+    values = sample_values(
+        callback.metrics.exposition(),
+        [
+            "trainsignals_global_step",
+            "trainsignals_steps_total",
+            "trainsignals_last_checkpoint_timestamp_seconds",
+        ],
+    )
+    assert values["trainsignals_global_step"] == 6  # 4 restored + 2 new steps
+    assert values["trainsignals_steps_total"] == 2
+    assert values["trainsignals_last_checkpoint_timestamp_seconds"] == pytest.approx(saved)
+    assert callback.metrics.current_phase == "done"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from trainsignals.exporters.training.metrics import STEP_BUCKETS
 from trainsignals.exporters.training.timeaccount import ACTIVITIES
+from trainsignals.metric_catalog import PHASES
 
 from .history import GPUS_PER_NODE, MINUTE, gpu_uuid
 from .timeline import Minute
@@ -24,7 +25,6 @@ TOKENS_PER_STEP = 15_630  # the stored slice of the job (16 GPUs at ~40% MFU of 
 SAMPLES_PER_STEP = 2
 DISK_SIZE = 30e12
 SDC = "silent_data_corruption"
-PHASES = ("startup", "warmup", "train", "eval", "checkpoint")
 THROTTLE_REASONS = ("hw_thermal_slowdown", "sw_power_cap")
 NETWORK_SERIES = ("node_network_receive_bytes_total", "node_network_transmit_bytes_total")
 
@@ -137,6 +137,8 @@ class Emitter:
         s = self.minutes[m]
         ts = f" {self.epoch + (m + 1) * MINUTE + self.offset:.3f}"
         sel = self.selector
+        if s.gone:  # completed: every target left service discovery
+            return
         for slot, node in enumerate(s.nodes):
             node_down = slot in s.down_slots
             for rank_local in range(GPUS_PER_NODE):
@@ -155,8 +157,9 @@ class Emitter:
                     if self._want(name):
                         yield f"{name}{{{labels}}} {fn(s)}{ts}"
                 for name, attr in EPOCH_SERIES.items():
-                    if self._want(name):
-                        yield f"{name}{{{labels}}} {self.epoch + getattr(s, attr)}{ts}"
+                    at = getattr(s, attr)
+                    if at is not None and self._want(name):  # None: not reported yet
+                        yield f"{name}{{{labels}}} {self.epoch + at}{ts}"
                 if self._want("trainsignals_time_seconds_total"):
                     for activity, seconds in zip(ACTIVITIES, s.activity, strict=True):
                         yield (
@@ -257,11 +260,16 @@ class Emitter:
             with path.open("w") as out:
                 for m in range(max(0, block_first), min(block_first + per_block, total)):
                     chunk = list(self.minute_lines(m))
+                    if not chunk:  # the job completed: nothing left to scrape
+                        continue
                     lines += len(chunk)
                     out.write("\n".join(chunk))
                     out.write("\n")
                 out.write("# EOF\n")
             self.samples += lines
+            if not lines:  # a block after the job completed: no samples to import
+                path.unlink()
+                continue
             running = _finish(running, previous)
             running = _import(path, blocks_dir)
             previous = path

@@ -165,8 +165,30 @@ def evaluate_rules(
     if late or rest:
         _import_alerts(prom, episodes, start, end, work)
         tiers += _backfill(prom, [r for r in recording if r["record"] in late], start, end, work)
-        episodes += evaluate_alerts(prom, rest, start, end)
+    # Alerts that read other alerts' ALERTS, in passes: each once the alerts it names are
+    # evaluated and written (CheckpointTooOld reads TrainingCrashLooping, which reads
+    # TrainingNoProgress), as Prometheus has them from its previous evaluations.
+    known = {r["alert"] for r in alerting}
+    done = {r["alert"] for r in first}
+    imported = len(episodes)
+    while rest:
+        ready = [r for r in rest if (_alerts_read(r["expr"]) & known) - {r["alert"]} <= done]
+        ready = ready or rest  # a cycle: evaluate with what is written
+        if len(episodes) > imported:  # write the ALERTS of the alerts evaluated since
+            _import_alerts(prom, episodes[imported:], start, end, work)
+            imported = len(episodes)
+        episodes += evaluate_alerts(prom, ready, start, end)
+        done |= {r["alert"] for r in ready}
+        rest = [r for r in rest if r not in ready]
     return tiers, episodes
+
+
+_ALERTNAME = re.compile(r'alertname=~?"([^"]*)"')
+
+
+def _alerts_read(expr: str) -> set[str]:
+    """Alert names an expression reads through ALERTS (alertname="A" or =~"A|B")."""
+    return {n for m in _ALERTNAME.findall(expr) for n in m.split("|") if n}
 
 
 def evaluate_alerts(

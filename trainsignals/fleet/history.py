@@ -72,12 +72,21 @@ RELAUNCH_S = (1 * MINUTE, 3 * MINUTE)  # processes gone: drain, reschedule, rend
 
 # Incidents automation does not fix, as (kind, share of the run where it starts, duration).
 INCIDENTS: tuple[tuple[str, float, int], ...] = (
+    # every restart dies in start-up (a broken image, a config the restore chokes on)
+    ("restart_loop", 0.10, 2 * HOUR),
     ("crash_loop", 0.20, 2 * HOUR),  # a bad node the health check passes: crash after crash
     ("hang", 0.40, 90 * MINUTE),  # ranks up, no steps; the watchdog misses it
+    # every save fails, and the job restarts every 110 minutes from the last good one
+    ("checkpoint_broken_restarts", 0.50, 4 * HOUR),
     ("checkpoint_stall", 0.60, 6 * HOUR),  # saves silently stop; training goes on
     ("throughput_leak", 0.78, 14 * HOUR),  # steps slow down to half speed over 10 hours
 )
 CRASH_LOOP_PERIOD_S = 8 * MINUTE
+RESTART_LOOP_PERIOD_S = 15 * MINUTE
+CHECKPOINT_RESTART_PERIOD_S = 110 * MINUTE
+# The job completes (a clean exit, phase "done") this long before the replay ends, or an hour
+# after the leak is fixed if that is later: nothing may page for the rest of the run.
+COMPLETION_TAIL_S = 12 * HOUR
 LEAK_RAMP_S = 10 * HOUR
 LEAK_FLOOR = 0.5
 
@@ -131,6 +140,7 @@ class History:
     days: float
     interruptions: list[Interruption] = field(default_factory=list)
     incidents: list[Incident] = field(default_factory=list)
+    completed_s: int = 0  # the job's clean exit (0: it runs to the end)
 
     @property
     def wall_s(self) -> int:
@@ -199,7 +209,10 @@ def build_history(days: float = FULL_DAYS, seed: int = 405) -> History:
             members[index] = f"gpu-s{spares:04d}"
             spares += 1
 
-    loop = history.incidents[0]
+    by_kind = {i.kind: i for i in history.incidents}
+    _restart_loop(history, by_kind["restart_loop"])
+    _checkpoint_restarts(history, by_kind["checkpoint_broken_restarts"])
+    loop = by_kind["crash_loop"]
     loop.node = members[rng.randrange(FLEET_NODES)]
     t = loop.start_s
     while t < loop.end_s:
@@ -219,7 +232,7 @@ def build_history(days: float = FULL_DAYS, seed: int = 405) -> History:
         )
         t += CRASH_LOOP_PERIOD_S
     # The hang and the leak end when a human restarts the job (the hang loses its progress).
-    hang, leak = history.incidents[1], history.incidents[3]
+    hang, leak = by_kind["hang"], by_kind["throughput_leak"]
     history.interruptions.append(
         Interruption(
             "hang",
@@ -243,7 +256,43 @@ def build_history(days: float = FULL_DAYS, seed: int = 405) -> History:
         )
     )
     history.interruptions.sort(key=lambda i: i.fault_s)
+    done = max(wall - COMPLETION_TAIL_S, leak.end_s + HOUR) // MINUTE * MINUTE
+    history.completed_s = done if done <= wall - 30 * MINUTE else 0  # short runs: no room
     return history
+
+
+def _restart_loop(history: History, incident: Incident) -> None:
+    """Every RESTART_LOOP_PERIOD_S a new incarnation, which dies in start-up, before its first
+    step; a human fixes it at the end (that restart reaches its first step)."""
+    t = incident.start_s
+    while t < incident.end_s:
+        period = min(RESTART_LOOP_PERIOD_S, incident.end_s - t)
+        last = t + period >= incident.end_s
+        up = t + 3 * MINUTE
+        first = up + 3 * MINUTE if last else t + period
+        history.interruptions.append(
+            Interruption("restart_loop", "job", t, t + MINUTE, up, first, incident="restart_loop")
+        )
+        t += period
+
+
+def _checkpoint_restarts(history: History, incident: Incident) -> None:
+    """Saves fail for the whole incident; the job restarts every CHECKPOINT_RESTART_PERIOD_S
+    (from the last good checkpoint, which gets older and older)."""
+    t = incident.start_s + CHECKPOINT_RESTART_PERIOD_S
+    while t < incident.end_s:
+        history.interruptions.append(
+            Interruption(
+                "software_bug",
+                "job",
+                t,
+                t + 2 * MINUTE,
+                t + 4 * MINUTE,
+                t + 7 * MINUTE,
+                incident="checkpoint_broken_restarts",
+            )
+        )
+        t += CHECKPOINT_RESTART_PERIOD_S
 
 
 def _pick(rng: random.Random, bounds: tuple[int, int]) -> int:

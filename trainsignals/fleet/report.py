@@ -120,6 +120,9 @@ def render(replay: Replay, result: Score) -> str:
         ttp = result.time_to_page[incident.kind]
         shown = "no page" if ttp is None else f"{ttp / 60:.0f} min"
         lines.append(f"| {incident.kind} | {result.pages_per_incident[incident.kind]} | {shown} |")
+    if history.completed_s:
+        after = sum(1 for n in replay.notifications if n.at >= EPOCH + history.completed_s)
+        lines.append(f"| completed (a clean exit; must not page) | {after} | never |")
     lines += [
         "",
         "| hardware fault | faults | ticketed (node, GPU named) | UUID named |",

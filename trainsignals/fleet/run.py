@@ -74,9 +74,11 @@ def run_replay(days: float, seed: int = 405, slots: int = 2, work: Path | None =
             clock = time.monotonic()
             replay.tiers, replay.episodes = evaluate_rules(prom, document, start, end, root)
             replay.seconds["rules"] = time.monotonic() - clock
+            # Over the job's life: up to its completion, when it completed.
+            life_end = EPOCH + history.completed_s if history.completed_s else end
             for template in GOODPUT_QUERIES:
-                expr = template.format(job=spec.name, wall=end - start + MINUTE)
-                result = prom.range_query(expr, end, end)
+                expr = template.format(job=spec.name, wall=life_end - start + MINUTE)
+                result = prom.range_query(expr, life_end, life_end)
                 if result:
                     replay.ettr_measured = float(result[0]["values"][-1][1])
                     replay.ettr_query = expr

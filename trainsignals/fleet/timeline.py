@@ -39,8 +39,11 @@ class Minute:
     steps: float  # steps of this incarnation so far (counters restart with the process)
     step_seconds: float  # current step time
     data_wait: float  # seconds waited for data in this incarnation
-    last_step: int  # run seconds of the last completed step
-    last_checkpoint: int  # run seconds of the last successful checkpoint
+    # Run seconds of the incarnation's last completed step / the newest checkpoint, as the
+    # ranks report them: a new incarnation reports the checkpoint it restored and no step
+    # until its first; None: none yet (absent).
+    last_step: int | None
+    last_checkpoint: int | None
     loss: float
     busy: float  # GPU utilization
     incarnation: int
@@ -51,6 +54,7 @@ class Minute:
     global_step: float = 0.0  # the trainer's step: back to the checkpoint's after a restart
     # Seconds of this incarnation per activity (exporters/training/timeaccount.ACTIVITIES).
     activity: tuple[float, ...] = ()
+    gone: bool = False  # the job completed: its targets left service discovery
 
 
 @dataclass
@@ -85,9 +89,11 @@ def _slot_plan(history: History, slots: int) -> list[tuple[int, tuple[str, ...]]
 
 def simulate(history: History, slots: int) -> tuple[list[Minute], Truth]:
     wall = history.wall_s
-    truth = Truth(wall)
+    # A job that completed is measured over its life, not the silence after it.
+    truth = Truth(history.completed_s or wall)
     plan = _slot_plan(history, slots)
     stall = next(i for i in history.incidents if i.kind == "checkpoint_stall")
+    broken = next((i for i in history.incidents if i.kind == "checkpoint_broken_restarts"), stall)
     leak = next(i for i in history.incidents if i.kind == "throughput_leak")
     stops = history.interruptions
     minutes: list[Minute] = []
@@ -98,7 +104,9 @@ def simulate(history: History, slots: int) -> tuple[list[Minute], Truth]:
     process_start = 0
     first_step = FIRST_STARTUP_S
     steps = data_wait = 0.0
-    last_step = last_checkpoint = 0
+    last_step: int | None = None
+    last_checkpoint: int | None = None
+    kept_checkpoint: int | None = None  # when the checkpoint a restart restores was written
     kept_progress = progress = 0.0  # steps kept by the last checkpoint / done overall
     since_checkpoint_s = 0.0  # training seconds since the last successful checkpoint
     train_clock = 0  # training seconds of this incarnation (drives checkpoints, evals)
@@ -118,12 +126,37 @@ def simulate(history: History, slots: int) -> tuple[list[Minute], Truth]:
             process_start, first_step = current.up_s, current.first_step_s
             steps = data_wait = 0.0
             account = dict.fromkeys(ACTIVITIES, 0.0)
-            last_step = last_checkpoint = current.up_s
+            last_step, last_checkpoint = None, kept_checkpoint
             progress = kept_progress
             train_clock = 0
             pending = []
             current = stops[k] if k < len(stops) else None
 
+        if history.completed_s and t >= history.completed_s:
+            # The last minute says "done" (TrainingMetrics.finish()), then the job is gone.
+            done = t == history.completed_s
+            minutes.append(
+                Minute(
+                    alive=done,
+                    phase="done",
+                    steps=steps,
+                    step_seconds=STEP_SECONDS,
+                    data_wait=data_wait,
+                    last_step=last_step,
+                    last_checkpoint=last_checkpoint,
+                    loss=1.7 + 6.0 / (1 + progress / 2000) ** 0.5,
+                    busy=0.0,
+                    incarnation=incarnation,
+                    process_start=process_start,
+                    nodes=nodes,
+                    global_step=progress,
+                    activity=tuple(account[a] for a in ACTIVITIES),
+                    gone=not done,
+                )
+            )
+            if done:  # the final minute is after the job's life (its wall time ends here)
+                account["other"] += MINUTE
+            continue
         alive, phase, busy, step_seconds = True, "train", 0.97, STEP_SECONDS
         category = ""
         if current is not None and t >= current.fault_s:
@@ -136,7 +169,7 @@ def simulate(history: History, slots: int) -> tuple[list[Minute], Truth]:
                 if current.scope == "planned":  # on-demand checkpoint before a clean stop
                     phase, category = "checkpoint", "checkpoint"
                     kept_progress = progress
-                    last_checkpoint = t + MINUTE
+                    last_checkpoint = kept_checkpoint = t + MINUTE
                     since_checkpoint_s = 0.0
                 else:  # stuck in a collective until the watchdog or the crash
                     category, busy = "recovery", 1.0
@@ -149,9 +182,10 @@ def simulate(history: History, slots: int) -> tuple[list[Minute], Truth]:
         elif pending:
             phase = category = pending.pop(0)
             busy = 0.5
-            if phase == "checkpoint" and not stall.start_s <= t < stall.end_s:
+            failing = stall.start_s <= t < stall.end_s or broken.start_s <= t < broken.end_s
+            if phase == "checkpoint" and not failing:
                 kept_progress = progress
-                last_checkpoint = t + MINUTE
+                last_checkpoint = kept_checkpoint = t + MINUTE
                 since_checkpoint_s = 0.0
         else:
             speed = 1.0
