@@ -141,6 +141,9 @@ class FaultCase:
     onset: int = FAULT_ONSET
     extra_labels: dict[str, str] = field(default_factory=dict)
     what: str = "on its fault"  # names the test when an alert has several faults
+    # Minutes after fires_after the alert must keep firing without a break: an intermittent
+    # fault is one incident, one page episode (keep_firing_for).
+    holds_for: int = 0
     # Input series beyond the job's, targets' and GPUs' (node_exporter's InfiniBand ports):
     # (ctx, minutes) -> list of RawSeries.
     raw_series: Callable[..., list] | None = None

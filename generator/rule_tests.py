@@ -207,7 +207,7 @@ def _expected_labels(ctx: RuleContext, case: FaultCase, node_labels: dict) -> st
 
 
 def fault_test(ctx: RuleContext, case: FaultCase) -> dict:
-    minutes = case.onset + case.fires_after + 1
+    minutes = case.onset + case.fires_after + case.holds_for + 1
     series: list[RawSeries] = []
     if case.targets_down:
         series += target_series(ctx, minutes, case.targets_down)
@@ -246,8 +246,24 @@ def fault_test(ctx: RuleContext, case: FaultCase) -> dict:
                     for slo in ([s.sli for s in ctx.spec.slos] if "slo" in case.labels else [""])
                 ],
             },
+            *_holds_test(ctx, case),
         ],
     }
+
+
+def _holds_test(ctx: RuleContext, case: FaultCase) -> list[dict]:
+    """1 when the alert fired at every evaluation of the `holds_for` minutes after it first
+    had to: a resolve in between would be a second page for the same incident."""
+    if not case.holds_for:
+        return []
+    firing = _alerts_query(ctx, case.alert, "firing")
+    return [
+        {
+            "expr": f"min(min_over_time(({firing} or on () vector(0))[{case.holds_for}m:1m]))",
+            "eval_time": f"{case.onset + case.fires_after + case.holds_for}m",
+            "exp_samples": [{"labels": "{}", "value": 1}],
+        }
+    ]
 
 
 def healthy_test(ctx: RuleContext) -> dict:
