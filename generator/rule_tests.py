@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from itertools import accumulate
 
+from trainsignals.exporters.training.metrics import STEP_BUCKETS
+
 from .alerts import AlertRule, severity, team
 from .fabric_tests import FABRIC_PORT
 from .faults import FAULT_ONSET, GPU_HEALTHY, FaultCase, JobTimeline, restart
@@ -59,9 +61,13 @@ def _cumulative(per_minute: list[float]) -> list[float]:
     return list(accumulate((round(v * 64) / 64 for v in per_minute[1:]), initial=0.0))
 
 
-def step_buckets(bound: float) -> list[str]:
-    """`le` labels as prometheus_client writes them, one of them exactly at the bound."""
-    return [le_label(b) for b in (bound / 2, bound, 2 * bound, 4 * bound)] + ["+Inf"]
+def step_buckets(t: JobTimeline) -> dict[str, tuple[float, float]]:
+    """`le` label (as prometheus_client writes it) -> the share of healthy and of slow steps
+    at or under it. Healthy steps take 0.75x the bound, slow ones 3x (JobTimeline)."""
+    bound = t.step_time_bound
+    les = (bound / 2, bound, 2 * bound, 4 * bound) if t.bound_bucket else STEP_BUCKETS
+    shares = {le_label(le): (float(le >= 0.75 * bound), float(le >= 3 * bound)) for le in les}
+    return shares | {"+Inf": (1.0, 1.0)}
 
 
 def job_series(ctx: RuleContext, t: JobTimeline) -> list[RawSeries]:
@@ -81,7 +87,7 @@ def job_series(ctx: RuleContext, t: JobTimeline) -> list[RawSeries]:
             ckpt_ts = minute * 60.0
         last_step.append(step_ts)
         last_ckpt.append(ckpt_ts)
-    bounds = step_buckets(t.step_time_bound)
+    buckets = step_buckets(t)
     for rank in range(REPORTING_RANKS):
         labels = {**ctx.spec.selector_labels, "node": "node-0", "rank": str(rank)}
 
@@ -97,12 +103,12 @@ def job_series(ctx: RuleContext, t: JobTimeline) -> list[RawSeries]:
             "trainsignals_step_duration_seconds_sum",
             _cumulative([60.0 if s > 0 else 0.0 for s in steps_pm]),
         )
-        for index, le in enumerate(bounds):
+        for le, (healthy, slow) in buckets.items():
             add(
                 "trainsignals_step_duration_seconds_bucket",
                 _cumulative(
                     [
-                        0.0 if index == 0 else s * (1 - t.slow_step_share[m]) if index == 1 else s
+                        s * ((1 - t.slow_step_share[m]) * healthy + t.slow_step_share[m] * slow)
                         for m, s in enumerate(steps_pm)
                     ]
                 ),
