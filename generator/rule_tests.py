@@ -208,7 +208,8 @@ def _expected_labels(ctx: RuleContext, case: FaultCase, node_labels: dict) -> st
     for name in case.labels:
         if node_labels[name] != "":  # an XID without a catalog action has no action label
             labels[name] = node_labels[name]
-    labels |= case.extra_labels
+    # A label may quote a selector (AlertInputMissing's `series`): escaped as PromQL strings are.
+    labels |= {k: v.replace("\\", "\\\\").replace('"', '\\"') for k, v in case.extra_labels.items()}
     return "ALERTS" + matchers(labels)
 
 
