@@ -15,7 +15,7 @@ from itertools import accumulate
 from trainsignals.exporters.training.metrics import STEP_BUCKETS
 
 from .alerts import AlertRule, severity, team
-from .fabric_tests import FABRIC_PORT
+from .fabric_tests import FABRIC_PORT, ib_series
 from .faults import FAULT_ONSET, GPU_HEALTHY, FaultCase, JobTimeline, restart
 from .goodput_tests import goodput_tests, timeline_series
 from .gpu_sources import RawSeries, gpu_source, test_uuid
@@ -273,13 +273,16 @@ def _holds_test(ctx: RuleContext, case: FaultCase) -> list[dict]:
     ]
 
 
-def healthy_test(ctx: RuleContext) -> dict:
+def healthy_test(ctx: RuleContext, fabric: bool = False) -> dict:
+    """`fabric`: the spec has InfiniBand alerts, so the healthy node runs node_exporter's
+    InfiniBand collector (without its series AlertInputMissing would fire, rightly)."""
     minutes = HEALTHY_HORIZON
     firing = matchers({"training_job": ctx.job, "alertstate": "firing"})
     series = (
         target_series(ctx, minutes)
         + gpu_series(ctx, minutes)
         + job_series(ctx, JobTimeline(ctx, minutes).build())
+        + (ib_series(ctx, minutes, set(), []) if fabric else [])
     )
     return {
         "name": "healthy job with warm-up, eval and checkpoint pauses never fires",
@@ -371,7 +374,7 @@ def node_outage_test(ctx: RuleContext) -> dict:
 
 def rule_tests(ctx: RuleContext, alerts: list[AlertRule], rule_file: str) -> dict:
     cases = [case for alert in alerts for case in alert.faults]
-    tests = [healthy_test(ctx)]
+    tests = [healthy_test(ctx, fabric=any(a.name.startswith("Infiniband") for a in alerts))]
     if any(a.name == "NodeUnreachableRecently" for a in alerts):
         tests.append(node_outage_test(ctx))
     if ctx.spec.recovery.automatic:

@@ -22,12 +22,56 @@ FOR_SECONDS = 1800
 STALENESS = 5  # minutes Prometheus still returns a series after its last sample
 
 
+def firm_inputs(expr: str, records: dict[str, str]) -> frozenset[tuple[str, tuple]]:
+    """(name, matchers) of the raw selectors `expr` cannot do without, directly or through
+    the recording rules it reads: of `a or b` only what both sides read (each side is a
+    fallback for the other, as `x or vector(0)`, or dcgm-exporter's optional throttle
+    reasons or SM clocks), of `a unless b` only what `a` reads (`b` absent is normal)."""
+    import promql_parser
+
+    from trainsignals.series_check import parse_selectors
+
+    memo: dict[str, frozenset[tuple[str, tuple]]] = {}
+
+    def of_record(name: str) -> frozenset[tuple[str, tuple]]:
+        if name not in memo:
+            memo[name] = frozenset()  # a cycle reads nothing more
+            memo[name] = visit(promql_parser.parse(records[name]))
+        return memo[name]
+
+    def visit(node: object) -> frozenset[tuple[str, tuple]]:
+        if isinstance(node, promql_parser.VectorSelector):
+            found: set[tuple[str, tuple]] = set()
+            for name, matchers in parse_selectors(node.prettify()):
+                if name in records:
+                    found |= of_record(name)
+                elif name:
+                    found.add((name, matchers))
+            return frozenset(found)
+        if isinstance(node, promql_parser.BinaryExpr):
+            op = str(node.op).lower()
+            if op == "or":
+                return visit(node.lhs) & visit(node.rhs)
+            if op == "unless":
+                return visit(node.lhs)
+            return visit(node.lhs) | visit(node.rhs)
+        children = [getattr(node, a, None) for a in ("expr", "vector_selector", "param")]
+        children += list(getattr(node, "args", None) or ())
+        out: frozenset[tuple[str, tuple]] = frozenset()
+        for child in children:
+            if child is not None and not isinstance(child, (str, int, float)):
+                out |= visit(child)
+        return out
+
+    return visit(promql_parser.parse(expr))
+
+
 def required_inputs(ctx: RuleContext) -> list[tuple[str, str, tuple[str, ...]]]:
     """(metric name, selector text, alerts that need it) for every input of the job's other
     page and ticket alerts that must exist while its training targets are up."""
     # Imported here: these modules import the alert catalogue, which imports this module.
     from trainsignals.optional_series import MIG_INSTANCE_MATCHER
-    from trainsignals.series_check import EVENT_ONLY, Matcher, selectors
+    from trainsignals.series_check import EVENT_ONLY, Matcher, Selector
 
     from ..alert_catalog import ALERTS
     from ..alerts import firing_expr, severity
@@ -39,29 +83,30 @@ def required_inputs(ctx: RuleContext) -> list[tuple[str, str, tuple[str, ...]]]:
         for rule in group["rules"]
         if "record" in rule
     }
-    alerts = {}
+    needed: dict[str, set[str]] = {}
+    names: dict[str, str] = {}
+    mig = Matcher(*MIG_INSTANCE_MATCHER)
+    gate = f"up{ctx.training_targets()}"
     for definition in ALERTS:
         if definition.name == NAME or severity(ctx, definition.name) not in ("page", "ticket"):
             continue
         rule = definition.rule(ctx)
-        if rule is not None:
-            alerts[rule.name] = firing_expr(ctx, rule)
-    gate = ctx.training_targets()
-    mig = Matcher(*MIG_INSTANCE_MATCHER)
-    found = []
-    for selector in selectors(records, alerts, []):
-        if (
-            not selector.alerts
-            or selector.name in EVENT_ONLY
-            # A histogram's buckets: its _count is checked (a bucket at the step-time bound
-            # has a fallback).
-            or any(m.label == "le" for m in selector.matchers)
-            or mig in selector.matchers  # MIG instances only: empty without MIG
-            or selector.text() == f"up{gate}"  # the gate itself
-        ):
+        if rule is None:
             continue
-        found.append((selector.name, selector.text(), tuple(sorted(selector.alerts))))
-    return found
+        for name, matchers in firm_inputs(firing_expr(ctx, rule), records):
+            text = Selector(name, matchers).text()
+            if (
+                name in EVENT_ONLY
+                # A histogram's buckets: its _count is checked (a bucket at the step-time
+                # bound has a fallback).
+                or any(m.label == "le" for m in matchers)
+                or mig in matchers  # MIG instances only: empty without MIG
+                or text == gate  # the gate itself
+            ):
+                continue
+            needed.setdefault(text, set()).add(rule.name)
+            names[text] = name
+    return [(names[t], t, tuple(sorted(needed[t]))) for t in sorted(needed)]
 
 
 def _labelled(expr: str, series: str, alerts: tuple[str, ...]) -> str:
@@ -125,8 +170,9 @@ def alert_input_missing(ctx: RuleContext) -> Rule | None:
         "{{ with $labels.node }} on {{ . }}{{ end }}; blind: {{ $labels.alerts }}",
         description="No series matches {{ $labels.series }}"
         "{{ with $labels.node }} on node {{ . }}{{ end }} while the job's training targets are "
-        "up, so {{ $labels.alerts }} cannot fire. Run `trainsignals readiness` to see which "
-        "label or exporter is wrong.",
+        "up, so {{ $labels.alerts }} cannot fire{{ if $labels.node }}, and the GPU alerts "
+        "(GpuLost, ECC, XID, throttling) see nothing of that node{{ end }}. Run `trainsignals "
+        "readiness` to see which label or exporter is wrong.",
         panel="targets_up",
         threshold="an input series absent",
         window="now",
