@@ -151,9 +151,12 @@ def alert_input_missing(ctx: RuleContext) -> Rule | None:
 
     def without_gpu_exporter(rule_ctx: RuleContext, minutes: int) -> list:
         """Every target up, but node-0's GPU exporter leaves service discovery at onset."""
+        from ..fabric_tests import ib_series
         from ..rule_tests import gpu_series, target_series
 
         series = target_series(rule_ctx, minutes) + gpu_series(rule_ctx, minutes)
+        if any(name.startswith("node_infiniband_") for name, _, _ in inputs):
+            series += ib_series(rule_ctx, minutes, set(), [])  # node_exporter, as when healthy
         for s in series:
             if s.name == "up" and s.labels == {
                 **rule_ctx.spec.selector_labels,
