@@ -33,6 +33,9 @@ class AlertRule:
     threshold: str  # for `explain` and the runbook: the value that fires it, in words
     window: str  # the evaluation window(s), in words
     faults: tuple[FaultCase, ...] = ()  # at least one: the generated test of each fault
+    # Nominal seconds the alert keeps firing after its condition last held (0: none), for
+    # intermittent faults: one NaN every few minutes is one incident, one page episode.
+    keep_firing_for: int = 0
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,7 @@ class Rule:
     threshold: str
     window: str
     faults: tuple[FaultCase, ...] | list[FaultCase] = ()
+    keep_firing_for: int = 0  # see AlertRule
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,7 @@ class AlertDef:
             built.threshold,
             built.window,
             faults,
+            built.keep_firing_for,
         )
 
 

@@ -11,7 +11,7 @@ from .alert_model import AlertRule
 from .panels import PANEL_IDS, dashboard_uid
 from .promql import RuleContext
 
-__all__ = ["AlertRule", "alert_rules", "render_alert", "severity", "team"]
+__all__ = ["AlertRule", "alert_rules", "firing_expr", "render_alert", "severity", "team"]
 
 
 def alert_rules(ctx: RuleContext) -> list[AlertRule]:
@@ -38,10 +38,24 @@ def team(ctx: RuleContext, name: str) -> str:
     return ctx.spec.team
 
 
+def firing_expr(ctx: RuleContext, alert: AlertRule) -> str:
+    """The rule's expression, held true for `keep_firing_for` after its condition last held.
+
+    Prometheus (>= 2.42) has a `keep_firing_for` field, but vmalert 1.79.5 (Debian's, which
+    runs these same files) rejects it ("unknown fields in rule: keep_firing_for"). A subquery
+    keeps the expression's series for the window instead, on both engines, at the rule
+    group's own evaluation interval. Unlike the field, it also holds a pending condition,
+    so `for` counts from the first time the condition held within the window.
+    """
+    if not alert.keep_firing_for:
+        return alert.expr
+    return f"max_over_time(({alert.expr})[{ctx.range(alert.keep_firing_for)}:])"
+
+
 def render_alert(ctx: RuleContext, alert: AlertRule) -> dict:
     spec = ctx.spec
     uid = dashboard_uid(spec.name)
-    rule: dict = {"alert": alert.name, "expr": alert.expr}
+    rule: dict = {"alert": alert.name, "expr": firing_expr(ctx, alert)}
     if alert.for_seconds:
         rule["for"] = ctx.duration(alert.for_seconds)
     rule["labels"] = {

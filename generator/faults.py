@@ -27,7 +27,7 @@ class JobTimeline:
     phase: list[str] = field(default_factory=list)
     tokens_per_second: list[float] = field(default_factory=list)
     steps_per_second: list[float] = field(default_factory=list)
-    # Share of steps slower than the step-time bound (the rest land just under it).
+    # Share of steps slower than the step-time bound: they take 3x the bound, the rest 0.75x.
     slow_step_share: list[float] = field(default_factory=list)
     data_wait_share: list[float] = field(default_factory=list)
     loss: list[float | None] = field(default_factory=list)
@@ -36,6 +36,9 @@ class JobTimeline:
     checkpoint_ok: list[bool] = field(default_factory=list)
     disk_free_ratio: list[float] = field(default_factory=list)
     process_start: list[float] = field(default_factory=list)  # this incarnation's start time
+    # False: the ranks were started without TRAINSIGNALS_STEP_TIME_BOUND_SECONDS, so their
+    # step histograms have only the instrumentation's default buckets, none at the bound.
+    bound_bucket: bool = True
     # (first, last) minute with every rank gone; None: the job runs throughout. Counters of the
     # incarnation after it start again from zero, as a restarted process's do.
     outage: tuple[int, int] | None = None
@@ -143,6 +146,9 @@ class FaultCase:
     onset: int = FAULT_ONSET
     extra_labels: dict[str, str] = field(default_factory=dict)
     what: str = "on its fault"  # names the test when an alert has several faults
+    # Minutes after fires_after the alert must keep firing without a break: an intermittent
+    # fault is one incident, one page episode (keep_firing_for).
+    holds_for: int = 0
     # Input series beyond the job's, targets' and GPUs' (node_exporter's InfiniBand ports):
     # (ctx, minutes) -> list of RawSeries.
     raw_series: Callable[..., list] | None = None

@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from itertools import accumulate
 
+from trainsignals.exporters.training.metrics import STEP_BUCKETS
+
 from trainsignals.metric_catalog import PHASES
 
 from .alerts import AlertRule, severity, team
-from .fabric_tests import FABRIC_PORT
+from .fabric_tests import FABRIC_PORT, ib_series
 from .faults import FAULT_ONSET, GPU_HEALTHY, FaultCase, JobTimeline, restart
 from .goodput_tests import goodput_tests, timeline_series
 from .gpu_sources import RawSeries, gpu_source, test_uuid
@@ -61,9 +63,13 @@ def _cumulative(per_minute: list[float]) -> list[float]:
     return list(accumulate((round(v * 64) / 64 for v in per_minute[1:]), initial=0.0))
 
 
-def step_buckets(bound: float) -> list[str]:
-    """`le` labels as prometheus_client writes them, one of them exactly at the bound."""
-    return [le_label(b) for b in (bound / 2, bound, 2 * bound, 4 * bound)] + ["+Inf"]
+def step_buckets(t: JobTimeline) -> dict[str, tuple[float, float]]:
+    """`le` label (as prometheus_client writes it) -> the share of healthy and of slow steps
+    at or under it. Healthy steps take 0.75x the bound, slow ones 3x (JobTimeline)."""
+    bound = t.step_time_bound
+    les = (bound / 2, bound, 2 * bound, 4 * bound) if t.bound_bucket else STEP_BUCKETS
+    shares = {le_label(le): (float(le >= 0.75 * bound), float(le >= 3 * bound)) for le in les}
+    return shares | {"+Inf": (1.0, 1.0)}
 
 
 def job_series(ctx: RuleContext, t: JobTimeline) -> list[RawSeries]:
@@ -72,7 +78,7 @@ def job_series(ctx: RuleContext, t: JobTimeline) -> list[RawSeries]:
     share = 1 / REPORTING_RANKS
     steps_pm = [s * 60 for s in t.steps_per_second]
     last_step, last_ckpt, global_step = progress_series(t)
-    bounds = step_buckets(t.step_time_bound)
+    buckets = step_buckets(t)
     for rank in range(REPORTING_RANKS):
         labels = {**ctx.spec.selector_labels, "node": "node-0", "rank": str(rank)}
 
@@ -88,12 +94,12 @@ def job_series(ctx: RuleContext, t: JobTimeline) -> list[RawSeries]:
             "trainsignals_step_duration_seconds_sum",
             _cumulative([60.0 if s > 0 else 0.0 for s in steps_pm]),
         )
-        for index, le in enumerate(bounds):
+        for le, (healthy, slow) in buckets.items():
             add(
                 "trainsignals_step_duration_seconds_bucket",
                 _cumulative(
                     [
-                        0.0 if index == 0 else s * (1 - t.slow_step_share[m]) if index == 1 else s
+                        s * ((1 - t.slow_step_share[m]) * healthy + t.slow_step_share[m] * slow)
                         for m, s in enumerate(steps_pm)
                     ]
                 ),
@@ -222,12 +228,13 @@ def _expected_labels(ctx: RuleContext, case: FaultCase, node_labels: dict) -> st
     for name in case.labels:
         if node_labels[name] != "":  # an XID without a catalog action has no action label
             labels[name] = node_labels[name]
-    labels |= case.extra_labels
+    # A label may quote a selector (AlertInputMissing's `series`): escaped as PromQL strings are.
+    labels |= {k: v.replace("\\", "\\\\").replace('"', '\\"') for k, v in case.extra_labels.items()}
     return "ALERTS" + matchers(labels)
 
 
 def fault_test(ctx: RuleContext, case: FaultCase) -> dict:
-    minutes = case.onset + case.fires_after + 1
+    minutes = case.onset + case.fires_after + case.holds_for + 1
     series: list[RawSeries] = []
     if case.targets_down:
         series += target_series(ctx, minutes, case.targets_down)
@@ -266,17 +273,36 @@ def fault_test(ctx: RuleContext, case: FaultCase) -> dict:
                     for slo in ([s.sli for s in ctx.spec.slos] if "slo" in case.labels else [""])
                 ],
             },
+            *_holds_test(ctx, case),
         ],
     }
 
 
-def healthy_test(ctx: RuleContext) -> dict:
+def _holds_test(ctx: RuleContext, case: FaultCase) -> list[dict]:
+    """1 when the alert fired at every evaluation of the `holds_for` minutes after it first
+    had to: a resolve in between would be a second page for the same incident."""
+    if not case.holds_for:
+        return []
+    firing = _alerts_query(ctx, case.alert, "firing")
+    return [
+        {
+            "expr": f"min(min_over_time(({firing} or on () vector(0))[{case.holds_for}m:1m]))",
+            "eval_time": f"{case.onset + case.fires_after + case.holds_for}m",
+            "exp_samples": [{"labels": "{}", "value": 1}],
+        }
+    ]
+
+
+def healthy_test(ctx: RuleContext, fabric: bool = False) -> dict:
+    """`fabric`: the spec has InfiniBand alerts, so the healthy node runs node_exporter's
+    InfiniBand collector (without its series AlertInputMissing would fire, rightly)."""
     minutes = HEALTHY_HORIZON
     firing = matchers({"training_job": ctx.job, "alertstate": "firing"})
     series = (
         target_series(ctx, minutes)
         + gpu_series(ctx, minutes)
         + job_series(ctx, JobTimeline(ctx, minutes).build())
+        + (ib_series(ctx, minutes, set(), []) if fabric else [])
     )
     return {
         "name": "healthy job with warm-up, eval and checkpoint pauses never fires",
@@ -448,7 +474,7 @@ def node_outage_test(ctx: RuleContext) -> dict:
 
 def rule_tests(ctx: RuleContext, alerts: list[AlertRule], rule_file: str) -> dict:
     cases = [case for alert in alerts for case in alert.faults]
-    tests = [healthy_test(ctx)]
+    tests = [healthy_test(ctx, fabric=any(a.name.startswith("Infiniband") for a in alerts))]
     if any(a.name == "NodeUnreachableRecently" for a in alerts):
         tests.append(node_outage_test(ctx))
     if ctx.spec.recovery.automatic:

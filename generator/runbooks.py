@@ -16,7 +16,7 @@ import jinja2
 from trainsignals import __version__
 
 from .alert_catalog import ALERTS
-from .alerts import AlertRule, severity, team
+from .alerts import AlertRule, firing_expr, severity, team
 from .panels import PANEL_IDS, dashboard_uid
 from .promql import RuleContext
 from .xid_catalog import action_of, codes_by_action
@@ -86,7 +86,7 @@ def _row(ctx: RuleContext, alert: AlertRule, source: str) -> JobRow:
         threshold=alert.threshold,
         window=alert.window,
         for_=ctx.duration(alert.for_seconds),
-        expr=alert.expr,
+        expr=firing_expr(ctx, alert),
         panel=alert.panel,
         # Same link as the alert's dashboard_url annotation.
         dashboard_url=f"{spec.links.grafana_base_url}/d/{dashboard_uid(spec.name)}/{spec.name}"

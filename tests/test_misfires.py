@@ -57,11 +57,11 @@ def step_series(mean: float, buckets_at_bound: bool, seed: int = 7) -> dict[str,
     return series
 
 
-def step_time_alert_fires(tmp_path: Path, mean: float) -> bool:
+def step_time_alert_fires(tmp_path: Path, mean: float, buckets_at_bound: bool = True) -> bool:
     files = generate_job(SPEC, "jobs/near-bound.yaml", Options(with_tests=False))
     rules = next(text for path, text in files.items() if path.endswith(".rules.yaml"))
     (tmp_path / "rules.yaml").write_text(rules)
-    series = step_series(mean, buckets_at_bound=True)
+    series = step_series(mean, buckets_at_bound=buckets_at_bound)
     series['trainsignals_phase{node="n0",phase="train",rank="0"}'] = [1.0] * (MINUTES + 1)
     inputs = [
         {
@@ -135,3 +135,13 @@ def test_default_buckets_make_a_healthy_job_look_slow() -> None:
 )
 def test_step_time_alert_is_exact_near_the_bound(tmp_path: Path, mean: float, fires: bool) -> None:
     assert step_time_alert_fires(tmp_path, mean) is fires
+
+
+# A process started without TRAINSIGNALS_STEP_TIME_BOUND_SECONDS has no bucket at 2.5 s: the
+# alert falls back to the next bucket (5 s). It must not guess a healthy job slow, and a job
+# whose steps all take 6 s must still raise it (before the fallback it never could).
+@pytest.mark.parametrize(("mean", "fires"), [(1.9, False), (2.2, False), (6.0, True)])
+def test_step_time_alert_without_the_bucket_at_the_bound(
+    tmp_path: Path, mean: float, fires: bool
+) -> None:
+    assert step_time_alert_fires(tmp_path, mean, buckets_at_bound=False) is fires

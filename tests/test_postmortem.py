@@ -118,13 +118,30 @@ def test_timeline_from_synthetic_query_range() -> None:
     assert starved.resolved is None, "still firing at the window's end"
 
     found = detection(events, start)
-    assert found.earliest_sign == 100  # first pending of any alert
-    assert found.first_page is gpu and found.time_to_page == -10  # fired before the sign
+    assert found.earliest_sign == 90  # GpuLost was already firing when the window began
+    assert found.first_page is gpu and found.time_to_page == 0
     assert [(e.alertname, later) for e, later in found.late] == [
         ("NodeDown", 15),
         ("DataLoaderStarved", 30),
     ]
     assert [e.alertname for e in found.tickets] == ["DataLoaderStarved"]
+
+
+def test_onset_is_not_a_start_up_pending_that_never_fired() -> None:
+    """TrainingTargetsDown is pending while the targets come up and resolves unfired; the
+    incident's first sign is NonFiniteLoss's pending, not that start-up blip."""
+    result = [
+        matrix(alert("TrainingTargetsDown", "pending", "page"), [100, 101]),
+        matrix(alert("NonFiniteLoss", "pending", "page"), [150, 151]),
+        matrix(alert("NonFiniteLoss", "firing", "page"), list(range(152, 161))),
+        # Pending at start-up too, and fired much later: the run that fired counts.
+        matrix(alert("DataLoaderStarved", "pending", "ticket"), [102, 103, 155, 156]),
+        matrix(alert("DataLoaderStarved", "firing", "ticket"), [157, 158]),
+    ]
+    events = build_timeline(result, 95.0, 160.0, 1.0)
+    found = detection(events, 95.0)
+    assert found.earliest_sign == 150
+    assert found.first_page is not None and found.time_to_page == 2
 
 
 def test_detection_without_alerts_starts_at_the_window() -> None:
@@ -140,7 +157,8 @@ def test_matplotlib_plot_draws_band_firing_onset_threshold_and_series() -> None:
     t0 = 1_800_000_000.0
     series = [(t0 + t, float(t % 7)) for t in range(0, 100)]
     look = PlotSpec("Throughput (tokens/s)", "tokens/s", 3.0, "throughput floor")
-    data = plot(series, t0, t0 + 100, (t0 + 40, t0 + 60), [(t0 + 50, t0 + 70)], 1, look, t0 + 45)
+    firing = [(t0 + 50, t0 + 70, "ThroughputBelowFloor")]
+    data = plot(series, t0, t0 + 100, (t0 + 40, t0 + 60), firing, 1, look, (t0 + 45, "X"))
     assert png_size(data) == SIZE
     pixels = matplotlib.image.imread(io.BytesIO(data))
     rgb = {tuple(round(255 * c) for c in px[:3]) for row in pixels for px in row}
@@ -153,6 +171,35 @@ def test_matplotlib_plot_draws_band_firing_onset_threshold_and_series() -> None:
     assert plot(series, t0, t0 + 100, (t0 + 40, t0 + 60), [], 1, look) == plot(
         series, t0, t0 + 100, (t0 + 40, t0 + 60), [], 1, look
     ), "deterministic bytes"
+
+
+def test_every_marked_line_and_band_names_its_alert() -> None:
+    import matplotlib.pyplot as plt
+
+    from trainsignals.postmortem_plot import draw
+
+    t0 = 1_800_000_000.0
+    series = [(t0 + t, 1.0) for t in range(100)]
+    firing = [
+        (t0 + 50, t0 + 70, "NodeDown"),
+        (t0 + 52, t0 + 90, "TrainingNoProgress"),
+        (t0 + 80, t0 + 95, "NodeDown"),  # a second episode: same colour, one legend entry
+    ]
+    look = PlotSpec("Loss", "", None)
+    fig = draw(series, t0, t0 + 100, (t0 + 40, t0 + 60), firing, 1, look, (t0 + 48, "NodeDown"))
+    try:
+        ax = fig.axes[0]
+        _handles, labels = ax.get_legend_handles_labels()
+        assert "NodeDown firing" in labels and "TrainingNoProgress firing" in labels, labels
+        assert labels.count("NodeDown firing") == 1
+        assert "onset: NodeDown pending" in labels, labels
+        strips = [p for p in ax.patches if p.get_label() != "incident window"]
+        colours = {p.get_label(): p.get_facecolor() for p in strips if p.get_label()}
+        assert colours["NodeDown firing"] != colours["TrainingNoProgress firing"]
+        names = [t.get_text() for t in ax.texts]
+        assert names.count("NodeDown") == 1 and "TrainingNoProgress" in names, names
+    finally:
+        plt.close(fig)
 
 
 def _chunks(data: bytes, kind: bytes) -> list[bytes]:
@@ -224,6 +271,7 @@ def test_postmortem_of_a_real_nan_loss_incident(tmp_path: Path) -> None:
 
             def draft(start: float, stop: float, out: Path) -> str:
                 args = ["postmortem", "--job", spec.name, "--prometheus", stack.prometheus_url]
+                args += ["--alertmanager", stack.alertmanager_url]
                 args += ["--from", f"{start:.3f}", "--to", f"{stop:.3f}"]
                 args += ["--out", str(out), "--jobs", str(jobs)]
                 result = CliRunner().invoke(main, args)
@@ -260,3 +308,7 @@ def test_postmortem_of_a_real_nan_loss_incident(tmp_path: Path) -> None:
     tokens_row = next(line for line in text.splitlines() if line.startswith("| Throughput"))
     assert "no data" not in tokens_row, "tokens/s before, during and after the window"
     assert "No alerts fired" in quiet and "NonFiniteLoss" not in quiet
+    # The onset is the fault's, not a start-up pending alert's.
+    sign = re.search(r"- Earliest sign: (\S+) \(the pending that led to (\w+) firing\)", text)
+    assert sign and onset - 2 < parse_when(sign.group(1)) < onset + 10, (onset, sign)
+    assert "| Pages that reached a pager | NonFiniteLoss" in text

@@ -182,8 +182,9 @@ def test_exact_promql_and_dashboard_link_match_the_alert_rule() -> None:
         for alert in alerts:
             text = files[f"runbooks/{alert.name}.md"]
             section = job_section(text, ctx.spec.name)
-            assert f"```promql\n{alert.expr}\n```" in section
-            annotations = render_alert(ctx, alert)["annotations"]
+            rendered = render_alert(ctx, alert)
+            assert f"```promql\n{rendered['expr']}\n```" in section
+            annotations = rendered["annotations"]
             assert f"({annotations['dashboard_url']})" in section
             # The alert links to a file that exists.
             assert annotations["runbook_url"].endswith(f"/{alert.name}.md")

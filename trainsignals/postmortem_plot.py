@@ -1,10 +1,10 @@
 """The postmortem's signal plots, drawn with matplotlib's Agg backend (no display needed).
 
 One PNG per golden signal: the series against a UTC time axis, the unit on the y axis, the
-spec's threshold as a dashed line, the incident window shaded, each firing alert as a red strip
-along the top (first firing to resolved), and the fault onset (the earliest sign: first
-pending alert, or the window's start) as a vertical line. Deterministic: fixed size and DPI,
-no timestamp in the PNG metadata.
+spec's threshold as a dashed line, the incident window shaded, each firing alert as a strip
+along the top (first firing to resolved) in its own colour, named in the legend and at the
+strip's start, and the fault onset (the first sign of the alerts that fired) as a vertical
+line naming its alert. Deterministic: fixed size and DPI, no timestamp in the PNG metadata.
 """
 
 from __future__ import annotations
@@ -20,10 +20,13 @@ matplotlib.use("Agg")  # before pyplot: never a GUI backend
 
 import matplotlib.dates as mdates
 import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
 
 SIZE = (640, 240)  # pixels: room for the axes text and a legend below the plot
 DPI = 100
-SERIES, BAND, FIRING, ONSET, THRESHOLD = "#1f5ac8", "#ffe4c4", "#d22828", "#6a1b9a", "#555555"
+SERIES, BAND, ONSET, THRESHOLD = "#1f5ac8", "#ffe4c4", "#6a1b9a", "#555555"
+# One colour per alert name, in order of first firing (red first: usually the page).
+FIRING = ("#d22828", "#e67e22", "#8e44ad", "#16a085", "#7f8c8d", "#c0392b")
 
 
 @dataclass(frozen=True)
@@ -43,23 +46,55 @@ def plot(
     t0: float,
     t1: float,
     band: tuple[float, float],
-    firing: Sequence[tuple[float, float]],
+    firing: Sequence[tuple[float, float, str]],
     step: float,
     spec: PlotSpec,
-    onset: float | None = None,
+    onset: tuple[float, str] | None = None,
     size: tuple[int, int] = SIZE,
 ) -> bytes:
-    """The signal as PNG bytes. `firing`: (first firing, resolved or window end) per alert."""
+    """The signal as PNG bytes (see draw)."""
+    fig = draw(series, t0, t1, band, firing, step, spec, onset, size)
+    try:
+        out = io.BytesIO()
+        fig.savefig(out, format="png", dpi=DPI, metadata={"Software": None})
+        return out.getvalue()
+    finally:
+        plt.close(fig)
+
+
+def draw(
+    series: list[tuple[float, float]],
+    t0: float,
+    t1: float,
+    band: tuple[float, float],
+    firing: Sequence[tuple[float, float, str]],
+    step: float,
+    spec: PlotSpec,
+    onset: tuple[float, str] | None = None,
+    size: tuple[int, int] = SIZE,
+) -> Figure:
+    """The figure. `firing`: (first firing, resolved or window end, alert name) per alert
+    instance; `onset`: (time, alert name) of the first sign. Close it with plt.close."""
     fig, ax = plt.subplots(figsize=(size[0] / DPI, size[1] / DPI), dpi=DPI)
     try:
         ax.axvspan(_utc(band[0]), _utc(band[1]), color=BAND, zorder=0, label="incident window")
-        for i, (a, b) in enumerate(firing):
+        colours: dict[str, str] = {}
+        for a, b, name in firing:
+            new = name not in colours
+            colour = colours.setdefault(name, FIRING[len(colours) % len(FIRING)])
             ax.axvspan(
-                _utc(a), _utc(max(b, a + step)), ymin=0.93, ymax=1.0, color=FIRING, zorder=3,
-                label="alert firing" if i == 0 else None,
+                _utc(a), _utc(max(b, a + step)), ymin=0.93, ymax=1.0, color=colour, zorder=3,
+                label=f"{name} firing" if new else None,
             )  # fmt: skip
-        if onset is not None and t0 <= onset <= t1:
-            ax.axvline(_utc(onset), color=ONSET, linewidth=1.5, label="onset (first sign)")
+            if new and t0 <= a <= t1:
+                ax.annotate(
+                    name, (_utc(a), 0.92), xycoords=("data", "axes fraction"), fontsize=5,
+                    color=colour, va="top", ha="left",
+                )  # fmt: skip
+        if onset is not None and t0 <= onset[0] <= t1:
+            ax.axvline(
+                _utc(onset[0]), color=ONSET, linewidth=1.5, label=f"onset: {onset[1]} pending"
+            )
         if spec.threshold is not None:
             ax.axhline(
                 spec.threshold, color=THRESHOLD, linestyle="--", linewidth=1,
@@ -98,22 +133,22 @@ def plot(
             fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.32), ncol=5, frameon=False
         )
         fig.tight_layout(pad=0.3)
-        out = io.BytesIO()
-        fig.savefig(out, format="png", dpi=DPI, metadata={"Software": None})
-        return out.getvalue()
-    finally:
+        return fig
+    except BaseException:
         plt.close(fig)
+        raise
 
 
-def firing_bands(events: Sequence[object], end: float) -> list[tuple[float, float]]:
-    """(first firing, resolved or `end`) of each alert event that fired."""
+def firing_bands(events: Sequence[object], end: float) -> list[tuple[float, float, str]]:
+    """(first firing, resolved or `end`, alert name) of each alert event that fired."""
     bands = []
     for e in events:
         first = getattr(e, "first_firing", None)
         if first is not None:
             resolved = getattr(e, "resolved", None)
-            bands.append((first, resolved if resolved is not None else end))
+            name = getattr(e, "alertname", "alert")
+            bands.append((first, resolved if resolved is not None else end, name))
     return sorted(bands)
 
 
-__all__ = ["PlotSpec", "firing_bands", "plot"]
+__all__ = ["PlotSpec", "draw", "firing_bands", "plot"]

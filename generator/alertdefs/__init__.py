@@ -7,7 +7,7 @@ self-healing symptoms, then the training process, loss and checkpoints, nodes, G
 from __future__ import annotations
 
 from ..alert_model import AlertDef
-from . import fabric, loss_checkpoint, node, reachability, recovery, slo_burn, training
+from . import fabric, inputs, loss_checkpoint, node, reachability, recovery, slo_burn, training
 
 DEFINITIONS: tuple[AlertDef, ...] = (
     *recovery.GROUP.definitions,
@@ -17,4 +17,5 @@ DEFINITIONS: tuple[AlertDef, ...] = (
     *node.GROUP.definitions,
     *fabric.GROUP.definitions,
     *slo_burn.GROUP.definitions,
+    *inputs.GROUP.definitions,
 )

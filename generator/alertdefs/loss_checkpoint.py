@@ -12,6 +12,9 @@ from .recovery import completed, paged_incident_within
 
 GROUP = AlertGroup()
 onset = FAULT_ONSET
+# NaN bursts closer than this (after the 5m window) are one incident: one page episode.
+NONFINITE_KEEP = 1800
+NAN_EVERY = 8  # minutes between the intermittent fault's bursts
 
 
 @GROUP.alert(
@@ -22,24 +25,39 @@ onset = FAULT_ONSET
 )
 def nonfinite_loss(ctx: RuleContext) -> Rule:
     o, r = ctx.spec.objectives, ctx.recorded()
+    too_many = o.nonfinite_losses_max + 1
+
+    def every_8_minutes(t: JobTimeline, m: int) -> None:
+        if (m - onset) % NAN_EVERY == 0:
+            t.nonfinite_per_minute[m] = too_many
+
     return Rule(
         expr=f"job:trainsignals_nonfinite_losses:increase5m{r} > {o.nonfinite_losses_max}",
         for_seconds=60,
         summary="{{ $labels.training_job }}: {{ $value | humanize }} NaN/Inf losses in 5m",
         description="The loss was NaN or infinite {{ $value | humanize }} times in the last 5 "
         f"minutes (tolerated: {o.nonfinite_losses_max}). Updates after a non-finite loss "
-        "corrupt the weights unless the step is skipped.",
+        "corrupt the weights unless the step is skipped. The alert stays firing for "
+        f"{format_duration(NONFINITE_KEEP)} after the last one: bursts that far apart are one "
+        "incident.",
         panel="loss",
         threshold=f"> {o.nonfinite_losses_max} in 5m",
-        window="5m",
+        window=f"5m, held {format_duration(NONFINITE_KEEP)}",
+        keep_firing_for=NONFINITE_KEEP,
         faults=[
             FaultCase(
                 "",
                 4,
-                job_fault=from_onset(
-                    lambda t, m: t.nonfinite_per_minute.__setitem__(m, o.nonfinite_losses_max + 1)
-                ),
-            )
+                job_fault=from_onset(lambda t, m: t.nonfinite_per_minute.__setitem__(m, too_many)),
+            ),
+            # Intermittent: one burst every 8 minutes used to open a page episode each.
+            FaultCase(
+                "",
+                4,
+                job_fault=from_onset(every_8_minutes),
+                what="once, on a burst every 8 minutes,",
+                holds_for=60,
+            ),
         ],
     )
 

@@ -180,13 +180,23 @@ def throughput_below_floor(ctx: RuleContext) -> Rule:
     progress_symptom=True,
     incident_consequence=True,
     meaning="More than 5% of training steps are slower than step_time_max_seconds: p95 step "
-    "time is above the bound (counted at a histogram bucket placed at the bound).",
+    "time is above the bound (counted at a histogram bucket placed at the bound; in processes "
+    "started without it, at the next default bucket above the bound).",
 )
 def step_time_above_bound(ctx: RuleContext) -> Rule | None:
     o, r = ctx.spec.objectives, ctx.recorded()
     if o.step_time_max_seconds is None:
         return None
     over = 1 - STEP_TIME_QUANTILE
+
+    def slower(t: JobTimeline, m: int) -> None:
+        if m >= onset:
+            t.slow_step_share[m] = 0.10
+
+    def slower_without_bucket(t: JobTimeline, m: int) -> None:
+        t.bound_bucket = False
+        slower(t, m)
+
     return Rule(
         # p95 > bound exactly when more than 5% of steps are slower than the bound.
         expr=training_average(
@@ -198,17 +208,21 @@ def step_time_above_bound(ctx: RuleContext) -> Rule | None:
         f"than {o.step_time_max_seconds:g}s",
         description="Over the last 15 minutes of training, {{ $value | humanizePercentage }} of "
         f"steps took longer than the bound of {o.step_time_max_seconds:g}s: the p95 step time "
-        f"is above it (more than {over:.0%} of steps over).",
+        f"is above it (more than {over:.0%} of steps over). Ranks started without "
+        "TRAINSIGNALS_STEP_TIME_BOUND_SECONDS have no histogram bucket at the bound: their "
+        "steps count from the next bucket above it, so they read fewer slow steps.",
         panel="step_time",
         threshold=f"p95 > {o.step_time_max_seconds:g}s (> {over:.0%} of steps over)",
         window="15m of training",
         # 10% of steps over the bound: p95 above it, the rest of the job unchanged.
         faults=[
+            FaultCase("", 50, job_fault=slower),
             FaultCase(
                 "",
                 50,
-                job_fault=from_onset(lambda t, m: t.slow_step_share.__setitem__(m, 0.10)),
-            )
+                job_fault=slower_without_bucket,
+                what="without a bucket at the bound",
+            ),
         ],
     )
 

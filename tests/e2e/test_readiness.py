@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
+from trainsignals.generator.alertdefs.inputs import missing_expr, required_inputs
 from trainsignals.generator.loader import load_specs
+from trainsignals.generator.promql import RuleContext
 from trainsignals.generator.receivers import Routing
 from trainsignals.generator.spec import JobSpec
 from trainsignals.simulator.job import Simulation, effective_spec
@@ -169,3 +171,35 @@ def test_scrape_job_named_differently_names_the_job_label(setup: Setup) -> None:
     ), problems[0]
     assert "alerts that depend on them: " in problems[0] and "NodeDown" in problems[0]
     assert "set scrape_jobs in jobs/ready-ok.yaml" in check.problems[0][1]
+
+
+def _missing_inputs(prom: PrometheusClient, spec: JobSpec) -> list[dict]:
+    """What AlertInputMissing's expression returns for `spec` on the live stack now."""
+    ctx = RuleContext(spec)
+    return prom.vector(missing_expr(ctx, required_inputs(ctx)))
+
+
+def test_no_alert_input_is_missing_on_a_healthy_job(setup: Setup) -> None:
+    """The simulator serves every series the job's page and ticket alerts read: silent,
+    once the first step has reported a loss."""
+    prom = PrometheusClient(setup.stack.prometheus_url)
+    deadline = time.monotonic() + 30
+    while (missing := _missing_inputs(prom, setup.specs["ready-ok"])) and (
+        time.monotonic() < deadline
+    ):
+        time.sleep(0.5)
+    assert missing == [], [m["metric"].get("series") for m in missing]
+
+
+def test_a_node_without_a_gpu_exporter_target_is_named(setup: Setup) -> None:
+    """The spec expects GPU exporters in scrape job `dcgm`, Prometheus scrapes them as
+    trainsignals-gpu: every node has ranks but no GPU-exporter target of the spec's."""
+    spec = setup.specs["ready-ok"]
+    renamed = spec.model_copy(
+        update={"scrape_jobs": spec.scrape_jobs.model_copy(update={"gpu": "dcgm"})}
+    )
+    missing = _missing_inputs(PrometheusClient(setup.stack.prometheus_url), renamed)
+    labels = [m["metric"] for m in missing]
+    assert len({m.get("node") for m in labels} - {None}) == NODES, labels  # named per node
+    assert [m["series"] for m in labels] == ['up{job="dcgm",training_job="ready-ok"}'] * NODES
+    assert labels[0]["alerts"] == "GpuExporterDown", labels
