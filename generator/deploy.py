@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer
 
 # Ports of the two exporters (exporters/training: 9850 + LOCAL_RANK; exporters/gpu: 9842).
 TRAINING_BASE_PORT = 9850
@@ -76,3 +76,20 @@ class Deploy(_Strict):
     # Plain Prometheus / Slurm: folder of file_sd target files (`trainsignals slurm-targets`).
     file_sd_dir: Annotated[str, Field(pattern=r"^/")] = FILE_SD_DIR
     kubernetes: Kubernetes | None = None
+    # >1: sharded topology (generator/sharding.py): that many Prometheus shards scrape a
+    # hashmod partition of the nodes and remote-write per-node aggregates to one global store.
+    shards: Annotated[int, Field(ge=1, le=256)] = 1
+    # Sharded only: remote-write URL of the global store the ruler (vmalert) queries.
+    global_write_url: Annotated[str, Field(pattern=r"^https?://")] = (
+        "http://victoria-metrics:8428/api/v1/write"
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_default_topology(self, handler):  # noqa: ANN001, ANN202
+        # The sharding fields leave the dump (and so the spec hash in every generated file's
+        # header) while unset: single-server specs generate byte-identical files.
+        data = handler(self)
+        for key in ("shards", "global_write_url"):
+            if isinstance(data, dict) and data.get(key) == type(self).model_fields[key].default:
+                data.pop(key)
+        return data
