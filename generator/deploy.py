@@ -8,7 +8,7 @@ only for specs with a `deploy.kubernetes` section.
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer
 
@@ -85,7 +85,7 @@ class Deploy(_Strict):
     )
 
     @model_serializer(mode="wrap")
-    def _without_default_topology(self, handler):  # noqa: ANN001, ANN202
+    def _without_default_topology(self, handler: Any) -> Any:
         # The sharding fields leave the dump (and so the spec hash in every generated file's
         # header) while unset: single-server specs generate byte-identical files.
         data = handler(self)

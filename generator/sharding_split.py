@@ -164,10 +164,15 @@ def edge_text(node: object) -> str:
     """`node` as a shard evaluates it: every `by` grouping keeps `node`."""
 
     def hook(n: object) -> str | None:
-        if isinstance(n, pp.AggregateExpr) and n.modifier is not None:
-            if n.modifier.type == pp.AggModifierType.By and "node" not in n.modifier.labels:
-                param = emit(n.param, hook) if n.param is not None else ""
-                return _agg_text(str(n.op), ["node", *n.modifier.labels], emit(n.expr, hook), param)
+        modifier = getattr(n, "modifier", None)
+        if (
+            isinstance(n, pp.AggregateExpr)
+            and modifier is not None
+            and modifier.type == pp.AggModifierType.By
+            and "node" not in modifier.labels
+        ):
+            param = emit(n.param, hook) if n.param is not None else ""
+            return _agg_text(str(n.op), ["node", *modifier.labels], emit(n.expr, hook), param)
         return None
 
     return emit(node, hook)
