@@ -11,7 +11,7 @@ depend on the topology.
 Each shard stamps a heartbeat (`edge:trainsignals_heartbeat:timestamp`, its `shard` label set by
 the shard's remote-write relabeling). The global ruler counts the shards reporting; rules that
 combine partials yield nothing while one is missing, and `ShardNotReporting` tickets the
-monitoring team naming the shard.
+job's team naming the shard.
 """
 
 from __future__ import annotations
@@ -128,7 +128,9 @@ def _shard_alert(ctx: RuleContext, stale: str, monitoring: MonitoringSettings) -
         "labels": {
             "job": spec.name,
             "severity": "ticket",
-            "team": monitoring.team,
+            # The job's team: its routes exist whatever the monitoring settings say (the meta
+            # route only takes the meta alerts by name); the text says whom to involve.
+            "team": spec.team,
             "training_job": spec.name,
         },
         "annotations": {
@@ -137,7 +139,8 @@ def _shard_alert(ctx: RuleContext, stale: str, monitoring: MonitoringSettings) -
                 f"Shard {{{{ $labels.shard }}}} of {spec.deploy.shards} has not remote-written "
                 f"its heartbeat for more than {stale}. Its nodes' alerts (NodeDown, GpuLost...) "
                 "cannot fire and the job-level rules that combine every shard yield nothing "
-                "until it is back: restart the shard's Prometheus, check its remote write "
+                f"until it is back: ask {monitoring.team} to restart the shard's Prometheus, "
+                "check its remote write "
                 "(prometheus_remote_storage_* on the shard) and the global store."
             ),
             "runbook_url": f"https://github.com/example/trainsignals/blob/main/README.md"
