@@ -229,3 +229,24 @@ def sharded_files(
             shard_config(spec, shard, f"/etc/prometheus/rules/{edge_file}"), top + note
         )
     return files
+
+
+def single_store_rules(spec: JobSpec, doc: dict, shards: int) -> dict:
+    """Edge and global groups in one file, as one Prometheus evaluates them over a shared store
+    (the fleet replay): the heartbeat once per shard, labelled as each shard's remote write
+    labels it, so the shards count as reporting."""
+    spec = spec.model_copy(update={"deploy": spec.deploy.model_copy(update={"shards": shards})})
+    ctx = RuleContext(spec)
+    edge, global_rules = split_document(ctx, doc)
+    for group in edge["groups"]:
+        rules = []
+        for rule in group["rules"]:
+            if rule["record"] == HEARTBEAT:
+                rules += [
+                    {**rule, "labels": {**rule["labels"], SHARD_LABEL: str(shard)}}
+                    for shard in range(shards)
+                ]
+            else:
+                rules.append(rule)
+        group["rules"] = rules
+    return {"groups": edge["groups"] + global_rules["groups"]}
