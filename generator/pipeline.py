@@ -144,6 +144,9 @@ def generate_all(specs: list[tuple[JobSpec, str]], options: Options = Options())
     files["docs/metrics.md"] = metrics_markdown()
     files |= oncall_files(specs, options)  # on-call load of all teams (generator/oncall.py)
     files |= deploy_files(specs, files)  # scrape configs, Kubernetes (generator/deploy_files.py)
+    from .sharding_kubernetes import sharded_kubernetes_files
+
+    files |= sharded_kubernetes_files(job_specs, files)  # deploy.shards > 1 on Kubernetes
     # Jobs on Kubernetes are scraped through their PodMonitors (deploy/kubernetes/).
     plain = [spec for spec in job_specs if spec.deploy.kubernetes is None]
     if plain:

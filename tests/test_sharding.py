@@ -113,3 +113,32 @@ def test_shard_configs_partition_the_nodes() -> None:
         write = config["remote_write"][0]["write_relabel_configs"]
         assert write[0] == {"source_labels": ["__name__"], "regex": ".+:.+", "action": "keep"}
         assert write[1]["replacement"] == str(shard)
+
+
+def test_kubernetes_form_validates_against_the_crds() -> None:
+    from trainsignals.generator.pipeline import Options, generate_all
+
+    from tests.kube_schemas import problems
+
+    spec = _sharded(JOBS / "gpt-70b-pretrain.yaml", shards=3)
+    files = generate_all([(spec, "x")], Options(with_tests=False))
+    text = files["deploy/kubernetes/gpt-70b-pretrain.sharded.yaml"]
+    objects = [obj for obj in yaml.safe_load_all(text) if obj]
+    kinds = [obj["kind"] for obj in objects]
+    assert kinds.count("Prometheus") == 3 and kinds.count("PodMonitor") == 6
+    assert kinds.count("PrometheusRule") == 2
+    for obj in objects:
+        assert problems(obj) == [], obj["kind"]
+        # kube-prometheus-stack's own Prometheus must not select them too.
+        if obj["kind"] in ("Prometheus", "PodMonitor", "PrometheusRule"):
+            assert "release" not in obj["metadata"]["labels"]
+    shard = next(o for o in objects if o["metadata"]["name"].endswith("shard-2"))
+    assert shard["spec"]["remoteWrite"][0]["writeRelabelConfigs"][1]["replacement"] == "2"
+    edge_names = {
+        r.get("record")
+        for o in objects
+        if o["kind"] == "PrometheusRule" and o["metadata"]["name"].endswith("-edge")
+        for g in o["spec"]["groups"]
+        for r in g["rules"]
+    }
+    assert HEARTBEAT in edge_names
