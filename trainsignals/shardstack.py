@@ -159,6 +159,8 @@ class ShardedStack(Stack):
                 f"-notifier.url={self.alertmanager_url}",
                 f"-evaluationInterval={SCRAPE_SECONDS}s",
                 f"-external.url={self.prometheus_url}",
+                # Prometheus adds no `alertgroup` label: the notifications' labels stay equal.
+                "-disableAlertgroupLabel",
                 "-loggerLevel=WARN",
             ],
         )

@@ -92,7 +92,15 @@ def test_sharded_stack_notifies_as_one_prometheus(results: Results, name: str) -
     assert {n.alertname: n.severity for n in fired} == expected, when
     for n in fired:
         assert n.path == f"/{run.spec.team}/{n.severity}"
-        assert "shard" not in n.labels and n.labels["training_job"] == run.job
+        # The single server's labels: the rule's own plus its series' (node, gpu, uuid for
+        # GPU alerts), none that the topology adds.
+        rule = next(
+            r for g in run.rules["groups"] for r in g["rules"] if r.get("alert") == n.alertname
+        )
+        assert rule["labels"].items() <= n.labels.items()
+        assert not {"shard", "alertgroup", "__name__"} & set(n.labels), n.labels
+        if n.alertname.startswith("Gpu"):
+            assert {"node", "gpu", "uuid"} <= set(n.labels), n.labels
         # The single server's bound: its `for` after the onset, plus the alert's windows
         # (compressed: at most a few seconds at this scale), plus the sharded path's delays.
         bound = run.for_seconds(n.alertname) + 30 * MINUTE / run.scale + EXTRA_SECONDS
