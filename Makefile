@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 SUDO    := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 SCENARIO ?= healthy
 
-.PHONY: setup tools dashboards generate check lint test chaos e2e-vm bench fleet demo clean
+.PHONY: setup tools dashboards generate check lint test chaos e2e-vm e2e-sharded bench fleet demo clean
 
 setup: $(VENV)/.installed tools
 
@@ -66,6 +66,11 @@ chaos: setup
 # Every page scenario on vmagent + VictoriaMetrics + vmalert (the suite runs the short ones).
 e2e-vm: setup
 	TRAINSIGNALS_VM_SCENARIOS=all $(BIN)/pytest -q tests/e2e/test_vm_scenarios.py
+
+# The sharded topology (2 Prometheus shards + VictoriaMetrics + vmalert): every scenario it
+# covers, healthy, GPU lost, hang, throughput drop and a dead shard (the suite runs two).
+e2e-sharded: setup
+	TRAINSIGNALS_SHARDED=all $(BIN)/pytest -q tests/e2e/test_sharded.py
 
 bench: setup
 	$(BIN)/python bench/bench_generator.py
