@@ -16,6 +16,8 @@ job's team naming the shard.
 
 from __future__ import annotations
 
+import promql_parser
+
 from trainsignals import __version__
 
 from .durations import format_duration
@@ -23,7 +25,7 @@ from .monitoring import DEFAULT_SETTINGS, MonitoringSettings
 from .promql import RuleContext
 from .recording import SLOW_INTERVAL
 from .scrape_config import scrape_configs
-from .sharding_split import SplitState, edge_names, rewrite_global
+from .sharding_split import SplitState, _Kinds, edge_names, rewrite_global
 from .spec import JobSpec
 
 HEARTBEAT = "edge:trainsignals_heartbeat:timestamp"
@@ -35,6 +37,7 @@ SHARD_LABEL = "shard"
 # partials of a dead shard are never read as missing (their last values still answer).
 STALE_SECONDS = 150
 README_ANCHOR = "#sharding-131072-gpus"
+WRITTEN = ".+:.+|ALERTS"  # what a shard remote-writes (__name__)
 
 
 def stale_seconds(ctx: RuleContext) -> float:
@@ -53,7 +56,9 @@ def split_document(
     guard = f"{REPORTING}{ctx.recorded()} < {shards}"
     guarded: set[str] = set()
 
+    kinds = _Kinds(state)
     fast_edge: list[dict] = [{"record": HEARTBEAT, "expr": "time()", "labels": ctx.job_label}]
+    edge_alerts: list[dict] = []
     slow_edge: list[dict] = []
     global_groups: list[dict] = []
     for group in doc["groups"]:
@@ -62,6 +67,11 @@ def split_document(
         for rule in group["rules"]:
             if rule.get("record") in state.edge:
                 (slow_edge if slow else fast_edge).append(rule)
+                continue
+            if "alert" in rule and kinds.of(promql_parser.parse(rule["expr"])) == "local":
+                # Per-node and per-GPU alerts (GpuLost, NodeDown...) fire on their shard, which
+                # notifies the Alertmanagers itself: the global ruler's cost stays job-level.
+                edge_alerts.append(rule)
                 continue
             rewritten = rewrite_global(rule["expr"], state, job, slow)
             expr = rewritten.text if rewritten.text != _canonical(rule["expr"]) else rule["expr"]
@@ -86,6 +96,8 @@ def split_document(
     alerts = next(g for g in global_groups if g["name"].endswith("-alerts"))
     alerts["rules"].append(_shard_alert(ctx, stale, monitoring or DEFAULT_SETTINGS))
     edge_groups = [{"name": f"trainsignals-{job}-edge", "rules": fast_edge}]
+    if edge_alerts:
+        edge_groups.append({"name": f"trainsignals-{job}-edge-alerts", "rules": edge_alerts})
     if slow_edge:
         edge_groups.append(
             {
@@ -98,8 +110,6 @@ def split_document(
 
 
 def _canonical(expr: str) -> str:
-    import promql_parser
-
     return str(promql_parser.parse(expr))
 
 
@@ -159,6 +169,7 @@ def shard_config(
     scrape_interval: str = "15s",
     evaluation_interval: str = "1m",
     batch_send_deadline: str = "5s",
+    alertmanagers: dict | None = None,
 ) -> dict:
     """prometheus.yml of shard `shard`: the job's scrape configs kept to the nodes whose hash
     falls on it, the edge rules, and remote write of recorded series only."""
@@ -182,14 +193,17 @@ def shard_config(
             "evaluation_interval": evaluation_interval,
         },
         "rule_files": [rule_file],
+        # The edge alerts (per node and GPU) go to the Alertmanagers from the shard.
+        "alerting": {"alertmanagers": [alertmanagers or _default_alertmanagers()]},
         "scrape_configs": jobs,
         "remote_write": [
             {
                 "url": spec.deploy.global_write_url,
                 "queue_config": {"batch_send_deadline": batch_send_deadline},
                 "write_relabel_configs": [
-                    # Only recorded series (level:metric:operations) leave the shard.
-                    {"source_labels": ["__name__"], "regex": ".+:.+", "action": "keep"},
+                    # Only recorded series (level:metric:operations) and the edge alerts'
+                    # ALERTS (NodeUnreachableRecently reads NodeDown's) leave the shard.
+                    {"source_labels": ["__name__"], "regex": WRITTEN, "action": "keep"},
                     {
                         "source_labels": ["__name__"],
                         "regex": HEARTBEAT,
@@ -200,6 +214,12 @@ def shard_config(
             }
         ],
     }
+
+
+def _default_alertmanagers() -> dict:
+    from .prometheus_config import _alertmanagers
+
+    return {"dns_sd_configs": [_alertmanagers(DEFAULT_SETTINGS)]}
 
 
 def sharded_files(

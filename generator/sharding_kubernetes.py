@@ -22,7 +22,7 @@ from .kubernetes import (
 )
 from .kubernetes import prometheus_rule as k8s_prometheus_rule
 from .promql import RuleContext
-from .sharding import HEARTBEAT, SHARD_LABEL, split_document
+from .sharding import HEARTBEAT, SHARD_LABEL, WRITTEN, split_document
 from .spec import JobSpec
 from .yaml_out import dump
 
@@ -68,11 +68,21 @@ def _prometheus(spec: JobSpec, shard: int) -> dict:
             "serviceAccountName": f"{spec.deploy.kubernetes.release}-prometheus",
             "podMonitorSelector": {"matchLabels": {JOB_KEY: spec.name, SHARD_KEY: str(shard)}},
             "ruleSelector": {"matchLabels": {JOB_KEY: spec.name, RULES_KEY: "edge"}},
+            # The edge alerts (per node and GPU) go to kube-prometheus-stack's Alertmanager.
+            "alerting": {
+                "alertmanagers": [
+                    {
+                        "namespace": spec.deploy.kubernetes.namespace,
+                        "name": f"{spec.deploy.kubernetes.release}-alertmanager",
+                        "port": "http-web",
+                    }
+                ]
+            },
             "remoteWrite": [
                 {
                     "url": spec.deploy.global_write_url,
                     "writeRelabelConfigs": [
-                        {"sourceLabels": ["__name__"], "regex": ".+:.+", "action": "keep"},
+                        {"sourceLabels": ["__name__"], "regex": WRITTEN, "action": "keep"},
                         {
                             "sourceLabels": ["__name__"],
                             "regex": HEARTBEAT,

@@ -85,6 +85,7 @@ class ShardedStack(Stack):
             self.load_rules()
 
     def _shard_file(self, shard: int) -> Path:
+        am = f"{HOST}:{self.alertmanager_port}"
         configs = [
             shard_config(
                 spec,
@@ -95,6 +96,7 @@ class ShardedStack(Stack):
                 scrape_interval=f"{SCRAPE_SECONDS}s",
                 evaluation_interval=f"{SCRAPE_SECONDS}s",
                 batch_send_deadline="1s",
+                alertmanagers={"static_configs": [{"targets": [am]}]},
             )
             for spec, folder, rules in zip(
                 self.specs, self.targets_dirs, self.rule_files, strict=True
@@ -104,6 +106,7 @@ class ShardedStack(Stack):
             "global": {**configs[0]["global"], "scrape_timeout": f"{SCRAPE_SECONDS}s"},
             "rule_files": [path for c in configs for path in c["rule_files"]],
             "scrape_configs": [job for c in configs for job in c["scrape_configs"]],
+            "alerting": configs[0]["alerting"],
             "remote_write": [
                 {**configs[0]["remote_write"][0], "url": f"{self.prometheus_url}/api/v1/write"}
             ],
