@@ -261,7 +261,7 @@ def single_store_rules(spec: JobSpec, doc: dict, shards: int) -> dict:
     for group in edge["groups"]:
         rules = []
         for rule in group["rules"]:
-            if rule["record"] == HEARTBEAT:
+            if rule.get("record") == HEARTBEAT:
                 rules += [
                     {**rule, "labels": {**rule["labels"], SHARD_LABEL: str(shard)}}
                     for shard in range(shards)
