@@ -145,3 +145,17 @@ def test_kubernetes_form_validates_against_the_crds() -> None:
         for r in g["rules"]
     }
     assert HEARTBEAT in edge_names
+
+
+def test_single_store_rules_hold_both_sides_and_every_shard_heartbeat() -> None:
+    from trainsignals.generator.sharding import single_store_rules
+
+    spec = load_specs([JOBS / "minimal.yaml"])[0]
+    single = yaml.safe_load(generate_job(spec, "x")[f"alerts/{spec.name}.rules.yaml"])
+    doc = single_store_rules(spec, single, 3)
+    rules = [r for g in doc["groups"] for r in g["rules"]]
+    beats = [r["labels"]["shard"] for r in rules if r.get("record") == HEARTBEAT]
+    assert beats == ["0", "1", "2"]
+    names = [r["alert"] for r in rules if "alert" in r]
+    single_alerts = [r["alert"] for g in single["groups"] for r in g["rules"] if "alert" in r]
+    assert sorted(names) == sorted([*single_alerts, SHARD_ALERT])
