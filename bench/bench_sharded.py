@@ -51,6 +51,7 @@ from bench_gpu_exporter import CollectOptions, own_series_per_gpu
 from trainsignals.generator.durations import parse_duration
 from trainsignals.generator.promql import RuleContext
 from trainsignals.generator.sharding import split_document
+from trainsignals.generator.spec import JobSpec
 
 from trainsignals import reaper
 from trainsignals.fleet.emit import Emitter, referenced_metrics
@@ -61,6 +62,7 @@ from trainsignals.vmstack import VICTORIA_METRICS, binary
 GPUS = 131_072
 SHARD_NODES = (16, 64)  # nodes on the measured shard
 SHARD_CHOICES = (4, 8, 16, 32)
+CALIBRATION_NODES = 4  # a small write, timed, to place the measured runs' series
 SCRAPE_S = 15
 INTERVAL_S = 60  # production interval of groups that set none
 GOAL = 0.10
@@ -97,7 +99,23 @@ def _count(port: int, expr: str) -> int:
     return int(float(result[0]["value"][1])) if result else 0
 
 
-def measure(nodes: int, work: Path) -> Shard:
+def write_data(spec: JobSpec, rules_text: str, nodes: int, work: Path, lead: float) -> float:
+    """Write and import the raw series (15 s resolution); returns the seconds it took."""
+    started = time.monotonic()
+    epoch = int(time.time() + lead) // 60 * 60 - MINUTES * 60
+    for quarter in range(60 // SCRAPE_S):  # a 15 s scrape: each minute's values 4 times
+        Emitter(
+            healthy_minutes(nodes),
+            spec.selector_labels,
+            (spec.scrape_jobs.training, spec.scrape_jobs.gpu),
+            referenced_metrics(rules_text),
+            epoch,
+            offset=-quarter * SCRAPE_S,
+        ).write_blocks(work / f"om-{quarter}", work / "data")
+    return time.monotonic() - started
+
+
+def measure(nodes: int, work: Path, lead: float) -> Shard:
     spec, _ = fleet_spec(nodes)
     spec = spec.model_copy(update={"deploy": spec.deploy.model_copy(update={"shards": 8})})
     rules_text, _ = generated_files(spec)
@@ -107,17 +125,11 @@ def measure(nodes: int, work: Path) -> Shard:
         group["interval"] = f"{EVAL_S}s"
     rules = work / "rules.yaml"
     rules.write_text(yaml.safe_dump({"groups": groups}, sort_keys=False))
-    epoch = int(time.time()) // 60 * 60 - MINUTES * 60
+    # Writing 4 x 70 minutes of series takes minutes: the data must end about when Prometheus
+    # starts, or the rules (evaluated at "now") read stale series. The series are shifted by
+    # most of the writing time, measured on a small run first (`lead`).
     data = work / "data"
-    for quarter in range(60 // SCRAPE_S):  # a 15 s scrape: each minute's values 4 times
-        Emitter(
-            healthy_minutes(nodes),
-            spec.selector_labels,
-            (spec.scrape_jobs.training, spec.scrape_jobs.gpu),
-            referenced_metrics(rules_text),
-            epoch,
-            offset=-quarter * SCRAPE_S,
-        ).write_blocks(work / f"om-{quarter}", data)
+    write_data(spec, rules_text, nodes, work, lead)
     vm_port, port = free_port(), free_port()
     config = work / "prometheus.yml"
     config.write_text(
@@ -206,10 +218,13 @@ def main() -> None:
         for g in edge["groups"] + glob["groups"]
     }
     edge_groups = [short_name(g["name"]) for g in edge["groups"]]
+    with tempfile.TemporaryDirectory(prefix="bench-sharded-") as tmp:
+        calibration = write_data(spec, generated_files(spec)[0], CALIBRATION_NODES, Path(tmp), 0)
     shards = []
     for nodes in SHARD_NODES:
+        lead = 0.8 * calibration * nodes / CALIBRATION_NODES
         with tempfile.TemporaryDirectory(prefix="bench-sharded-") as tmp:
-            shards.append(measure(nodes, Path(tmp)))
+            shards.append(measure(nodes, Path(tmp), lead))
     print(
         f"\nsharded: one job of {GPUS:,} GPUs, {SCRAPE_S} s scrape; measured on one shard of "
         + ", ".join(f"{s.gpus} GPUs" for s in shards)
