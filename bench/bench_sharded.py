@@ -62,7 +62,6 @@ from trainsignals.vmstack import VICTORIA_METRICS, binary
 GPUS = 131_072
 SHARD_NODES = (16, 64)  # nodes on the measured shard
 SHARD_CHOICES = (4, 8, 16, 32)
-CALIBRATION_NODES = 4  # a small write, timed, to place the measured runs' series
 SCRAPE_S = 15
 INTERVAL_S = 60  # production interval of groups that set none
 GOAL = 0.10
@@ -76,6 +75,7 @@ class Shard:
     edge_series: dict[str, int]  # edge group -> series it writes
     bytes_per_sample: float
     delay_s: float  # remote-write delay, most seen
+    write_s: float  # seconds writing the series took
 
 
 def _metrics(port: int) -> str:
@@ -127,9 +127,9 @@ def measure(nodes: int, work: Path, lead: float) -> Shard:
     rules.write_text(yaml.safe_dump({"groups": groups}, sort_keys=False))
     # Writing 4 x 70 minutes of series takes minutes: the data must end about when Prometheus
     # starts, or the rules (evaluated at "now") read stale series. The series are shifted by
-    # most of the writing time, measured on a small run first (`lead`).
+    # part of the writing time (`lead`, from the previous, smaller run).
     data = work / "data"
-    write_data(spec, rules_text, nodes, work, lead)
+    write_s = write_data(spec, rules_text, nodes, work, lead)
     vm_port, port = free_port(), free_port()
     config = work / "prometheus.yml"
     config.write_text(
@@ -194,7 +194,12 @@ def measure(nodes: int, work: Path, lead: float) -> Shard:
     finally:
         reaper.stop([process, store], timeout=30)
     return Shard(
-        nodes * GPUS_PER_NODE, cpu, edge_series, sent_bytes / max(sent, 1), max(0.0, delay)
+        nodes * GPUS_PER_NODE,
+        cpu,
+        edge_series,
+        sent_bytes / max(sent, 1),
+        max(0.0, delay),
+        write_s,
     )
 
 
@@ -218,11 +223,12 @@ def main() -> None:
         for g in edge["groups"] + glob["groups"]
     }
     edge_groups = [short_name(g["name"]) for g in edge["groups"]]
-    with tempfile.TemporaryDirectory(prefix="bench-sharded-") as tmp:
-        calibration = write_data(spec, generated_files(spec)[0], CALIBRATION_NODES, Path(tmp), 0)
-    shards = []
+    shards: list[Shard] = []
     for nodes in SHARD_NODES:
-        lead = 0.8 * calibration * nodes / CALIBRATION_NODES
+        # Half the writing time the previous (smaller) run took, scaled to this one: the
+        # series end a little before Prometheus starts, never after (it would refuse the
+        # rules' output older than its blocks).
+        lead = 0.5 * shards[-1].write_s * nodes * GPUS_PER_NODE / shards[-1].gpus if shards else 0
         with tempfile.TemporaryDirectory(prefix="bench-sharded-") as tmp:
             shards.append(measure(nodes, Path(tmp), lead))
     print(
