@@ -10,8 +10,9 @@ promql-parser, so it follows the rules as they change instead of a hand-kept tab
   crosses nodes over raw series (`sum(rate(x[5m]))`, `avg(...)`, `min`, `max`, `count`, `group`)
   is pushed down: the shard records the node's partial (`sum by (node) (rate(x[5m]))`, named
   `edge:<metric>:<op>_<hash>`) and the global rule combines the partials (`sum(edge:...)`;
-  `avg` as sum / count). A nested grouping inside the pushed part gets `node` added (ranks live
-  on one node, so `sum by (rank)` becomes `sum by (node, rank)`, the same groups).
+  `avg` as sum / count). Groupings by rank are combined globally too (`sum by (rank)` pushes
+  `sum by (node, rank)`): a restarted rank can run on another node, so ranks do not partition
+  by node over a window.
 
 Partial data: a global rule that combines partials is only true while every shard reports.
 Such rules (and every rule or alert reading them) get `unless on () <shards missing>`: while a
@@ -28,7 +29,9 @@ from dataclasses import dataclass, field
 import promql_parser as pp
 
 # Labels each of which belongs to one node: an aggregation grouping by one stays node-local.
-NODE_LOCAL_LABELS = frozenset({"node", "rank", "instance"})
+# Not `rank`: a restarted rank may run on another node (another shard) within a window, so a
+# `by (rank)` grouping is combined globally (per-rank partials), as one Prometheus groups it.
+NODE_LOCAL_LABELS = frozenset({"node", "instance"})
 PUSHABLE = {"sum": "sum", "min": "min", "max": "max", "count": "sum", "group": "group"}
 ALERT_SERIES = frozenset({"ALERTS", "ALERTS_FOR_STATE"})
 SCALAR_FUNCS = frozenset({"time", "pi"})
