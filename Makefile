@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 SUDO    := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 SCENARIO ?= healthy
 
-.PHONY: setup tools dashboards generate check lint test chaos e2e-vm bench fleet demo clean
+.PHONY: setup tools dashboards generate check lint test chaos e2e-vm e2e-sharded bench fleet demo clean
 
 setup: $(VENV)/.installed tools
 
@@ -67,17 +67,25 @@ chaos: setup
 e2e-vm: setup
 	TRAINSIGNALS_VM_SCENARIOS=all $(BIN)/pytest -q tests/e2e/test_vm_scenarios.py
 
+# The sharded topology (2 Prometheus shards + VictoriaMetrics + vmalert): every scenario it
+# covers, healthy, GPU lost, hang, throughput drop and a dead shard (the suite runs two).
+e2e-sharded: setup
+	TRAINSIGNALS_SHARDED=all $(BIN)/pytest -q tests/e2e/test_sharded.py
+
 bench: setup
 	$(BIN)/python bench/bench_generator.py
 	$(BIN)/python bench/bench_gpu_exporter.py
 	$(BIN)/python bench/bench_instrumentation.py
 	$(BIN)/python bench/bench_fleet_cost.py
+	$(BIN)/python bench/bench_sharded.py
 
 # 54 days of a 2,048-node job's fault history against the generated rules on a real
 # Prometheus (trainsignals/fleet/); FLEET_DAYS=3 for a quick run.
 FLEET_DAYS ?= 54
+# FLEET_SHARDS > 1: through the sharded rule split (edge + global rules, generator/sharding.py).
+FLEET_SHARDS ?= 1
 fleet: setup
-	$(BIN)/python -m trainsignals.fleet --days $(FLEET_DAYS)
+	$(BIN)/python -m trainsignals.fleet --days $(FLEET_DAYS) --shards $(FLEET_SHARDS)
 
 demo: setup
 	$(BIN)/python -m trainsignals.demo --scenario $(SCENARIO)

@@ -16,6 +16,7 @@ from pydantic import (
     ConfigDict,
     Field,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
@@ -211,3 +212,20 @@ class Deploy(_Strict):
     # Plain Prometheus / Slurm: folder of file_sd target files (`trainsignals slurm-targets`).
     file_sd_dir: Annotated[str, Field(pattern=r"^/")] = FILE_SD_DIR
     kubernetes: Kubernetes | None = None
+    # >1: sharded topology (generator/sharding.py): that many Prometheus shards scrape a
+    # hashmod partition of the nodes and remote-write per-node aggregates to one global store.
+    shards: Annotated[int, Field(ge=1, le=256)] = 1
+    # Sharded only: remote-write URL of the global store the ruler (vmalert) queries.
+    global_write_url: Annotated[str, Field(pattern=r"^https?://")] = (
+        "http://victoria-metrics:8428/api/v1/write"
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_default_topology(self, handler: Any) -> Any:
+        # The sharding fields leave the dump (and so the spec hash in every generated file's
+        # header) while unset: single-server specs generate byte-identical files.
+        data = handler(self)
+        for key in ("shards", "global_write_url"):
+            if isinstance(data, dict) and data.get(key) == type(self).model_fields[key].default:
+                data.pop(key)
+        return data

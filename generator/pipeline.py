@@ -80,7 +80,12 @@ def generate_job(spec: JobSpec, source: str, options: Options = Options()) -> di
     alerts = alert_rules(ctx)
     digest = spec_hash(spec)
     top = header(spec, source, digest)
-    files = {f"alerts/{spec.name}.rules.yaml": dump(rules_document(ctx, alerts), top)}
+    document = rules_document(ctx, alerts)
+    files = {f"alerts/{spec.name}.rules.yaml": dump(document, top)}
+    if spec.deploy.shards > 1:  # the sharded topology's rule split and shard configs
+        from .sharding import sharded_files
+
+        files |= sharded_files(spec, source, document, ctx, top, options.monitoring)
     if options.with_tests and options.time_scale == 1:
         files[f"alerts/{spec.name}.test.yaml"] = dump(
             rule_tests(ctx, alerts, f"{spec.name}.rules.yaml"), top
@@ -140,6 +145,9 @@ def generate_all(specs: list[tuple[JobSpec, str]], options: Options = Options())
     files |= oncall_files(specs, options)  # on-call load of all teams (generator/oncall.py)
     # Scrape configs and Kubernetes objects (generator/deploy_files.py).
     files |= deploy_files(specs, files, settings)
+    from .sharding_kubernetes import sharded_kubernetes_files
+
+    files |= sharded_kubernetes_files(job_specs, files)  # deploy.shards > 1 on Kubernetes
     # Jobs on Kubernetes are scraped through their PodMonitors (deploy/kubernetes/).
     plain = [spec for spec in job_specs if spec.deploy.kubernetes is None]
     if plain:

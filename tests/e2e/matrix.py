@@ -123,6 +123,9 @@ def prepare(base: JobSpec, scenario: Scenario, workdir: Path) -> tuple[Run, Path
     rules_path.parent.mkdir(parents=True, exist_ok=True)
     rules_text = files[f"alerts/{spec.name}.rules.yaml"]
     rules_path.write_text(rules_text, encoding="utf-8")
+    for path, text in files.items():  # deploy.shards: the edge and global rules, alongside
+        if path.startswith("deploy/sharded/") and path.endswith(".rules.yaml"):
+            (rules_path.parent / path.rsplit("/", 1)[1]).write_text(text, encoding="utf-8")
     run = Run(
         scenario,
         spec,
@@ -138,12 +141,13 @@ Probe = Callable[[Stack, dict[str, Run]], dict[str, list[dict]]]
 
 def run_matrix(
     stack_cls: type[Stack],
-    names: Sequence[str],
+    names: Sequence[str | Scenario],
     *,
     targets_per_run: int,
     grace: float,
     probe: Probe | None = None,
     prefix: str = "trainsignals-e2e-",
+    base: JobSpec | None = None,
 ) -> Results:
     """Run the scenarios `names` concurrently on one `stack_cls` and collect its notifications.
 
@@ -152,15 +156,16 @@ def run_matrix(
     endpoints. `probe(stack, runs)`, if given, runs while the scenarios do (it may wait);
     what it returns becomes `Results.panels`. Returns `grace` seconds after the last run ends.
     """
-    base = load_specs([JOBS / "minimal.yaml"])[0]
+    base = base or load_specs([JOBS / "minimal.yaml"])[0]
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         workdir = Path(tmp)
         runs: dict[str, Run] = {}
         rule_files: list[Path] = []
         for name in names:
-            run, rules_path = prepare(base, SCENARIOS[name], workdir)
-            runs[name] = run
+            scenario = SCENARIOS[name] if isinstance(name, str) else name
+            run, rules_path = prepare(base, scenario, workdir)
+            runs[scenario.name] = run
             rule_files.append(rules_path)
         targets = {name: workdir / "sd" / run.job for name, run in runs.items()}
         specs = [run.spec for run in runs.values()]

@@ -16,10 +16,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--days", type=float, default=FULL_DAYS, help="run length (default 54)")
     parser.add_argument("--seed", type=int, default=405)
     parser.add_argument("--slots", type=int, default=2, help="node slots stored (default 2)")
+    parser.add_argument(
+        "--shards",
+        type=int,
+        default=1,
+        help="replay through the sharded rule split (edge + global)",
+    )
     args = parser.parse_args(argv)
     # `kill` stops Prometheus and promtool too: SystemExit unwinds the context managers.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    replay = run_replay(args.days, args.seed, args.slots)
+    replay = run_replay(args.days, args.seed, args.slots, shards=args.shards)
     print(render(replay, score(replay)))
     return 0
 

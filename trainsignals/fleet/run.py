@@ -43,13 +43,19 @@ class Replay:
     seconds: dict[str, float] = field(default_factory=dict)
 
 
-def run_replay(days: float, seed: int = 405, slots: int = 2, work: Path | None = None) -> Replay:
+def run_replay(
+    days: float, seed: int = 405, slots: int = 2, work: Path | None = None, shards: int = 1
+) -> Replay:
     clock = time.monotonic()
     history = build_history(days, seed)
     minutes, truth = simulate(history, slots)
     spec, mode = fleet_spec(slots)
     rules_text, am_text = generated_files(spec)
     document = yaml.safe_load(rules_text)
+    if shards > 1:  # through the sharded rule split: edge groups, then the global ones
+        from trainsignals.generator.sharding import single_store_rules
+
+        document = single_store_rules(spec, document, shards)
     wanted = referenced_metrics(rules_text)
     replay = Replay(history, truth, mode, slots, series_missing=unsupported(wanted))
     replay.seconds["model"] = time.monotonic() - clock

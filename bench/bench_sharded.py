@@ -1,0 +1,301 @@
+"""Sharded topology at 131,072 GPUs (16,384 nodes x 8), 15 s scrape: cost per shard and globally.
+
+Method (projected from measured points, as bench_fleet_cost.py): the fleet spec's rule file is
+split as `deploy: {shards: N}` splits it (generator/sharding.py). One real Prometheus 2.42 plays
+one shard holding `nodes` nodes: 70 minutes of healthy raw series at 15 s resolution (the fleet
+replay's one-sample-a-minute series written four times, 15 s apart), the edge groups and the
+global groups loaded (every group evaluated every 15 s so each runs several times), and remote
+write of the recorded series to a real VictoriaMetrics 1.79.5. Measured at two shard sizes:
+
+- edge and global CPU per evaluation (each group's rules as instant queries, less idle CPU);
+  the edge cost is projected linearly to the GPUs one shard holds at 131,072 GPUs / N, the
+  global cost to all 131,072 GPUs (it reads every node's partials and every GPU's series);
+  the global ruler is measured on Prometheus, as a stand-in for vmalert on the store;
+- series and samples/s per shard: raw series per GPU and rank (the exporters' own counts,
+  bench_gpu_exporter.py) over 15 s;
+- remote-written series per GPU (the edge rules' output series) and bytes per sample
+  (prometheus_remote_storage_bytes_total / samples_total): bytes/s per shard at production
+  intervals (edge group 1m, edge-slow 3m);
+- the remote-write delay (highest appended minus highest sent timestamp) sampled meanwhile.
+
+Added time to page: the global ruler reads the partials up to one edge evaluation (1m) plus the
+remote-write delay (batch_send_deadline 5s by default) late.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_fleet_cost import (
+    EVAL_S,
+    GPUS_PER_NODE,
+    MINUTES,
+    group_cpu,
+    group_durations,
+    healthy_minutes,
+    rank_series,
+    short_name,
+)
+from bench_gpu_exporter import CollectOptions, own_series_per_gpu
+from trainsignals.generator.durations import parse_duration
+from trainsignals.generator.promql import RuleContext
+from trainsignals.generator.sharding import split_document
+from trainsignals.generator.spec import JobSpec
+
+from trainsignals import reaper
+from trainsignals.fleet.emit import Emitter, referenced_metrics
+from trainsignals.fleet.spec import fleet_spec, generated_files
+from trainsignals.stack import HOST, PROMETHEUS, free_port
+from trainsignals.vmstack import VICTORIA_METRICS, binary
+
+GPUS = 131_072
+SHARD_NODES = (16, 64)  # nodes on the measured shard
+SHARD_CHOICES = (4, 8, 16, 32, 64)
+SCRAPE_S = 15
+INTERVAL_S = 60  # production interval of groups that set none
+GOAL = 0.10
+SERIES_BUDGET = 2_000_000  # head series one Prometheus shard comfortably holds (~4-8 GiB RSS)
+
+
+@dataclass
+class Shard:
+    gpus: int
+    cpu: dict[str, float]  # group -> CPU seconds per evaluation
+    edge_series: dict[str, int]  # edge group -> series it writes
+    bytes_per_sample: float
+    delay_s: float  # remote-write delay, most seen
+    write_s: float  # seconds writing the series took
+
+
+def _metrics(port: int) -> str:
+    with urllib.request.urlopen(f"http://{HOST}:{port}/metrics", timeout=10) as answer:
+        return answer.read().decode()
+
+
+def _value(text: str, name: str) -> float:
+    total = 0.0
+    for match in re.finditer(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.M):
+        total += float(match.group(1))
+    return total
+
+
+def _count(port: int, expr: str) -> int:
+    from urllib.parse import urlencode
+
+    url = f"http://{HOST}:{port}/api/v1/query?{urlencode({'query': f'count({expr})'})}"
+    with urllib.request.urlopen(url, timeout=60) as answer:
+        result = __import__("json").load(answer)["data"]["result"]
+    return int(float(result[0]["value"][1])) if result else 0
+
+
+def write_data(spec: JobSpec, rules_text: str, nodes: int, work: Path, lead: float) -> float:
+    """Write and import the raw series (15 s resolution); returns the seconds it took."""
+    started = time.monotonic()
+    epoch = int(time.time() + lead) // 60 * 60 - MINUTES * 60
+    for quarter in range(60 // SCRAPE_S):  # a 15 s scrape: each minute's values 4 times
+        Emitter(
+            healthy_minutes(nodes),
+            spec.selector_labels,
+            (spec.scrape_jobs.training, spec.scrape_jobs.gpu),
+            referenced_metrics(rules_text),
+            epoch,
+            offset=-quarter * SCRAPE_S,
+        ).write_blocks(work / f"om-{quarter}", work / "data")
+    return time.monotonic() - started
+
+
+def measure(nodes: int, work: Path, lead: float) -> Shard:
+    spec, _ = fleet_spec(nodes)
+    spec = spec.model_copy(update={"deploy": spec.deploy.model_copy(update={"shards": 8})})
+    rules_text, _ = generated_files(spec)
+    edge, glob = split_document(RuleContext(spec), yaml.safe_load(rules_text))
+    groups = edge["groups"] + glob["groups"]
+    for group in groups:
+        group["interval"] = f"{EVAL_S}s"
+    rules = work / "rules.yaml"
+    rules.write_text(yaml.safe_dump({"groups": groups}, sort_keys=False))
+    # Writing 4 x 70 minutes of series takes minutes: the data must end about when Prometheus
+    # starts, or the rules (evaluated at "now") read stale series. The series are shifted by
+    # part of the writing time (`lead`, from the previous, smaller run).
+    data = work / "data"
+    write_s = write_data(spec, rules_text, nodes, work, lead)
+    vm_port, port = free_port(), free_port()
+    config = work / "prometheus.yml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "global": {"evaluation_interval": f"{EVAL_S}s"},
+                "rule_files": [str(rules)],
+                "remote_write": [
+                    {
+                        "url": f"http://{HOST}:{vm_port}/api/v1/write",
+                        "write_relabel_configs": [
+                            {"source_labels": ["__name__"], "regex": ".+:.+", "action": "keep"}
+                        ],
+                    }
+                ],
+            }
+        )
+    )
+    log = (work / "run.log").open("wb")
+    store = reaper.spawn(
+        [
+            binary(VICTORIA_METRICS),
+            f"-httpListenAddr={HOST}:{vm_port}",
+            f"-storageDataPath={work / 'vm'}",
+            "-search.latencyOffset=0s",
+            "-loggerLevel=WARN",
+        ],
+        stdout=log,
+        stderr=log,
+    )
+    process = reaper.spawn(
+        [
+            PROMETHEUS,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={data}",
+            "--storage.tsdb.retention.time=10y",
+            f"--web.listen-address={HOST}:{port}",
+            "--web.enable-lifecycle",
+        ],
+        stdout=log,
+        stderr=log,
+    )
+    try:
+        _, stamps = group_durations(port)
+        text = _metrics(port)
+        delay = _value(text, "prometheus_remote_storage_highest_timestamp_in_seconds") - _value(
+            text, "prometheus_remote_storage_queue_highest_sent_timestamp_seconds"
+        )
+        sent = _value(text, "prometheus_remote_storage_samples_total")
+        sent_bytes = _value(text, "prometheus_remote_storage_bytes_total")
+        # What each edge group writes: its rules' output series (all pass the write filter;
+        # the edge alerts write ALERTS only while firing: none on healthy series).
+        edge_series = {
+            short_name(group["name"]): sum(
+                _count(port, f'{rule["record"]}{{training_job="{spec.name}"}}')
+                for rule in group["rules"]
+                if "record" in rule
+            )
+            for group in edge["groups"]
+        }
+        cpu = group_cpu(port, process.pid, {"groups": groups, "config": str(config)}, stamps)
+    finally:
+        reaper.stop([process, store], timeout=30)
+    return Shard(
+        nodes * GPUS_PER_NODE,
+        cpu,
+        edge_series,
+        sent_bytes / max(sent, 1),
+        max(0.0, delay),
+        write_s,
+    )
+
+
+def project(points: list[tuple[int, float]], gpus: float) -> float:
+    (x1, y1), (x2, y2) = points[0], points[-1]
+    slope = max(0.0, (y2 - y1) / (x2 - x1))
+    return y2 + slope * (gpus - x2)
+
+
+def main() -> None:
+    for tool in ("promtool", PROMETHEUS, VICTORIA_METRICS):
+        if shutil.which(tool) is None:
+            sys.exit(f"{tool} not found: run `make setup`")
+    own_mean, _, own_node = own_series_per_gpu(CollectOptions())
+    per_rank = rank_series()
+    spec, _ = fleet_spec(2)
+    spec = spec.model_copy(update={"deploy": spec.deploy.model_copy(update={"shards": 8})})
+    edge, glob = split_document(RuleContext(spec), yaml.safe_load(generated_files(spec)[0]))
+    intervals = {
+        short_name(g["name"]): parse_duration(g.get("interval", f"{INTERVAL_S}s"))
+        for g in edge["groups"] + glob["groups"]
+    }
+    edge_groups = [short_name(g["name"]) for g in edge["groups"]]
+    shards: list[Shard] = []
+    for nodes in SHARD_NODES:
+        # Half the writing time the previous (smaller) run took, scaled to this one: the
+        # series end a little before Prometheus starts, never after (it would refuse the
+        # rules' output older than its blocks).
+        lead = 0.5 * shards[-1].write_s * nodes * GPUS_PER_NODE / shards[-1].gpus if shards else 0
+        with tempfile.TemporaryDirectory(prefix="bench-sharded-") as tmp:
+            shards.append(measure(nodes, Path(tmp), lead))
+    print(
+        f"\nsharded: one job of {GPUS:,} GPUs, {SCRAPE_S} s scrape; measured on one shard of "
+        + ", ".join(f"{s.gpus} GPUs" for s in shards)
+        + " (Prometheus 2.42 -> VictoriaMetrics 1.79.5), projected linearly"
+    )
+    for shard in shards:
+        print(
+            f"  measured {shard.gpus} GPUs: CPU per evaluation "
+            + ", ".join(f"{g} {s * 1000:.0f} ms" for g, s in sorted(shard.cpu.items()))
+            + f"; remote-written series {shard.edge_series}; "
+            f"{shard.bytes_per_sample:.2f} B/sample; remote-write delay {shard.delay_s:.1f} s"
+        )
+    raw_per_gpu = own_mean + per_rank + own_node / GPUS_PER_NODE
+    global_share = {
+        g: project([(s.gpus, s.cpu[g]) for s in shards], GPUS) / intervals[g]
+        for g in shards[-1].cpu
+        if g not in edge_groups
+    }
+    print(
+        "global ruler at 131,072 GPUs (CPU per evaluation / interval): "
+        + ", ".join(f"{g} {share:.1%}" for g, share in sorted(global_share.items()))
+    )
+    print("per shard (edge groups: CPU per evaluation / interval):")
+    print(
+        f"{'shards':>6} {'GPUs/shard':>11} {'series/shard':>13} {'samples/s':>10} "
+        + "".join(f"{g:>12}" for g in edge_groups)
+        + f" {'written/s':>11}"
+    )
+    recommended = None
+    for n in SHARD_CHOICES:
+        gpus = GPUS / n
+        series = raw_per_gpu * gpus
+        share = {
+            g: project([(s.gpus, s.cpu[g]) for s in shards], gpus) / intervals[g]
+            for g in edge_groups
+        }
+        per_gpu_written = {
+            g: shards[-1].edge_series[g] / shards[-1].gpus for g in shards[-1].edge_series
+        }
+        written = sum(per_gpu_written[g] * gpus / intervals[g] for g in per_gpu_written)
+        bytes_s = written * shards[-1].bytes_per_sample
+        print(
+            f"{n:>6} {gpus:>11,.0f} {series:>13,.0f} {series / SCRAPE_S:>10,.0f} "
+            + "".join(f"{share[g]:>12.1%}" for g in edge_groups)
+            + f" {bytes_s / 1024:>7.1f} KiB"
+        )
+        ok = max(share.values()) < GOAL and series <= SERIES_BUDGET
+        if recommended is None and ok:
+            recommended = n
+    worst_global = max(global_share.values())
+    print(
+        f"global goal < 10%: {'met' if worst_global < GOAL else 'NOT met'} "
+        f"(worst {worst_global:.1%}); added time to page: up to one edge evaluation "
+        f"({INTERVAL_S} s) + remote-write delay (measured up to "
+        f"{max(s.delay_s for s in shards):.1f} s here; 5 s batch deadline by default)"
+    )
+    if recommended is not None:
+        print(
+            f"recommended: {recommended} shards for {GPUS:,} GPUs = "
+            f"{recommended * 16_384 / GPUS:g} per 16K GPUs (every edge group < {GOAL:.0%} of its "
+            f"interval and <= {SERIES_BUDGET:,} series per shard)"
+        )
+    else:
+        print(f"no shard count up to {SHARD_CHOICES[-1]} meets the per-shard goals")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+"""The sharded rule split (generator/sharding*.py): placement, partials, guard, configs."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import promql_parser
+import pytest
+import yaml
+from trainsignals.generator.loader import load_specs
+from trainsignals.generator.pipeline import generate_job, spec_hash
+from trainsignals.generator.sharding import HEARTBEAT, REPORTING, SHARD_ALERT, WRITTEN
+from trainsignals.generator.sharding_split import (
+    ShardingError,
+    SplitState,
+    is_raw,
+    rewrite_global,
+)
+
+from tests.conftest import JOBS, require_tool
+
+SPECS = sorted(JOBS.glob("*.yaml"))
+
+
+def _sharded(path: Path, shards: int = 4):
+    spec = load_specs([path])[0]
+    return spec.model_copy(update={"deploy": spec.deploy.model_copy(update={"shards": shards})})
+
+
+def _names(expr: str) -> set[str]:
+    from trainsignals.generator.sharding_split import _names as names
+
+    return set(names(promql_parser.parse(expr)))
+
+
+def test_single_server_specs_are_unchanged() -> None:
+    spec = load_specs([JOBS / "minimal.yaml"])[0]
+    assert "shards" not in spec.model_dump()["deploy"]
+    assert not [p for p in generate_job(spec, "x") if "sharded" in p]
+    assert spec_hash(_sharded(JOBS / "minimal.yaml")) != spec_hash(spec)
+
+
+@pytest.mark.parametrize("path", SPECS, ids=lambda p: p.stem)
+def test_split_reads_raw_series_only_on_the_shards(path: Path, tmp_path: Path) -> None:
+    spec = _sharded(path)
+    files = generate_job(spec, "x")
+    folder = f"deploy/sharded/{spec.name}"
+    edge = yaml.safe_load(files[f"{folder}/{spec.name}.edge.rules.yaml"])
+    glob = yaml.safe_load(files[f"{folder}/{spec.name}.global.rules.yaml"])
+    single = yaml.safe_load(files[f"alerts/{spec.name}.rules.yaml"])
+    edge_rules = [r for g in edge["groups"] for r in g["rules"]]
+    global_rules = [r for g in glob["groups"] for r in g["rules"]]
+    # Every alert runs once, with the single server's labels: per-node and per-GPU ones on
+    # the shards, the rest on the global ruler.
+    alerts = {r["alert"]: r["labels"] for g in single["groups"] for r in g["rules"] if "alert" in r}
+    moved = {r["alert"]: r["labels"] for r in global_rules if "alert" in r}
+    at_edge = {r["alert"]: r["labels"] for r in edge_rules if "alert" in r}
+    assert moved.pop(SHARD_ALERT)["severity"] == "ticket"
+    assert moved | at_edge == alerts and not set(moved) & set(at_edge)
+    assert {"GpuLost", "NodeDown"} <= set(at_edge) and "TrainingStalled" in moved
+    # The global ruler never reads a raw series; edge partials keep `node`.
+    for rule in global_rules:
+        assert not {n for n in _names(rule["expr"]) if is_raw(n) and n}, rule
+    recorded = {r["record"] for r in global_rules if "record" in r} | {
+        r["record"] for r in edge_rules if "record" in r
+    }
+    assert {n for r in global_rules for n in _names(r["expr"]) if ":" in n} <= recorded | {""}
+    for rule in edge_rules:
+        if rule.get("record", "").startswith("edge:") and rule["record"] != HEARTBEAT:
+            assert "node" in rule["expr"], rule
+    # What combines partials is guarded: nothing while a shard is missing.
+    tokens = next(r for r in global_rules if r.get("record") == "job:trainsignals_tokens:rate5m")
+    assert f"unless on () ({REPORTING}" in tokens["expr"]
+    require_tool("promtool")
+    for name, doc in (("edge", edge), ("global", glob)):
+        rule_file = tmp_path / f"{name}.rules.yaml"
+        rule_file.write_text(yaml.safe_dump(doc), encoding="utf-8")
+        result = subprocess.run(
+            ["promtool", "check", "rules", str(rule_file)], capture_output=True, text=True
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_partials_combine_as_the_aggregation() -> None:
+    state = SplitState(recorded=set(), edge=set())
+    avg = rewrite_global('avg(sum by (rank) (rate(x{j="a"}[5m])))', state, "a", slow=False)
+    (pushed,) = [p.expr for p in state.pushdowns.values()]
+    # Ranks are combined globally: a restarted rank may have run on two nodes in the window.
+    assert pushed == 'sum by (node, rank) (rate(x{j="a"}[5m]))'
+    assert avg.partial and avg.text.startswith("avg (sum by (rank) (edge:x:sum_")
+    count = rewrite_global('count(count by (rank) (x{j="a"}))', state, "a", slow=False)
+    assert count.text.startswith("count (sum by (rank) (edge:x:count_")
+    mean = rewrite_global('avg(x{j="a"})', state, "a", slow=False)
+    assert mean.text.startswith("(sum (edge:x:sum_") and "/ sum (edge:x:count_" in mean.text
+
+
+def test_unsplittable_rule_names_the_problem() -> None:
+    state = SplitState(recorded=set(), edge=set())
+    with pytest.raises(ShardingError, match="range over raw series"):
+        rewrite_global('absent_over_time(x{j="a"}[5m])', state, "a", slow=False)
+
+
+def test_shard_configs_partition_the_nodes() -> None:
+    spec = _sharded(JOBS / "minimal.yaml", shards=3)
+    files = generate_job(spec, "x")
+    for shard in range(3):
+        config = yaml.safe_load(files[f"deploy/sharded/minimal/shard-{shard}.prometheus.yml"])
+        for job in config["scrape_configs"]:
+            hashmod, keep = job["relabel_configs"][-2:]
+            assert hashmod["modulus"] == 3 and hashmod["source_labels"] == ["node"]
+            assert keep == {
+                "source_labels": ["__tmp_trainsignals_shard"],
+                "regex": str(shard),
+                "action": "keep",
+            }
+        write = config["remote_write"][0]["write_relabel_configs"]
+        assert write[0] == {"source_labels": ["__name__"], "regex": WRITTEN, "action": "keep"}
+        assert config["alerting"]["alertmanagers"]
+        assert write[1]["replacement"] == str(shard)
+
+
+def test_kubernetes_form_validates_against_the_crds() -> None:
+    from trainsignals.generator.pipeline import Options, generate_all
+
+    from tests.kube_schemas import problems
+
+    spec = _sharded(JOBS / "gpt-70b-pretrain.yaml", shards=3)
+    files = generate_all([(spec, "x")], Options(with_tests=False))
+    text = files["deploy/kubernetes/gpt-70b-pretrain.sharded.yaml"]
+    objects = [obj for obj in yaml.safe_load_all(text) if obj]
+    kinds = [obj["kind"] for obj in objects]
+    assert kinds.count("Prometheus") == 3 and kinds.count("PodMonitor") == 6
+    assert kinds.count("PrometheusRule") == 2
+    for obj in objects:
+        assert problems(obj) == [], obj["kind"]
+        # kube-prometheus-stack's own Prometheus must not select them too.
+        if obj["kind"] in ("Prometheus", "PodMonitor", "PrometheusRule"):
+            assert "release" not in obj["metadata"]["labels"]
+    shard = next(o for o in objects if o["metadata"]["name"].endswith("shard-2"))
+    assert shard["spec"]["remoteWrite"][0]["writeRelabelConfigs"][1]["replacement"] == "2"
+    edge_names = {
+        r.get("record")
+        for o in objects
+        if o["kind"] == "PrometheusRule" and o["metadata"]["name"].endswith("-edge")
+        for g in o["spec"]["groups"]
+        for r in g["rules"]
+    }
+    assert HEARTBEAT in edge_names
+
+
+def test_single_store_rules_hold_both_sides_and_every_shard_heartbeat() -> None:
+    from trainsignals.generator.sharding import single_store_rules
+
+    spec = load_specs([JOBS / "minimal.yaml"])[0]
+    single = yaml.safe_load(generate_job(spec, "x")[f"alerts/{spec.name}.rules.yaml"])
+    doc = single_store_rules(spec, single, 3)
+    rules = [r for g in doc["groups"] for r in g["rules"]]
+    beats = [r["labels"]["shard"] for r in rules if r.get("record") == HEARTBEAT]
+    assert beats == ["0", "1", "2"]
+    names = [r["alert"] for r in rules if "alert" in r]
+    single_alerts = [r["alert"] for g in single["groups"] for r in g["rules"] if "alert" in r]
+    assert sorted(names) == sorted([*single_alerts, SHARD_ALERT])
