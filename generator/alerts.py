@@ -38,18 +38,26 @@ def team(ctx: RuleContext, name: str) -> str:
     return ctx.spec.team
 
 
+EVALUATION_SECONDS = 60  # generator/prometheus_config.py EVALUATION_INTERVAL
+
+
 def firing_expr(ctx: RuleContext, alert: AlertRule) -> str:
     """The rule's expression, held true for `keep_firing_for` after its condition last held.
 
     Prometheus (>= 2.42) has a `keep_firing_for` field, but vmalert 1.79.5 (Debian's, which
     runs these same files) rejects it ("unknown fields in rule: keep_firing_for"). A subquery
-    keeps the expression's series for the window instead, on both engines, at the rule
-    group's own evaluation interval. Unlike the field, it also holds a pending condition,
-    so `for` counts from the first time the condition held within the window.
+    keeps the expression's series for the window instead, on both engines, sampled every
+    (nominal) minute, the evaluation interval: the step is explicit because vmalert sends
+    its `-datasource.queryStep` (5m by default) as the default subquery step. Unlike the
+    field, it also holds a pending condition, so `for` counts from the first time the
+    condition held within the window.
     """
     if not alert.keep_firing_for:
         return alert.expr
-    return f"max_over_time(({alert.expr})[{ctx.range(alert.keep_firing_for)}:])"
+    return (
+        f"max_over_time(({alert.expr})"
+        f"[{ctx.range(alert.keep_firing_for)}:{ctx.duration(EVALUATION_SECONDS)}])"
+    )
 
 
 def render_alert(ctx: RuleContext, alert: AlertRule) -> dict:

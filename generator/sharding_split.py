@@ -23,10 +23,13 @@ smaller sum, so a missing shard never reads as lost throughput or missing ranks.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import promql_parser as pp
+
+from .durations import format_duration
 
 # Labels each of which belongs to one node: an aggregation grouping by one stays node-local.
 # Not `rank`: a restarted rank may run on another node (another shard) within a window, so a
@@ -160,6 +163,13 @@ def emit(node: object, hook: Callable[[object], str | None]) -> str:
         return f"({emit(node.expr, hook)})"
     if isinstance(node, pp.UnaryExpr):
         return f"-({emit(node.expr, hook)})"
+    if isinstance(node, pp.StringLiteral):
+        return json.dumps(node.val)  # str() leaves inner quotes unescaped
+    if isinstance(node, pp.SubqueryExpr):
+        step = format_duration(node.step.total_seconds()) if node.step else ""
+        offset = f" offset {format_duration(node.offset.total_seconds())}" if node.offset else ""
+        window = format_duration(node.range.total_seconds())
+        return f"({emit(node.expr, hook)})[{window}:{step}]{offset}"
     return str(node)
 
 
@@ -212,9 +222,9 @@ def rewrite_global(expr: str, state: SplitState, job: str, slow: bool) -> Rewrit
         if not any(is_raw(n) for n in _names(node)):
             if isinstance(node, pp.AggregateExpr) and kinds.of(node) == "global":
                 partial |= any(n in state.edge for n in _names(node))
-            return str(node)
+            return None  # emit() prints it (str() misprints subqueries and quoted strings)
         kind = kinds.of(node)
-        if isinstance(node, pp.MatrixSelector | pp.SubqueryExpr):
+        if isinstance(node, pp.MatrixSelector):
             raise ShardingError(f"a range over raw series outside an aggregation: {node}")
         if kind == "local":
             # A node-local part (a per-node expression inside a job-level rule): the shard

@@ -17,6 +17,15 @@ MIG_INSTANCE_MATCHER = ("GPU_I_ID", "!=", "")
 MIG_INSTANCES = "MIG GPU instances only; empty on GPUs not in MIG mode (MIG panels stay empty)"
 
 OPTIONAL_SERIES: dict[str, str] = {
+    # Durable progress (issue 16): a process reports neither before it has one to report.
+    "trainsignals_last_step_timestamp_seconds": (
+        "appears with a process's first completed step; until then the rules measure from the "
+        "process start"
+    ),
+    "trainsignals_last_checkpoint_timestamp_seconds": (
+        "appears with the first checkpoint saved or restored; until then the rules measure "
+        "from the job's first process start"
+    ),
     "trainsignals_gpu_sm_active_ratio": f"{_GPM} to utilization",
     "trainsignals_gpu_tensor_active_ratio": f"{_GPM}; the tensor series stays empty",
     "DCGM_FI_PROF_SM_ACTIVE": f"{_DCGM}; GR_ENGINE_ACTIVE stands for it",
