@@ -417,7 +417,7 @@ def completion_test(ctx: RuleContext) -> dict:
     firing = matchers({"training_job": ctx.job, "alertstate": "firing"})
     done = f"job:trainsignals_completed:bool{ctx.recorded()}"
     return {
-        "name": "healthy, completed: a job that completed (phase done, then its targets leave) never fires",
+        "name": "healthy, completed: phase done, then its targets leave; nothing fires",
         "interval": "1m",
         "input_series": _input(training_up + gpu_series(ctx, minutes) + job_series(ctx, timeline)),
         "promql_expr_test": [
