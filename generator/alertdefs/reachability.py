@@ -10,6 +10,7 @@ from ..faults import FAULT_ONSET, FaultCase
 from ..gpu_sources import RawSeries
 from ..promql import RuleContext, matchers
 from ..series_notation import STALE
+from .recovery import completed
 
 GROUP = AlertGroup()
 onset = FAULT_ONSET
@@ -69,7 +70,9 @@ def node_unreachable_recently(ctx: RuleContext) -> Rule:
         f"[{ctx.range(UNREACHABLE_LOOKBACK_S)}]) == 1 "
         f"unless on (training_job, node) node:trainsignals_targets_up:max{r} == 0 "
         "unless on (training_job, node) "
-        f"max_over_time(ALERTS{node_down}[{ctx.range(UNREACHABLE_LOOKBACK_S + 600)}])",
+        f"max_over_time(ALERTS{node_down}[{ctx.range(UNREACHABLE_LOOKBACK_S + 600)}])"
+        # A completed job's nodes leave service discovery: released, not unreachable.
+        + completed(ctx),
         for_seconds=0,
         summary="{{ $labels.training_job }}: node {{ $labels.node }} dropped off the network "
         "in the last hour",
