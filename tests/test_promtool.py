@@ -39,7 +39,7 @@ def keep_tests(tests: Path, first_word: str) -> None:
 
 def promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [require_tool("promtool"), *args], cwd=cwd, capture_output=True, text=True, timeout=300
+        [require_tool("promtool"), *args], cwd=cwd, capture_output=True, text=True, timeout=900
     )
 
 

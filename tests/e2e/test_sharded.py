@@ -29,7 +29,7 @@ from tests.e2e.matrix import GPUS_PER_NODE, NODES, Results, Run, run_matrix
 from trainsignals.shardstack import ShardedStack
 from trainsignals.vmstack import BINARIES
 
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("vm-stack")]
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]
 
 SHARDS = 2
 MINUTE = 60
