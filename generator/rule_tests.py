@@ -399,10 +399,10 @@ def frequent_restarts_test(ctx: RuleContext) -> dict:
 DONE_AT, AFTER_DONE = 100, 720  # minute the job finishes cleanly; minutes watched after
 
 
-def completion_test(ctx: RuleContext) -> dict:
+def completion_test(ctx: RuleContext, fabric: bool = False) -> dict:
     """A job that finished (phase "done", then its ranks leave service discovery) raises no
     alert for 12 hours, in either recovery mode: completion is not an incident. The GPU
-    exporters stay (a DaemonSet outlives the job)."""
+    exporters stay (a DaemonSet outlives the job); `fabric`: as in healthy_test."""
     minutes = DONE_AT + AFTER_DONE
     timeline = JobTimeline(ctx, minutes).build()
     timeline.completed = DONE_AT
@@ -419,7 +419,12 @@ def completion_test(ctx: RuleContext) -> dict:
     return {
         "name": "healthy, completed: phase done, then its targets leave; nothing fires",
         "interval": "1m",
-        "input_series": _input(training_up + gpu_series(ctx, minutes) + job_series(ctx, timeline)),
+        "input_series": _input(
+            training_up
+            + gpu_series(ctx, minutes)
+            + job_series(ctx, timeline)
+            + (ib_series(ctx, minutes, set(), []) if fabric else [])
+        ),
         "promql_expr_test": [
             {
                 "expr": f"count_over_time(ALERTS{firing}[{minutes}m])",
@@ -474,14 +479,15 @@ def node_outage_test(ctx: RuleContext) -> dict:
 
 def rule_tests(ctx: RuleContext, alerts: list[AlertRule], rule_file: str) -> dict:
     cases = [case for alert in alerts for case in alert.faults]
-    tests = [healthy_test(ctx, fabric=any(a.name.startswith("Infiniband") for a in alerts))]
+    fabric = any(a.name.startswith("Infiniband") for a in alerts)
+    tests = [healthy_test(ctx, fabric=fabric)]
     if any(a.name == "NodeUnreachableRecently" for a in alerts):
         tests.append(node_outage_test(ctx))
     if ctx.spec.recovery.automatic:
         tests.append(restart_test(ctx))
         if ctx.spec.recovery.max_restarts is None:
             tests.append(frequent_restarts_test(ctx))
-    tests.append(completion_test(ctx))
+    tests.append(completion_test(ctx, fabric=fabric))
     tests += [*(fault_test(ctx, c) for c in cases), *goodput_tests(ctx)]
     return promtool_suite(ctx, rule_file, tests)
 
