@@ -25,7 +25,7 @@ from pathlib import Path
 from trainsignals.generator.sharding import shard_config
 from trainsignals.generator.yaml_out import dump
 from trainsignals.stack import HOST, PROMETHEUS, SCRAPE_SECONDS, Stack, free_port
-from trainsignals.vmstack import BINARIES, HEALTH, VICTORIA_METRICS, VMALERT, binary
+from trainsignals.vmstack import BINARIES, HEALTH, VICTORIA_METRICS, binary, vmalert_command
 
 
 def split_files(rule_file: Path) -> tuple[Path, Path]:
@@ -150,23 +150,12 @@ class ShardedStack(Stack):
 
     def load_rules(self) -> None:
         """Start vmalert on the global rule files."""
-        self._spawn(
-            "vmalert",
-            [
-                binary(VMALERT),
-                *(f"-rule={split_files(path)[1]}" for path in self.rule_files),
-                f"-httpListenAddr={HOST}:{self.vmalert_port}",
-                f"-datasource.url={self.prometheus_url}",
-                f"-remoteWrite.url={self.prometheus_url}",
-                "-remoteWrite.flushInterval=1s",
-                f"-notifier.url={self.alertmanager_url}",
-                f"-evaluationInterval={SCRAPE_SECONDS}s",
-                f"-external.url={self.prometheus_url}",
-                # Prometheus adds no `alertgroup` label: the notifications' labels stay equal.
-                "-disableAlertgroupLabel",
-                "-loggerLevel=WARN",
-            ],
+        global_rules = [split_files(path)[1] for path in self.rule_files]
+        command = vmalert_command(
+            global_rules, self.vmalert_port, self.prometheus_url, self.alertmanager_url
         )
+        # Prometheus adds no `alertgroup` label: the notifications' labels stay equal.
+        self._spawn("vmalert", [*command, "-disableAlertgroupLabel"])
         self._wait_ready(f"http://{HOST}:{self.vmalert_port}", "vmalert", HEALTH)
 
     def _exited(self, name: str) -> bool:

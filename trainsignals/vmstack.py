@@ -54,6 +54,25 @@ def dry_run(rule_file: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def vmalert_command(
+    rule_files: list[Path], port: int, store_url: str, alertmanager_url: str
+) -> list[str]:
+    """vmalert on 127.0.0.1:`port`: reads and writes back to the store, notifies the
+    Alertmanager, evaluates every scrape interval."""
+    return [
+        binary(VMALERT),
+        *(f"-rule={path}" for path in rule_files),
+        f"-httpListenAddr={HOST}:{port}",
+        f"-datasource.url={store_url}",
+        f"-remoteWrite.url={store_url}",
+        "-remoteWrite.flushInterval=1s",
+        f"-notifier.url={alertmanager_url}",
+        f"-evaluationInterval={SCRAPE_SECONDS}s",
+        f"-external.url={store_url}",
+        "-loggerLevel=WARN",
+    ]
+
+
 @dataclass
 class VmStack(Stack):
     """`Stack` with vmagent + VictoriaMetrics + vmalert in place of Prometheus.
@@ -127,17 +146,8 @@ class VmStack(Stack):
         """Start vmalert on the rule files (the counterpart of Prometheus's reload)."""
         self._spawn(
             "vmalert",
-            [
-                binary(VMALERT),
-                *(f"-rule={path}" for path in self.rule_files),
-                f"-httpListenAddr={HOST}:{self.vmalert_port}",
-                f"-datasource.url={self.prometheus_url}",
-                f"-remoteWrite.url={self.prometheus_url}",
-                "-remoteWrite.flushInterval=1s",
-                f"-notifier.url={self.alertmanager_url}",
-                f"-evaluationInterval={SCRAPE_SECONDS}s",
-                f"-external.url={self.prometheus_url}",
-                "-loggerLevel=WARN",
-            ],
+            vmalert_command(
+                self.rule_files, self.vmalert_port, self.prometheus_url, self.alertmanager_url
+            ),
         )
         self._wait_ready(f"http://{HOST}:{self.vmalert_port}", "vmalert", HEALTH)
