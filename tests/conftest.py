@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from trainsignals import reaper
+
+from .pager_shaped import PagerShaped
 
 ROOT = Path(__file__).resolve().parent.parent
 JOBS = ROOT / "jobs"
@@ -48,3 +51,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Session-level cleanup: whatever a test spawned through the reaper and left running."""
     reaper.stop_all()
+
+
+@pytest.fixture
+def shaped() -> Iterator[PagerShaped]:
+    """A local receiver shaped like PagerDuty Events v2 and Slack (tests/pager_shaped.py)."""
+    found = PagerShaped()
+    yield found
+    found.stop()

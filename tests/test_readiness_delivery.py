@@ -7,7 +7,6 @@ does not exist (as in the issue: 83 failed notifications while readiness said PA
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,13 +23,6 @@ from .live_alertmanager import live_alertmanager, wait_until
 from .pager_shaped import PagerShaped
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]
-
-
-@pytest.fixture
-def shaped() -> Iterator[PagerShaped]:
-    found = PagerShaped()
-    yield found
-    found.stop()
 
 
 def write_spec(folder: Path, routing: dict) -> Path:

@@ -5,7 +5,6 @@ the real services reject (tests/pager_shaped.py). Spec written here, as a new us
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -20,13 +19,6 @@ from .live_alertmanager import live_alertmanager, wait_until
 from .pager_shaped import PagerShaped
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]
-
-
-@pytest.fixture
-def shaped() -> Iterator[PagerShaped]:
-    found = PagerShaped()
-    yield found
-    found.stop()
 
 
 def config_for(tmp_path: Path, shaped: PagerShaped) -> str:
