@@ -28,7 +28,7 @@ from trainsignals.generator.yaml_out import dump
 
 from trainsignals.lint import lint_rules, metric_names
 
-from .conftest import JOBS, ROOT, require_tool
+from .conftest import JOBS, ROOT, run_tool
 
 SCHEMAS = ROOT / "schemas" / "grafana"
 RULES, TESTS = "alerts/oncall.rules.yaml", "alerts/oncall.test.yaml"
@@ -54,9 +54,7 @@ def write(folder: Path, files: dict[str, str]) -> tuple[Path, Path]:
 
 
 def promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [require_tool("promtool"), *args], cwd=cwd, capture_output=True, text=True, timeout=120
-    )
+    return run_tool("promtool", *args, cwd=cwd, timeout=120)
 
 
 def rules_by_name(text: str) -> dict[str, dict]:

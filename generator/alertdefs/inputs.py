@@ -123,12 +123,15 @@ def missing_expr(ctx: RuleContext, inputs: list[tuple[str, str, tuple[str, ...]]
     other series for the job (where it exists on one node the pipeline works).
     """
     ranks_up = f"up{ctx.training_targets()} == 1"
+    # The job-wide gate is the recorded rank count, not count(up == 1) again in every branch:
+    # on a 512-rank job that recount was more than half of the whole rule file's cost.
+    job_running = f"job:trainsignals_ranks_up:sum{ctx.recorded()} > 0"
     branches = []
     for name, text, alerts in inputs:
         if name == "up":
             expr = f"count by (node) ({ranks_up}) unless on (node) count by (node) ({text})"
         else:
-            expr = f"count({ranks_up}) > 0 unless on () count({text})"
+            expr = f"{job_running} unless on () count({text})"
         branches.append(_labelled(expr, text, alerts))
     return " or ".join(branches)
 
