@@ -36,10 +36,13 @@ def meta_routes(settings: MonitoringSettings, timing_of: dict[str, dict[str, str
     """[heartbeat route, meta alerts route]; `timing_of` maps page/ticket to their timing.
 
     The on-call ticket of the monitoring team itself (OncallPageLoadHigh{team=<it>}) is theirs
-    too: it matched no route before and fell to a receiver that notified nobody."""
+    too: it matched no route before and fell to a receiver that notified nobody. So is
+    ShardNotReporting (deploy.shards), labelled with their team."""
     from .oncall import ALERT as ONCALL_ALERT  # oncall.py imports the pipeline
+    from .sharding import SHARD_ALERT  # a shard's Prometheus sends nothing: theirs to fix
 
-    names = "|".join([*(n for n in META_ALERT_NAMES if n != HEARTBEAT), ONCALL_ALERT])
+    meta = (n for n in META_ALERT_NAMES if n != HEARTBEAT)
+    names = "|".join([*meta, ONCALL_ALERT, SHARD_ALERT])
     return [
         {
             "receiver": SWITCH_RECEIVER,

@@ -147,7 +147,7 @@ def generate_all(specs: list[tuple[JobSpec, str]], options: Options = Options())
     files |= deploy_files(specs, files, settings)
     from .sharding_kubernetes import sharded_kubernetes_files
 
-    files |= sharded_kubernetes_files(job_specs, files)  # deploy.shards > 1 on Kubernetes
+    files |= sharded_kubernetes_files(job_specs, files, settings)  # deploy.shards > 1 on Kubernetes
     # Jobs on Kubernetes are scraped through their PodMonitors (deploy/kubernetes/).
     plain = [spec for spec in job_specs if spec.deploy.kubernetes is None]
     if plain:

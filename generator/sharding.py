@@ -138,9 +138,9 @@ def _shard_alert(ctx: RuleContext, stale: str, monitoring: MonitoringSettings) -
         "labels": {
             "job": spec.name,
             "severity": "ticket",
-            # The job's team: its routes exist whatever the monitoring settings say (the meta
-            # route only takes the meta alerts by name); the text says whom to involve.
-            "team": spec.team,
+            # The monitoring team's: a shard's Prometheus is theirs to restart, not the job
+            # team's (the meta route takes this alert by name, generator/meta_routing.py).
+            "team": monitoring.team,
             "training_job": spec.name,
         },
         "annotations": {
@@ -149,8 +149,7 @@ def _shard_alert(ctx: RuleContext, stale: str, monitoring: MonitoringSettings) -
                 f"Shard {{{{ $labels.shard }}}} of {spec.deploy.shards} has not remote-written "
                 f"its heartbeat for more than {stale}. Its nodes' alerts (NodeDown, GpuLost...) "
                 "cannot fire and the job-level rules that combine every shard yield nothing "
-                f"until it is back: ask {monitoring.team} to restart the shard's Prometheus, "
-                "check its remote write "
+                "until it is back: restart the shard's Prometheus, check its remote write "
                 "(prometheus_remote_storage_* on the shard) and the global store."
             ),
             "runbook_url": f"https://github.com/example/trainsignals/blob/main/README.md"

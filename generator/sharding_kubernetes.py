@@ -21,6 +21,7 @@ from .kubernetes import (
     training_pod_monitor,
 )
 from .kubernetes import prometheus_rule as k8s_prometheus_rule
+from .monitoring import MonitoringSettings
 from .promql import RuleContext
 from .sharding import HEARTBEAT, SHARD_LABEL, WRITTEN, split_document
 from .spec import JobSpec
@@ -103,9 +104,11 @@ def _rule(spec: JobSpec, doc: dict, kind: str) -> dict:
     return rule
 
 
-def sharded_kubernetes_objects(spec: JobSpec, files: dict[str, str], document: dict) -> list:
+def sharded_kubernetes_objects(
+    spec: JobSpec, files: dict[str, str], document: dict, monitoring: MonitoringSettings
+) -> list:
     """Every object of the sharded job; `files` holds its generated rules and dashboard."""
-    edge, global_rules = split_document(RuleContext(spec), document)
+    edge, global_rules = split_document(RuleContext(spec), document, monitoring)
     objects = [_rule(spec, edge, "edge"), _rule(spec, global_rules, "global")]
     for shard in range(spec.deploy.shards):
         objects.append(_prometheus(spec, shard))
@@ -121,7 +124,9 @@ def sharded_kubernetes_objects(spec: JobSpec, files: dict[str, str], document: d
     return objects
 
 
-def sharded_kubernetes_files(specs: list[JobSpec], files: dict[str, str]) -> dict[str, str]:
+def sharded_kubernetes_files(
+    specs: list[JobSpec], files: dict[str, str], monitoring: MonitoringSettings
+) -> dict[str, str]:
     import yaml
 
     out: dict[str, str] = {}
@@ -135,7 +140,7 @@ def sharded_kubernetes_files(specs: list[JobSpec], files: dict[str, str]) -> dic
             for line in lines[: next(i for i, line in enumerate(lines) if not line.startswith("#"))]
         )
         document = yaml.safe_load(single)
-        objects = sharded_kubernetes_objects(spec, files, document)
+        objects = sharded_kubernetes_objects(spec, files, document, monitoring)
         comment = (
             f"# Sharded ({spec.deploy.shards} shards): apply this file instead of {spec.name}.yaml;"
             " the global ruler loads the PrometheusRule labelled trainsignals.io/rules=global.\n"

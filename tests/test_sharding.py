@@ -161,3 +161,39 @@ def test_single_store_rules_hold_both_sides_and_every_shard_heartbeat() -> None:
     names = [r["alert"] for r in rules if "alert" in r]
     single_alerts = [r["alert"] for g in single["groups"] for r in g["rules"] if "alert" in r]
     assert sorted(names) == sorted([*single_alerts, SHARD_ALERT])
+
+
+def test_shard_not_reporting_reaches_the_monitoring_team(tmp_path: Path) -> None:
+    """A dead shard's Prometheus is the monitoring team's to restart: Alertmanager (amtool)
+    routes its ticket to their ticket receiver, on the plain files and on Kubernetes."""
+    from trainsignals.generator.meta_routing import receiver_name
+    from trainsignals.generator.monitoring import DEFAULT_SETTINGS
+    from trainsignals.generator.pipeline import generate_all
+
+    from tests.test_routes_proof import receiver_of
+
+    spec = _sharded(JOBS / "gpt-70b-pretrain.yaml", shards=2)
+    assert spec.team != DEFAULT_SETTINGS.team  # else this proves nothing
+    files = generate_all([(spec, "jobs/gpt-70b-pretrain.yaml")])
+    texts = [
+        files[f"deploy/sharded/{spec.name}/{spec.name}.global.rules.yaml"],
+        *(
+            yaml.safe_dump(obj["spec"])
+            for obj in yaml.safe_load_all(files[f"deploy/kubernetes/{spec.name}.sharded.yaml"])
+            if obj and obj["kind"] == "PrometheusRule" and obj["metadata"]["name"].endswith("global")
+        ),
+    ]
+    config = tmp_path / "alertmanager.yaml"
+    config.write_text(files["alerts/alertmanager.yaml"])
+    labels = [
+        rule["labels"]
+        for text in texts
+        for group in yaml.safe_load(text)["groups"]
+        for rule in group["rules"]
+        if rule.get("alert") == SHARD_ALERT
+    ]
+    assert len(labels) == 2
+    for found in labels:
+        assert found["team"] == DEFAULT_SETTINGS.team
+        routed = receiver_of(config, {"alertname": SHARD_ALERT, **found})
+        assert routed == receiver_name(DEFAULT_SETTINGS, "ticket")
