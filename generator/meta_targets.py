@@ -44,13 +44,13 @@ def vanished_rules(
         for gone, still in ((gpu, training), (training, gpu)):
             present = matchers({**selector, "job": still})
             missing = matchers({**selector, "job": gone})
+            expr = f"count by ({by}) (up{present}) unless on ({by}) count by ({by}) (up{missing})"
+            if gone == training:
+                expr += f" unless on ({by}) ({completed_jobs(group, by, still)})"
             rules.append(
                 MetaRule(
                     alert="ScrapeTargetsVanished",
-                    expr=(
-                        f"count by ({by}) (up{present}) unless on ({by}) "
-                        f"count by ({by}) (up{missing})"
-                    ),
+                    expr=expr,
                     for_seconds=for_seconds,
                     severity=severity,
                     job=gone,
@@ -65,6 +65,17 @@ def vanished_rules(
                 )
             )
     return rules
+
+
+def completed_jobs(group: list[JobSpec], by: str, still: str) -> str:
+    """The group's jobs that finished (phase `done`, job:trainsignals_completed:bool in their
+    own rule files), by the selector labels: their ranks leave service discovery while a GPU
+    exporter DaemonSet outlives them, and that is no vanished target."""
+    return " or ".join(
+        f"count by ({by}) (up{matchers({**spec.selector_labels, 'job': still})}) and on () "
+        f"job:trainsignals_completed:bool{matchers({'training_job': spec.name})} == 1"
+        for spec in group
+    )
 
 
 def fabric_specs(specs: list[JobSpec]) -> list[JobSpec]:

@@ -260,6 +260,30 @@ def vanished_tests(
                     ],
                 )
             )
+        vanished.append(
+            case(
+                f"{group[0].name}: a completed job's `{training}` targets leave while its "
+                f"`{gpu}` targets (a DaemonSet) stay: nothing vanished",
+                [
+                    series(
+                        "up", {**selector, "instance": "node-0:9400", "job": training}, "1x20 stale"
+                    ),
+                    series("up", {**selector, "instance": "node-0:9401", "job": gpu}, "1x60"),
+                    series(
+                        "job:trainsignals_completed:bool",
+                        {"training_job": group[0].name},
+                        "0x19 1x40",
+                    ),
+                    # node_exporter is a DaemonSet too.
+                    *(
+                        [series("up", node_exporter, "1x60")]
+                        if group[0] in fabric_specs(group)
+                        else []
+                    ),
+                ],
+                [alert("ScrapeTargetsVanished", 45, [])],
+            )
+        )
         finished = [
             series("up", {**selector, "instance": "node-0:9400", "job": job}, "1x20 stale")
             for job in sorted({training, gpu})

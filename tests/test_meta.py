@@ -109,7 +109,10 @@ def test_meta_tests_fail_when_an_alert_fires_on_healthy_input(tmp_path: Path) ->
 def test_meta_rules_are_lint_clean_and_the_heartbeat_is_the_only_exception() -> None:
     files = generate_all(example_specs())
     rules = yaml.safe_load(files["alerts/meta.rules.yaml"])
-    assert lint_rules({"alerts/meta.rules.yaml": rules}) == []
+    # With the jobs' rule files: a completed job (job:trainsignals_completed:bool, recorded
+    # there) is no vanished target, so the meta rules read one series the jobs record.
+    every = {p: yaml.safe_load(t) for p, t in files.items() if p.endswith(".rules.yaml")}
+    assert lint_rules(every) == []
     for rule in rules["groups"][0]["rules"]:
         if rule["alert"] != HEARTBEAT:
             assert rule["labels"]["severity"] in ("page", "ticket")
