@@ -21,10 +21,12 @@ import promql_parser
 from trainsignals import __version__
 
 from .durations import format_duration
+from .meta_rule import Scale
 from .monitoring import DEFAULT_SETTINGS, MonitoringSettings
 from .promql import RuleContext
 from .recording import SLOW_INTERVAL
 from .scrape_config import scrape_configs
+from .sharding_meta import META_FILE, SELF_TARGET, self_scrape_job, shard_meta_rules
 from .sharding_split import SplitState, _Kinds, edge_names, rewrite_global
 from .spec import JobSpec
 
@@ -169,9 +171,14 @@ def shard_config(
     evaluation_interval: str = "1m",
     batch_send_deadline: str = "5s",
     alertmanagers: dict | None = None,
+    meta_rule_file: str | None = None,
+    monitoring: MonitoringSettings | None = None,
+    self_target: str = SELF_TARGET,
 ) -> dict:
     """prometheus.yml of shard `shard`: the job's scrape configs kept to the nodes whose hash
-    falls on it, the edge rules, and remote write of recorded series only."""
+    falls on it, the edge rules, and remote write of recorded series only. With
+    `meta_rule_file`, the shard also scrapes itself and runs its meta alerts on itself
+    (generator/sharding_meta.py)."""
     shards = spec.deploy.shards
     partition = [
         {
@@ -186,12 +193,16 @@ def shard_config(
     for job in scrape_configs(spec, directory, refresh_interval):
         # After the relabeling that sets `node` (from the target group or the address).
         jobs.append({**job, "relabel_configs": job["relabel_configs"] + partition})
+    rule_files = [rule_file]
+    if meta_rule_file is not None:
+        rule_files.append(meta_rule_file)
+        jobs.append(self_scrape_job(monitoring or DEFAULT_SETTINGS, shard, self_target))
     return {
         "global": {
             "scrape_interval": scrape_interval,
             "evaluation_interval": evaluation_interval,
         },
-        "rule_files": [rule_file],
+        "rule_files": rule_files,
         # The edge alerts (per node and GPU) go to the Alertmanagers from the shard.
         "alerting": {"alertmanagers": [alertmanagers or _default_alertmanagers()]},
         "scrape_configs": jobs,
@@ -239,14 +250,22 @@ def sharded_files(
         f"# Sharded topology ({spec.deploy.shards} shards, trainsignals {__version__}): "
         "see README, Sharding.\n"
     )
+    settings = monitoring or DEFAULT_SETTINGS
+    meta = shard_meta_rules(settings, Scale(ctx.time_scale, ctx.min_range_seconds))
     files = {
         f"{folder}/{edge_file}": dump(edge, top + note),
         f"{folder}/{spec.name}.global.rules.yaml": dump(global_rules, top + note),
+        f"{folder}/{META_FILE}": dump(meta, top + note),
     }
     for shard in range(spec.deploy.shards):
-        files[f"{folder}/shard-{shard}.prometheus.yml"] = dump(
-            shard_config(spec, shard, f"/etc/prometheus/rules/{edge_file}"), top + note
+        config = shard_config(
+            spec,
+            shard,
+            f"/etc/prometheus/rules/{edge_file}",
+            meta_rule_file=f"/etc/prometheus/rules/{META_FILE}",
+            monitoring=settings,
         )
+        files[f"{folder}/shard-{shard}.prometheus.yml"] = dump(config, top + note)
     return files
 
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
+import time
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import promql_parser
@@ -11,6 +15,7 @@ import yaml
 from trainsignals.generator.loader import load_specs
 from trainsignals.generator.pipeline import generate_job, spec_hash
 from trainsignals.generator.sharding import HEARTBEAT, REPORTING, SHARD_ALERT, WRITTEN
+from trainsignals.generator.sharding_meta import META_FILE, SHARD_ALERTS
 from trainsignals.generator.sharding_split import (
     ShardingError,
     SplitState,
@@ -19,6 +24,8 @@ from trainsignals.generator.sharding_split import (
 )
 
 from tests.conftest import JOBS, require_tool
+from trainsignals import reaper
+from trainsignals.stack import free_port
 
 SPECS = sorted(JOBS.glob("*.yaml"))
 
@@ -106,7 +113,9 @@ def test_shard_configs_partition_the_nodes() -> None:
     files = generate_job(spec, "x")
     for shard in range(3):
         config = yaml.safe_load(files[f"deploy/sharded/minimal/shard-{shard}.prometheus.yml"])
-        for job in config["scrape_configs"]:
+        *jobs, itself = config["scrape_configs"]  # the last one: the shard scraping itself
+        assert itself["static_configs"][0]["labels"] == {"shard": str(shard)}
+        for job in jobs:
             hashmod, keep = job["relabel_configs"][-2:]
             assert hashmod["modulus"] == 3 and hashmod["source_labels"] == ["node"]
             assert keep == {
@@ -180,7 +189,9 @@ def test_shard_not_reporting_reaches_the_monitoring_team(tmp_path: Path) -> None
         *(
             yaml.safe_dump(obj["spec"])
             for obj in yaml.safe_load_all(files[f"deploy/kubernetes/{spec.name}.sharded.yaml"])
-            if obj and obj["kind"] == "PrometheusRule" and obj["metadata"]["name"].endswith("global")
+            if obj
+            and obj["kind"] == "PrometheusRule"
+            and obj["metadata"]["name"].endswith("global")
         ),
     ]
     config = tmp_path / "alertmanager.yaml"
@@ -197,3 +208,91 @@ def test_shard_not_reporting_reaches_the_monitoring_team(tmp_path: Path) -> None
         assert found["team"] == DEFAULT_SETTINGS.team
         routed = receiver_of(config, {"alertname": SHARD_ALERT, **found})
         assert routed == receiver_name(DEFAULT_SETTINGS, "ticket")
+
+
+def test_a_shard_watches_itself_on_a_real_prometheus(tmp_path: Path) -> None:
+    """The generated shard config as Prometheus loads it: the shard scrapes itself under the
+    monitoring settings' job name and evaluates the shard meta alerts, so the series they
+    read exist (a wrong job name or a missing self-scrape leaves them blind)."""
+    spec = _sharded(JOBS / "minimal.yaml", shards=2)
+    files = generate_job(spec, "x")
+    folder = f"deploy/sharded/{spec.name}"
+    port = free_port()
+    config = yaml.safe_load(files[f"{folder}/shard-1.prometheus.yml"])
+    # On this host: its own port, local rule files, 1 s intervals, file_sd in tmp.
+    config["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
+    for path in config["rule_files"]:
+        name = path.rsplit("/", 1)[1]
+        (tmp_path / name).write_text(files[f"{folder}/{name}"])
+    config["rule_files"] = [str(tmp_path / p.rsplit("/", 1)[1]) for p in config["rule_files"]]
+    assert config["rule_files"][-1].endswith(META_FILE)
+    for job in config["scrape_configs"]:
+        for sd in job.get("file_sd_configs", []):
+            sd["files"] = [str(tmp_path / "sd" / "*.json")]
+        for static in job.get("static_configs", []):
+            static["targets"] = [f"127.0.0.1:{port}"]
+    config["remote_write"][0]["url"] = f"http://127.0.0.1:{free_port()}/api/v1/write"
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+    checked = subprocess.run(
+        [require_tool("promtool"), "check", "config", str(tmp_path / "prometheus.yml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    # Run without the remote write: a queue to nowhere holds Prometheus' shutdown a minute.
+    del config["remote_write"]
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+
+    def query(expr: str) -> list[dict]:
+        url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            return json.load(answer)["data"]["result"]
+
+    def meta_group() -> dict:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/rules", timeout=5) as r:
+            groups = json.load(r)["data"]["groups"]
+        return next(g for g in groups if g["file"].endswith(META_FILE))
+
+    log = open(tmp_path / "prometheus.log", "wb")  # noqa: SIM115 (closed below)
+    proc = reaper.spawn(
+        [
+            require_tool("prometheus"),
+            f"--config.file={tmp_path / 'prometheus.yml'}",
+            f"--storage.tsdb.path={tmp_path / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wanted = 'prometheus_rule_group_last_duration_seconds{job="prometheus",shard="1"}'
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                group = meta_group()
+                if query(wanted) and all(
+                    r.get("lastEvaluation", "0").startswith("2") and r["health"] != "unknown"
+                    for r in group["rules"]
+                ):
+                    break
+            except (OSError, StopIteration):
+                pass
+            time.sleep(0.3)
+        else:
+            pytest.fail(f"shard not watching itself; {(tmp_path / 'prometheus.log').read_text()}")
+        assert sorted(r["name"] for r in group["rules"]) == sorted(SHARD_ALERTS)
+        assert {r["health"] for r in group["rules"]} == {"ok"}, group["rules"]
+        # Every series the shard meta alerts read is there, with the shard's label.
+        (up,) = query('up{job="prometheus"}')
+        assert up["metric"]["shard"] == "1" and up["value"][1] == "1"
+        for series in (
+            "prometheus_rule_evaluation_failures_total",
+            "prometheus_notifications_alertmanagers_discovered",
+            "prometheus_config_last_reload_successful",
+        ):
+            assert query(f'{series}{{job="prometheus",shard="1"}}'), series
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        log.close()
