@@ -47,11 +47,19 @@ class _Strict(BaseModel):
 class Toleration(_Strict):
     """A Kubernetes toleration (core/v1 Toleration), in snake_case."""
 
-    key: Annotated[str, Field(pattern=K8S_LABEL_KEY)] | None = None
-    operator: Literal["Exists", "Equal"] = "Equal"
-    value: Annotated[str, Field(pattern=K8S_LABEL_VALUE)] | None = None
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
-    toleration_seconds: int | None = None
+    key: Annotated[str, Field(pattern=K8S_LABEL_KEY)] | None = Field(
+        None, description="Taint key tolerated; none with operator Exists tolerates every taint."
+    )
+    operator: Literal["Exists", "Equal"] = Field("Equal", description="Match on key or key=value.")
+    value: Annotated[str, Field(pattern=K8S_LABEL_VALUE)] | None = Field(
+        None, description="Taint value, with operator Equal."
+    )
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
+        None, description="Taint effect tolerated; none tolerates every effect."
+    )
+    toleration_seconds: int | None = Field(
+        None, description="With effect NoExecute: how long the pod stays after the taint appears."
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Toleration:
@@ -96,8 +104,14 @@ ResourceName = Literal["cpu", "memory", "ephemeral-storage"]
 
 
 class Resources(_Strict):
-    requests: dict[ResourceName, Quantity] = Field(default_factory=dict)
-    limits: dict[ResourceName, Quantity] = Field(default_factory=dict)
+    """Kubernetes resource requests and limits of a container."""
+
+    requests: dict[ResourceName, Quantity] = Field(
+        default_factory=dict, description="What the scheduler reserves, e.g. cpu: 50m."
+    )
+    limits: dict[ResourceName, Quantity] = Field(
+        default_factory=dict, description="The most it may use, e.g. memory: 256Mi."
+    )
 
 
 class GpuExporter(_Strict):
@@ -110,25 +124,37 @@ class GpuExporter(_Strict):
     profiling fields do.
     """
 
-    # RuntimeClass whose handler injects the driver and devices (the GPU operator creates
-    # `nvidia`). Where nvidia is not the default runtime, without it NVML finds no library
-    # and every GPU reads as lost. None: the cluster's default runtime.
-    runtime_class_name: ObjectName | None = "nvidia"
-    # Evicted last under node pressure: without the exporter, GPU faults go unseen.
-    priority_class_name: ObjectName | None = "system-node-critical"
-    # UID the exporter runs as (non-root); None runs it as root, for nodes whose
-    # /dev/nvidia* device files are not readable by other users.
-    run_as_user: Annotated[int, Field(ge=0)] | None = NOBODY
-    # Taints of the job's nodes the exporter must tolerate (replaces the default list).
-    tolerations: tuple[Toleration, ...] = (
-        Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule"),
+    # Where nvidia is not the default runtime, without it NVML finds no library and every
+    # GPU reads as lost.
+    runtime_class_name: ObjectName | None = Field(
+        "nvidia",
+        description="RuntimeClass that injects the driver and devices (the GPU operator "
+        "creates `nvidia`); null: the cluster's default runtime.",
     )
-    # Node labels required beyond `node_label: <job>`.
-    node_selector: dict[str, str] = Field(default_factory=dict)
-    # A core/v1 Affinity (nodeAffinity, podAffinity, podAntiAffinity), copied as written.
-    affinity: dict[str, Any] | None = None
-    resources: Resources = Resources(
-        requests={"cpu": "50m", "memory": "64Mi"}, limits={"memory": "256Mi"}
+    # Without the exporter, GPU faults go unseen.
+    priority_class_name: ObjectName | None = Field(
+        "system-node-critical", description="PriorityClass: evicted last under node pressure."
+    )
+    run_as_user: Annotated[int, Field(ge=0)] | None = Field(
+        NOBODY,
+        description="UID the exporter runs as (non-root); null runs it as root, for nodes "
+        "whose /dev/nvidia* files other users cannot read.",
+    )
+    tolerations: tuple[Toleration, ...] = Field(
+        (Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule"),),
+        description="Taints of the job's nodes the exporter tolerates (replaces the default).",
+    )
+    node_selector: dict[str, str] = Field(
+        default_factory=dict, description="Node labels required beyond `node_label: <job>`."
+    )
+    affinity: dict[str, Any] | None = Field(
+        None,
+        description="A core/v1 Affinity (nodeAffinity, podAffinity, podAntiAffinity), "
+        "copied as written.",
+    )
+    resources: Resources = Field(
+        Resources(requests={"cpu": "50m", "memory": "64Mi"}, limits={"memory": "256Mi"}),
+        description="The exporter container's requests and limits.",
     )
 
     @field_validator("node_selector")
@@ -161,42 +187,74 @@ def _check_labels(value: dict[str, str]) -> dict[str, str]:
 class Kubernetes(_Strict):
     """prometheus-operator objects (kube-prometheus-stack) for the job: deploy/kubernetes/."""
 
-    # Namespace of the generated objects (and of the Secrets the receivers reference).
-    namespace: Annotated[str, Field(pattern=DNS_LABEL)] = "monitoring"
-    # Namespace of the training pods (default: `namespace`).
-    training_namespace: Annotated[str, Field(pattern=DNS_LABEL)] | None = None
-    # kube-prometheus-stack's Prometheus and Alertmanager select objects with release=<name>.
-    release: Annotated[str, Field(pattern=K8S_LABEL_VALUE)] = "kube-prometheus-stack"
-    # Labels of the job's training pods (default: trainsignals.io/job=<spec name>).
-    pod_labels: dict[str, str] = Field(default_factory=dict)
-    # Training processes per pod, each on training_base_port + LOCAL_RANK, declared as
-    # container ports (default: shape.gpus_per_node, one torchrun pod per node).
-    ranks_per_pod: Annotated[int, Field(ge=1, le=64)] | None = None
-    # Node label whose value is the job name, on the nodes the job runs on: the GPU exporter
-    # DaemonSet runs there, and (dcgm) only exporters on those nodes are the job's.
-    node_label: Annotated[str, Field(pattern=K8S_LABEL_KEY)] = NODE_LABEL
-    gpu_exporter_image: str = GPU_EXPORTER_IMAGE
-    # gpu_metrics: dcgm: labels of the cluster's dcgm-exporter pods and their namespace.
+    namespace: Annotated[str, Field(pattern=DNS_LABEL)] = Field(
+        "monitoring",
+        description="Namespace of the generated objects and of the Secrets receivers reference.",
+    )
+    training_namespace: Annotated[str, Field(pattern=DNS_LABEL)] | None = Field(
+        None, description="Namespace of the training pods (default: `namespace`)."
+    )
+    release: Annotated[str, Field(pattern=K8S_LABEL_VALUE)] = Field(
+        "kube-prometheus-stack",
+        description="kube-prometheus-stack release: its Prometheus and Alertmanager select "
+        "objects labelled release=<name>.",
+    )
+    pod_labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="Labels of the job's training pods (default: trainsignals.io/job=<name>).",
+    )
+    ranks_per_pod: Annotated[int, Field(ge=1, le=64)] | None = Field(
+        None,
+        description="Training processes per pod, each on training_base_port + LOCAL_RANK "
+        "(default: shape.gpus_per_node, one torchrun pod per node).",
+    )
+    node_label: Annotated[str, Field(pattern=K8S_LABEL_KEY)] = Field(
+        NODE_LABEL,
+        description="Node label whose value is the job name on the job's nodes: the GPU "
+        "exporter DaemonSet runs there, and (dcgm) only exporters there are the job's.",
+    )
+    gpu_exporter_image: str = Field(
+        GPU_EXPORTER_IMAGE, description="Image of the GPU exporter DaemonSet."
+    )
     dcgm_exporter_labels: dict[str, str] = Field(
-        default_factory=lambda: {"app.kubernetes.io/name": "dcgm-exporter"}
+        default_factory=lambda: {"app.kubernetes.io/name": "dcgm-exporter"},
+        description="gpu_metrics: dcgm: labels of the cluster's dcgm-exporter pods.",
     )
-    dcgm_exporter_namespace: Annotated[str, Field(pattern=DNS_LABEL)] = "gpu-operator"
-    # Multi-node jobs: the release's node_exporter pods, scraped again on the job's nodes for
-    # the InfiniBand series only (generator/fabric.py); namespace default: `namespace`.
+    dcgm_exporter_namespace: Annotated[str, Field(pattern=DNS_LABEL)] = Field(
+        "gpu-operator", description="gpu_metrics: dcgm: namespace of the dcgm-exporter pods."
+    )
+    # Multi-node jobs read the InfiniBand series from node_exporter (generator/fabric.py).
     node_exporter_labels: dict[str, str] = Field(
-        default_factory=lambda: {"app.kubernetes.io/name": "prometheus-node-exporter"}
+        default_factory=lambda: {"app.kubernetes.io/name": "prometheus-node-exporter"},
+        description="Multi-node jobs: labels of the release's node_exporter pods, scraped "
+        "again on the job's nodes for the InfiniBand series.",
     )
-    node_exporter_namespace: Annotated[str, Field(pattern=DNS_LABEL)] | None = None
-    node_exporter_port: Annotated[str, Field(pattern=DNS_LABEL)] = "http-metrics"
-    # kube-prometheus-stack values of the release: the meta rules select its Prometheus and
-    # Alertmanager by the job names its ServiceMonitors give them (kube_prometheus_stack.py).
-    fullname_override: Annotated[str, Field(pattern=DNS_LABEL)] | None = None
-    name_override: Annotated[str, Field(pattern=DNS_LABEL)] | None = None
-    alertmanager_replicas: Annotated[int, Field(ge=1)] = 1  # alertmanagerSpec.replicas
-    # Explicit `job` labels, when the release scrapes Prometheus or Alertmanager otherwise.
-    prometheus_job: str | None = None
-    alertmanager_job: str | None = None
-    gpu_exporter: GpuExporter = GpuExporter()
+    node_exporter_namespace: Annotated[str, Field(pattern=DNS_LABEL)] | None = Field(
+        None, description="Namespace of the node_exporter pods (default: `namespace`)."
+    )
+    node_exporter_port: Annotated[str, Field(pattern=DNS_LABEL)] = Field(
+        "http-metrics", description="Name of node_exporter's container port."
+    )
+    # The meta rules select the release's Prometheus and Alertmanager by the job names its
+    # ServiceMonitors give them (kube_prometheus_stack.py).
+    fullname_override: Annotated[str, Field(pattern=DNS_LABEL)] | None = Field(
+        None, description="The release's fullnameOverride value, if set."
+    )
+    name_override: Annotated[str, Field(pattern=DNS_LABEL)] | None = Field(
+        None, description="The release's nameOverride value, if set."
+    )
+    alertmanager_replicas: Annotated[int, Field(ge=1)] = Field(
+        1, description="The release's alertmanager.alertmanagerSpec.replicas."
+    )
+    prometheus_job: str | None = Field(
+        None, description="`job` label of Prometheus' self-scrape, when the release sets another."
+    )
+    alertmanager_job: str | None = Field(
+        None, description="`job` label of Alertmanager's scrape, when the release sets another."
+    )
+    gpu_exporter: GpuExporter = Field(
+        GpuExporter(), description="The GPU exporter DaemonSet (gpu_metrics: trainsignals)."
+    )
 
     @field_validator("pod_labels", "dcgm_exporter_labels", "node_exporter_labels")
     @classmethod
@@ -207,17 +265,26 @@ class Kubernetes(_Strict):
 class Deploy(_Strict):
     """How Prometheus finds the job's targets."""
 
-    training_base_port: Port = TRAINING_BASE_PORT  # rank with LOCAL_RANK r listens on base + r
-    gpu_exporter_port: Port = GPU_EXPORTER_PORT
-    # Plain Prometheus / Slurm: folder of file_sd target files (`trainsignals slurm-targets`).
-    file_sd_dir: Annotated[str, Field(pattern=r"^/")] = FILE_SD_DIR
-    kubernetes: Kubernetes | None = None
-    # >1: sharded topology (generator/sharding.py): that many Prometheus shards scrape a
-    # hashmod partition of the nodes and remote-write per-node aggregates to one global store.
-    shards: Annotated[int, Field(ge=1, le=256)] = 1
-    # Sharded only: remote-write URL of the global store the ruler (vmalert) queries.
-    global_write_url: Annotated[str, Field(pattern=r"^https?://")] = (
-        "http://victoria-metrics:8428/api/v1/write"
+    training_base_port: Port = Field(
+        TRAINING_BASE_PORT, description="Metrics port of rank 0; LOCAL_RANK r listens on base + r."
+    )
+    gpu_exporter_port: Port = Field(GPU_EXPORTER_PORT, description="The GPU exporter's port.")
+    file_sd_dir: Annotated[str, Field(pattern=r"^/")] = Field(
+        FILE_SD_DIR,
+        description="Plain Prometheus / Slurm: folder of file_sd target files "
+        "(`trainsignals slurm-targets` writes them).",
+    )
+    kubernetes: Kubernetes | None = Field(
+        None, description="Set to generate prometheus-operator objects (deploy/kubernetes/)."
+    )
+    shards: Annotated[int, Field(ge=1, le=256)] = Field(
+        1,
+        description="More than 1: that many Prometheus shards scrape a hashmod partition of "
+        "the nodes and remote-write per-node aggregates to one global store.",
+    )
+    global_write_url: Annotated[str, Field(pattern=r"^https?://")] = Field(
+        "http://victoria-metrics:8428/api/v1/write",
+        description="Sharded only: remote-write URL of the global store the ruler queries.",
     )
 
     @model_serializer(mode="wrap")

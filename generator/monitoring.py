@@ -122,7 +122,7 @@ DEFAULT_SETTINGS = MonitoringSettings(
 
 def load_monitoring(path: Path) -> MonitoringSettings:
     """Validate a monitoring settings file; SpecError names file, field and the fix."""
-    from .loader import SpecError, _describe, _field_path  # the loader imports alertmanager.py
+    from .loader import SpecError, problem_lines  # the loader imports alertmanager.py
 
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -135,6 +135,4 @@ def load_monitoring(path: Path) -> MonitoringSettings:
     try:
         return MonitoringSettings.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(
-            [f"{path}: {_field_path(e['loc'])}: {_describe(e)}" for e in exc.errors()]
-        ) from None
+        raise SpecError(problem_lines(path, exc, MonitoringSettings)) from None

@@ -142,6 +142,9 @@ def generate_all(specs: list[tuple[JobSpec, str]], options: Options = Options())
         sources={spec.name: source for spec, source in specs},
     )
     files["docs/metrics.md"] = metrics_markdown()
+    from .spec_reference import reference_files
+
+    files |= reference_files()  # the spec's JSON Schema and docs/spec.md
     files |= oncall_files(specs, options)  # on-call load of all teams (generator/oncall.py)
     # Scrape configs and Kubernetes objects (generator/deploy_files.py).
     files |= deploy_files(specs, files, settings)

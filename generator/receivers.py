@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .secrets import HOW_TO_REFERENCE, SecretRef, looks_secret
 
@@ -26,9 +26,17 @@ class Receiver(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kind: Literal["webhook", "slack", "pagerduty", "email"] = "webhook"
-    target: str | None = None
-    secret: SecretRef | None = None
+    kind: Literal["webhook", "slack", "pagerduty", "email"] = Field(
+        "webhook", description="What kind of receiver; decides which of target and secret it takes."
+    )
+    target: str | None = Field(
+        None, description="webhook: the URL (no credentials in it); email: the address."
+    )
+    secret: SecretRef | None = Field(
+        None,
+        description="pagerduty: the routing key; slack: the webhook URL; webhook: an optional "
+        "bearer token. A reference, never the value.",
+    )
 
     @model_validator(mode="after")
     def _fields_for_kind(self) -> Receiver:
@@ -79,9 +87,13 @@ class Routing(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    page: Receiver | None = None
-    ticket: Receiver | None = None
-    notify_nobody: tuple[Severity, ...] = ()
+    page: Receiver | None = Field(None, description="Where the team's pages go.")
+    ticket: Receiver | None = Field(None, description="Where the team's tickets go.")
+    notify_nobody: tuple[Severity, ...] = Field(
+        (),
+        description="Severities that may reach no one (e.g. a sandbox job): the explicit "
+        "opt-out of the routing check.",
+    )
 
     @model_validator(mode="after")
     def _nobody_means_no_receiver(self) -> Routing:

@@ -38,10 +38,17 @@ class SecretRef(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: Annotated[str, Field(pattern=K8S_NAME)] | None = None
-    key: Annotated[str, Field(pattern=SECRET_KEY)] | None = None
-    # Absolute path Alertmanager reads; default SECRETS_DIR/<name>/<key>.
-    file: Annotated[str, Field(pattern=r"^/")] | None = None
+    name: Annotated[str, Field(pattern=K8S_NAME)] | None = Field(
+        None, description="Kubernetes Secret holding the value (with key)."
+    )
+    key: Annotated[str, Field(pattern=SECRET_KEY)] | None = Field(
+        None, description="Key of the value in the Secret."
+    )
+    file: Annotated[str, Field(pattern=r"^/")] | None = Field(
+        None,
+        description=f"Absolute path Alertmanager reads the value from "
+        f"(default: {SECRETS_DIR}/<name>/<key>).",
+    )
 
     @model_validator(mode="after")
     def _complete(self) -> SecretRef:

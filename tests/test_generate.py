@@ -36,7 +36,9 @@ def test_committed_output_matches_the_specs(repo_root: Path) -> None:
 
 def test_every_generated_file_says_it_is_generated(repo_root: Path) -> None:
     for path, content in generate_all(specs_with_sources(repo_root)).items():
-        if path.endswith(".json"):
+        if path.endswith(".schema.json"):  # a JSON Schema's own place for a note
+            assert GENERATED_MARK in json.loads(content)["$comment"], path
+        elif path.endswith(".json"):
             assert GENERATED_MARK in json.loads(content)["description"], path
         else:
             assert GENERATED_MARK in content.split("\n", 2)[0] + content[:400], path
@@ -155,3 +157,22 @@ def test_generate_twice_in_a_copy_leaves_git_clean(tmp_path: Path, repo_root: Pa
     second = runner.invoke(main, args)
     assert second.exit_code == 0
     assert " 0 changed" in second.output
+
+
+def test_check_agrees_with_generate_however_the_jobs_path_is_typed(
+    tmp_path: Path, repo_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 18: generated from `/tmp/x/myjobs`, checked as `../myjobs`: nothing differs."""
+    jobs, out, elsewhere = tmp_path / "x/myjobs", tmp_path / "out", tmp_path / "x/elsewhere"
+    shutil.copytree(repo_root / "jobs", jobs)
+    elsewhere.mkdir()
+    runner = CliRunner()
+    made = runner.invoke(main, ["generate", "--jobs", str(jobs.absolute()), "--out", str(out)])
+    assert made.exit_code == 0, made.output
+    first_line = (out / "alerts/minimal.rules.yaml").read_text().splitlines()[0]
+    assert " from myjobs/minimal.yaml " in first_line
+    assert str(tmp_path) not in first_line
+    monkeypatch.chdir(elsewhere)
+    for typed in ("../myjobs", "../myjobs/", "../elsewhere/../myjobs"):
+        checked = runner.invoke(main, ["check", "--jobs", typed, "--out", "../../out"])
+        assert checked.exit_code == 0, f"{typed}: {checked.output}"

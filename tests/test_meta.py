@@ -178,7 +178,7 @@ def test_routing_heartbeat_to_switch_meta_alerts_to_monitoring(tmp_path: Path) -
         }
     )
     settings = MonitoringSettings(
-        heartbeat=Heartbeat(url="https://hc.example.com/ping/abc", interval=120),
+        heartbeat=Heartbeat(url="https://hc.example.com/ping/abc", interval="2m"),
         routing={
             "page": {"kind": "webhook", "target": "https://sre-pager.example.com/hook"},
             "ticket": {"kind": "webhook", "target": "https://sre-tickets.example.com/hook"},

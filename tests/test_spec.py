@@ -58,15 +58,15 @@ def test_minimal_example_is_about_ten_lines(repo_root: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "field", "hint"),
     [
-        (MINIMAL + "objectivs: {}\n", "objectivs", "unknown key"),
-        (MINIMAL + "objectives:\n  stall_afterr: 5m\n", "objectives.stall_afterr", "unknown key"),
+        (MINIMAL + "objectivs: {}\n", "objectivs", "did you mean `objectives`"),
+        (MINIMAL + "objectives:\n  stall_afterr: 5m\n", "objectives.stall_afterr", "`stall_after`"),
         (MINIMAL.replace("4.2e10", "lots"), "shape.model_flops_per_token", "write a number"),
         (MINIMAL + "objectives:\n  mfu_min_ratio: -0.3\n", "objectives.mfu_min_ratio", "positive"),
         (MINIMAL + "objectives:\n  stall_after: soon\n", "objectives.stall_after", "10m"),
         (MINIMAL.replace("H100-SXM", "H1000"), "shape.gpu_model", "write one of"),
         (MINIMAL + "selector: {training_job: 'a\"b'}\n", "selector", "plain label value"),
         (MINIMAL + "selector: {training_job: 'a}b'}\n", "selector", "plain label value"),
-        (MINIMAL + "team2: x\n", "team2", "remove it"),
+        (MINIMAL + "team2: x\n", "team2", "did you mean `team`"),
         (MINIMAL + "alerts: {NonFiniteLos: page}\n", "alerts", "did you mean NonFiniteLoss"),
         (MINIMAL + "alerts: {NonFiniteLoss: sometimes}\n", "alerts.NonFiniteLoss", "'page'"),
         (MINIMAL.replace("name: demo", "name: Demo Job"), "name", "lower-case"),
@@ -118,3 +118,59 @@ def test_cli_exits_non_zero_and_writes_nothing(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert f"{jobs / 'bad.yaml'}: objectivs: unknown key" in result.output
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "field", "closest"),
+    [
+        ("routing:\n  pager: {kind: email, target: a@b.c}\n", "routing.pager", "page"),
+        ("recovery:\n  restart_budjet: 15m\n", "recovery.restart_budjet", "restart_budget"),
+        ("slos: [{sli: goodput, objective: 0.9, windw: 3d}]\n", "slos[0].windw", "window"),
+        (
+            "deploy:\n  kubernetes:\n    gpu_exporter:\n      tolerations: [{keyy: a}]\n",
+            "deploy.kubernetes.gpu_exporter.tolerations[0].keyy",
+            "key",
+        ),
+        (
+            "routing:\n  page: {kind: slack, secret: {fil: /run/slack}}\n",
+            "routing.page.secret.fil",
+            "file",
+        ),
+    ],
+)
+def test_unknown_key_at_any_depth_suggests_the_closest(
+    tmp_path: Path, extra: str, field: str, closest: str
+) -> None:
+    (found,) = problems(tmp_path, MINIMAL + extra)
+    assert found.startswith(f"{tmp_path / 'demo.yaml'}: {field}: unknown key")
+    assert f"did you mean `{closest}`?" in found
+
+
+def test_unknown_key_without_a_close_match_lists_the_valid_keys(tmp_path: Path) -> None:
+    (found,) = problems(tmp_path, MINIMAL + "links:\n  wiki: https://wiki.example.com\n")
+    assert found.startswith(f"{tmp_path / 'demo.yaml'}: links.wiki: unknown key")
+    assert "did you mean" not in found
+    assert "grafana_base_url" in found and "runbook_base_url" in found
+
+
+@pytest.mark.parametrize(
+    ("extra", "field", "fix"),
+    [
+        ("objectives:\n  stall_after: 10\n", "objectives.stall_after", "write `10s` or `10m`"),
+        ("recovery:\n  restart_budget: 900\n", "recovery.restart_budget", "`900s` or `900m`"),
+        ("slos: [{sli: goodput, objective: 0.9, window: 30}]\n", "slos[0].window", "`30s`"),
+        ("objectives:\n  mfu_window: 1.5\n", "objectives.mfu_window", "e.g. 90s or 10m"),
+        ("objectives:\n  checkpoint_max_age: yes\n", "objectives.checkpoint_max_age", "10m"),
+    ],
+)
+def test_bare_number_duration_is_refused(tmp_path: Path, extra: str, field: str, fix: str) -> None:
+    (found,) = problems(tmp_path, MINIMAL + extra)
+    assert found.startswith(f"{tmp_path / 'demo.yaml'}: {field}: ")
+    assert fix in found
+
+
+def test_fields_named_in_seconds_take_a_bare_number(tmp_path: Path) -> None:
+    text = MINIMAL + "objectives:\n  step_time_max_seconds: 2.5\n  stall_after: 10m\n"
+    spec = load_specs([write(tmp_path, text)])[0]
+    assert spec.objectives.step_time_max_seconds == 2.5
+    assert spec.objectives.stall_after == 600

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -83,7 +84,15 @@ def _load(jobs_dir: Path) -> list:
 def _source(path: Path | None, paths: list[Path], name: str) -> str:
     if path is None:  # file name differs from the job name
         path = next(p for p in paths if name in p.read_text(encoding="utf-8"))
-    return path.as_posix()
+    return source_name(path)
+
+
+def source_name(path: Path) -> str:
+    """`<jobs folder>/<file>` as generated headers name a spec: the same however the folder
+    was typed (`../myjobs`, `/tmp/x/myjobs`), so `check` agrees with `generate`."""
+    # abspath, not resolve: `..` is folded but a symlinked folder keeps the name it was given.
+    absolute = Path(os.path.abspath(path))
+    return f"{absolute.parent.name}/{absolute.name}"
 
 
 @click.group()

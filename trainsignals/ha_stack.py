@@ -81,7 +81,7 @@ def monitoring_settings(
         alertmanager_job=ALERTMANAGER_JOB,
         alertmanager_replicas=replicas,
         heartbeat=Heartbeat(
-            url=f"{receiver_url}/deadmansswitch", secret=None, interval=heartbeat_seconds
+            url=f"{receiver_url}/deadmansswitch", secret=None, interval=f"{heartbeat_seconds}s"
         ),
     )
 
