@@ -12,14 +12,10 @@ job keeps only the InfiniBand series, labelled for the fabric rules.
 
 from __future__ import annotations
 
-import json
 import re
 import socket
-import subprocess
 import threading
 import time
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -28,11 +24,9 @@ import pytest
 import yaml
 from trainsignals.exporters.training.metrics import TrainingMetrics
 
-from trainsignals import reaper
-from trainsignals.stack import free_port
-
-from .conftest import ROOT, require_tool
+from .conftest import ROOT
 from .dcgm_page import DcgmPages, Gpu
+from .live_prometheus import live_prometheus
 
 NODE = "gpu-node-17"  # the Kubernetes node both pods run on
 RANK_POD = "llama-8b-finetune-worker-0"  # gethostname() in the training pod
@@ -89,12 +83,6 @@ def _scrape_config(name: str, endpoint: dict, target: str, path: str, pod: dict)
     }
 
 
-def _query(port: int, expr: str) -> list[dict]:
-    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
-    with urllib.request.urlopen(url, timeout=5) as resp:
-        return json.load(resp)["data"]["result"]
-
-
 @pytest.fixture
 def exporters() -> Iterator[tuple[str, str, str]]:
     """(training rank, dcgm-exporter, node_exporter addresses); the first two report pod
@@ -135,38 +123,26 @@ def test_node_is_the_kubernetes_node_not_the_pods_host_name(
         ],
     }
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
-    port = free_port()
-    log = open(tmp_path / "prometheus.log", "wb")  # noqa: SIM115 (closed below)
-    proc = reaper.spawn(
-        [
-            require_tool("prometheus"),
-            f"--config.file={tmp_path / 'prometheus.yml'}",
-            f"--storage.tsdb.path={tmp_path / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
+    with live_prometheus(tmp_path / "prometheus.yml") as prom:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
-                steps = _query(port, "trainsignals_global_step")
-                temps = _query(port, "DCGM_FI_DEV_GPU_TEMP")
-                ports = _query(port, "node_infiniband_state_id")
+                steps = prom.query("trainsignals_global_step")
+                temps = prom.query("DCGM_FI_DEV_GPU_TEMP")
+                ports = prom.query("node_infiniband_state_id")
                 if steps and len(temps) == 2 and ports:
                     break
             except OSError:
                 pass
             time.sleep(0.2)
         else:
-            pytest.fail(f"no samples; {(tmp_path / 'prometheus.log').read_text()[-2000:]}")
+            pytest.fail(f"no samples; {prom.log_tail()}")
 
         # Training ranks: every series keyed by the node, no pod-named copy left behind.
-        nodes = _query(port, 'count by (node) ({job="trainsignals-training"})')
+        nodes = prom.query('count by (node) ({job="trainsignals-training"})')
         assert [r["metric"].get("node") for r in nodes] == [NODE]
-        assert _query(port, '{job="trainsignals-training", exported_node!=""}') == []
-        (step,) = _query(port, "trainsignals_global_step")
+        assert prom.query('{job="trainsignals-training", exported_node!=""}') == []
+        (step,) = prom.query("trainsignals_global_step")
         assert step["metric"]["training_job"] == "llama-8b-finetune"
 
         # dcgm-exporter: the generated recording rule's `node` is the node, and the GPU's
@@ -178,24 +154,20 @@ def test_node_is_the_kubernetes_node_not_the_pods_host_name(
             for r in g["rules"]
             if r.get("record") == "gpu:trainsignals_gpu_temperature:celsius"
         ]
-        assert sorted(r["metric"]["node"] for r in _query(port, expr)) == [NODE, NODE]
-        (busy,) = _query(port, 'DCGM_FI_DEV_GPU_TEMP{gpu="0"}')
+        assert sorted(r["metric"]["node"] for r in prom.query(expr)) == [NODE, NODE]
+        (busy,) = prom.query('DCGM_FI_DEV_GPU_TEMP{gpu="0"}')
         assert {k: busy["metric"][k] for k in WORKLOAD} == WORKLOAD
         assert busy["metric"]["node"] == NODE
 
         # node_exporter of a multi-node job: only the InfiniBand series, labelled like the
         # plain scrape config's node_exporter job (what the fabric rules and
         # ScrapeTargetsVanished select); `up` stays.
-        (ib,) = _query(port, "node_infiniband_state_id")
+        (ib,) = prom.query("node_infiniband_state_id")
         wanted = {"job": "node", "node": NODE, "training_job": "gpt-70b-pretrain"}
         assert {k: ib["metric"].get(k) for k in wanted} == wanted
-        assert _query(port, "node_cpu_seconds_total") == []
-        (up,) = _query(port, 'up{job="node"}')
+        assert prom.query("node_cpu_seconds_total") == []
+        (up,) = prom.query('up{job="node"}')
         assert up["metric"]["training_job"] == "gpt-70b-pretrain"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        log.close()
 
 
 def test_training_metrics_take_node_name_from_the_downward_api(

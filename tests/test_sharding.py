@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
-import urllib.parse
-import urllib.request
 from pathlib import Path
 
 import promql_parser
@@ -24,7 +21,7 @@ from trainsignals.generator.sharding_split import (
 )
 
 from tests.conftest import JOBS, require_tool
-from trainsignals import reaper
+from tests.live_prometheus import live_prometheus
 from trainsignals.stack import free_port
 
 SPECS = sorted(JOBS.glob("*.yaml"))
@@ -244,55 +241,31 @@ def test_a_shard_watches_itself_on_a_real_prometheus(tmp_path: Path) -> None:
     del config["remote_write"]
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
 
-    def query(expr: str) -> list[dict]:
-        url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
-        with urllib.request.urlopen(url, timeout=5) as answer:
-            return json.load(answer)["data"]["result"]
-
-    def meta_group() -> dict:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/rules", timeout=5) as r:
-            groups = json.load(r)["data"]["groups"]
-        return next(g for g in groups if g["file"].endswith(META_FILE))
-
-    log = open(tmp_path / "prometheus.log", "wb")  # noqa: SIM115 (closed below)
-    proc = reaper.spawn(
-        [
-            require_tool("prometheus"),
-            f"--config.file={tmp_path / 'prometheus.yml'}",
-            f"--storage.tsdb.path={tmp_path / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
+    with live_prometheus(tmp_path / "prometheus.yml", port) as prom:
         wanted = 'prometheus_rule_group_last_duration_seconds{job="prometheus",shard="1"}'
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
-                group = meta_group()
-                if query(wanted) and all(
+                group = next(g for g in prom.rule_groups() if g["file"].endswith(META_FILE))
+                evaluated = all(
                     r.get("lastEvaluation", "0").startswith("2") and r["health"] != "unknown"
                     for r in group["rules"]
-                ):
+                )
+                if prom.query(wanted) and evaluated:
                     break
             except (OSError, StopIteration):
                 pass
             time.sleep(0.3)
         else:
-            pytest.fail(f"shard not watching itself; {(tmp_path / 'prometheus.log').read_text()}")
+            pytest.fail(f"shard not watching itself; {prom.log_tail()}")
         assert sorted(r["name"] for r in group["rules"]) == sorted(SHARD_ALERTS)
         assert {r["health"] for r in group["rules"]} == {"ok"}, group["rules"]
         # Every series the shard meta alerts read is there, with the shard's label.
-        (up,) = query('up{job="prometheus"}')
+        (up,) = prom.query('up{job="prometheus"}')
         assert up["metric"]["shard"] == "1" and up["value"][1] == "1"
         for series in (
             "prometheus_rule_evaluation_failures_total",
             "prometheus_notifications_alertmanagers_discovered",
             "prometheus_config_last_reload_successful",
         ):
-            assert query(f'{series}{{job="prometheus",shard="1"}}'), series
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        log.close()
+            assert prom.query(f'{series}{{job="prometheus",shard="1"}}'), series
