@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from trainsignals.generator.recording import SLOW_INTERVAL
 
 from .history import THERMAL_LEAD_S, Interruption
+from .routing import Notification
 from .run import EPOCH, Replay
 
 PAGE_GRACE_S = 30 * 60  # a page up to 30 min after an incident ends still belongs to it
@@ -26,6 +27,7 @@ class Score:
     pages_per_incident: dict[str, int] = field(default_factory=dict)
     unticketed: list[Interruption] = field(default_factory=list)
     uuid_named: int = 0
+    unclaimed: list[Notification] = field(default_factory=list)  # the extra pages
 
     def last_line(self) -> str:
         error = "nan" if math.isnan(self.ettr_error_pts) else f"{self.ettr_error_pts:.2f}"
@@ -85,7 +87,45 @@ def score(replay: Replay) -> Score:
         pages_per_incident=per_incident,
         unticketed=unticketed,
         uuid_named=uuid_named,
+        unclaimed=[n for i, n in enumerate(pages) if i not in claimed],
     )
+
+
+def _minute(at_s: int) -> str:
+    """Seconds from the run start as day and time: `d12 07:41`."""
+    day, rest = divmod(at_s, 86400)
+    return f"d{day} {rest // 3600:02d}:{rest % 3600 // 60:02d}"
+
+
+def explain(replay: Replay, result: Score) -> list[str]:
+    """What a failing last line needs: each extra page and each unticketed fault, with the
+    interruptions around it (an extra page beside two back-to-back restarts reads differently
+    from one in a quiet stretch)."""
+    history = replay.history
+    lines: list[str] = []
+
+    def around(at_s: int) -> str:
+        near = [i for i in history.interruptions if at_s - 3 * 3600 <= i.fault_s <= at_s + 600]
+        return (
+            "; ".join(
+                f"{i.cause} {i.node or 'job'} at {_minute(i.fault_s)}, up {_minute(i.up_s)}, "
+                f"first step {_minute(i.first_step_s)}"
+                for i in near
+            )
+            or "no interruption in the 3 h before"
+        )
+
+    for page in result.unclaimed:
+        at_s = page.at - EPOCH
+        labels = page.alerts[0][1] if page.alerts else {}
+        shown = ", ".join(f"{k}={v}" for k, v in sorted(labels.items()) if k != "alertname")
+        lines.append(f"- extra page {page.alertname} at {_minute(at_s)} ({shown}): {around(at_s)}")
+    for fault in result.unticketed:
+        lines.append(
+            f"- unticketed {fault.cause} on {fault.node} GPU {fault.gpu} at "
+            f"{_minute(fault.fault_s)}, up {_minute(fault.up_s)}: {around(fault.fault_s)}"
+        )
+    return ["", "Why the last line is not clean:", *lines] if lines else []
 
 
 def render(replay: Replay, result: Score) -> str:
@@ -141,6 +181,7 @@ def render(replay: Replay, result: Score) -> str:
         "badput (truth, share of wall): "
         + ", ".join(f"{k} {v / truth.wall_s:.2%}" for k, v in truth.seconds.items()),
         "replay seconds: " + ", ".join(f"{k} {v:.0f}" for k, v in replay.seconds.items()),
+        *explain(replay, result),
         result.last_line(),
     ]
     return "\n".join(lines)
