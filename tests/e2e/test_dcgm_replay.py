@@ -32,7 +32,7 @@ from trainsignals.series_check import PrometheusClient
 from trainsignals.stack import Stack, job_files
 
 # Its own xdist group: it can run beside the scenario suite instead of after it.
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("dcgm-replay")]
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]
 
 SCALE = 60  # 15 min windows and `for`s become 15 s
 NODES = {"node-0": "Hostname", "node-1": "hostname"}

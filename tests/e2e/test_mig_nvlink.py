@@ -29,7 +29,7 @@ from tests.conftest import JOBS, require_tool
 from tests.dcgm_page import DcgmPages, Gpu, MigInstance
 from trainsignals.stack import Stack, job_files
 
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("dcgm-replay")]
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]
 
 SCALE = 60  # the NVLink rate's 5m window becomes 5 s
 GIB = 2**30

@@ -33,7 +33,7 @@ from trainsignals.series_check import PrometheusClient
 from trainsignals.stack import Stack, job_files
 
 # Its own xdist group: the module's one stack serves all three tests on one worker.
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("readiness-stack")]
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]
 NODES, GPUS_PER_NODE = 1, 2
 SCALE = 60
 TYPO = "ready-mislabeled"  # what the mislabelled job's targets carry

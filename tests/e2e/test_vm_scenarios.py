@@ -21,7 +21,7 @@ from tests.conftest import JOBS, require_tool
 from tests.e2e.matrix import GPUS_PER_NODE, NODES, Results, run_matrix
 from trainsignals.vmstack import BINARIES, VmStack
 
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("vm-stack")]
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]
 
 # Short page scenarios (<= 50 simulated minutes: under a minute of real time at scale 60).
 SUITE_MAX_DURATION = 50 * 60
