@@ -82,9 +82,16 @@ def _load(jobs_dir: Path) -> list:
 
 
 def _source(path: Path | None, paths: list[Path], name: str) -> str:
+    """The spec's file as the user typed it (`--jobs ../myjobs` gives `../myjobs/x.yaml`):
+    error messages name a file they can open; generated headers use `source_name`."""
     if path is None:  # file name differs from the job name
         path = next(p for p in paths if name in p.read_text(encoding="utf-8"))
-    return source_name(path)
+    return path.as_posix()
+
+
+def _headed(specs: list) -> list:
+    """(spec, header name) pairs for generation: headers are the same however --jobs was typed."""
+    return [(spec, source_name(Path(source))) for spec, source in specs]
 
 
 def source_name(path: Path) -> str:
@@ -128,7 +135,7 @@ def generate(
         time_scale=time_scale, min_range_seconds=min_range, monitoring=_monitoring(monitoring_file)
     )
     _routed(specs, options.monitoring)
-    files = generate_all(specs, options)
+    files = generate_all(_headed(specs), options)
     changed = write_tree(out_dir, files)
     for path in changed:
         click.echo(f"wrote {path}")
@@ -153,7 +160,7 @@ def check(jobs_dir: Path, out_dir: Path, monitoring_file: Path | None) -> None:
     """Fail when committed generated files differ from what the specs generate."""
     specs, settings = _load(jobs_dir), _monitoring(monitoring_file)
     _routed(specs, settings)
-    files = generate_all(specs, Options(monitoring=settings))
+    files = generate_all(_headed(specs), Options(monitoring=settings))
     result = drift(out_dir, files)
     if result:
         for line in result.lines():

@@ -22,6 +22,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trainsignals.generator.monitoring import DEFAULT_SETTINGS, MonitoringSettings
 from trainsignals.generator.sharding import shard_config
 from trainsignals.generator.yaml_out import dump
 from trainsignals.stack import HOST, PROMETHEUS, SCRAPE_SECONDS, Stack, free_port
@@ -40,12 +41,15 @@ def split_files(rule_file: Path) -> tuple[Path, Path]:
 class ShardedStack(Stack):
     """`Stack` with `shards` Prometheus shards + VictoriaMetrics + vmalert.
 
-    `prometheus_url` / `query()` answer from VictoriaMetrics (the global store).
+    `prometheus_url` / `query()` answer from VictoriaMetrics (the global store). Alertmanager
+    has the meta routes of `monitoring` (the settings the rules were generated with), as in
+    production: ShardNotReporting reaches the monitoring team, not the job's.
     """
 
     shards: int = 2
     shard_ports: list[int] = field(default_factory=list)
     vmalert_port: int = 0
+    monitoring: MonitoringSettings = DEFAULT_SETTINGS
     _shard_procs: dict[int, subprocess.Popen] = field(default_factory=dict)
 
     def start(self) -> None:
@@ -62,7 +66,8 @@ class ShardedStack(Stack):
         self.alertmanager_port = self.alertmanager_port or free_port()
         self.vmalert_port = self.vmalert_port or free_port()
         self.shard_ports = [free_port() for _ in range(self.shards)]
-        self._spawn("alertmanager", self._alertmanager_argv(self._write_alertmanager_config()))
+        am_config = self._write_alertmanager_config(self.monitoring)
+        self._spawn("alertmanager", self._alertmanager_argv(am_config))
         self._spawn(
             "victoria-metrics",
             [
