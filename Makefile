@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 SUDO    := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 SCENARIO ?= healthy
 
-.PHONY: setup tools dashboards generate check lint test wheel chaos e2e-vm e2e-sharded bench fleet demo clean
+.PHONY: setup tools dashboards generate check lint test wheel image chaos e2e-vm e2e-sharded bench fleet demo clean
 
 setup: $(VENV)/.installed-test tools
 
@@ -52,6 +52,7 @@ check: $(VENV)/.installed-base tools
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
+	$(BIN)/hadolint Containerfile
 
 # Two workers: the real-stack tests (Prometheus, Alertmanager, simulator; mostly waiting on
 # compressed time) stay together on one, everything else runs on the other.
@@ -102,6 +103,14 @@ demo: setup
 wheel: $(VENV)/.installed-test
 	rm -rf build *.egg-info
 	$(BIN)/python -m build --outdir dist .
+
+# The GPU exporter's image, tagged with every image the specs' DaemonSets name (`trainsignals
+# image`). Any builder with `build -f -t`: buildah (chroot isolation works without a daemon),
+# podman, docker. It pulls the pinned base image from docker.io.
+CONTAINER_BUILD ?= buildah build --isolation chroot
+image: $(VENV)/.installed-base
+	images="$$($(BIN)/trainsignals image)" && \
+	  $(CONTAINER_BUILD) -f Containerfile $$(printf -- '-t %s ' $$images) .
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache build dist *.egg-info
