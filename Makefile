@@ -5,13 +5,19 @@ BIN     := $(VENV)/bin
 SUDO    := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 SCENARIO ?= healthy
 
-.PHONY: setup tools dashboards generate check lint test chaos e2e-vm e2e-sharded bench fleet demo clean
+.PHONY: setup tools dashboards generate check lint test wheel image chaos e2e-vm e2e-sharded bench fleet demo clean
 
-setup: $(VENV)/.installed tools
+setup: $(VENV)/.installed-test tools
 
-$(VENV)/.installed: pyproject.toml
+# Two stamps, one venv. The base package is all generating needs (`make dashboards`: ~0.2 GB);
+# the test extras add torch, transformers and lightning (~1.5 GB) for the callback tests.
+$(VENV)/.installed-base: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed-base
 	# torch pinned (a CPU build; unpinned pulls a multi-GB CUDA build) and installed before the
 	# HF/Lightning extras that depend on it: the callback tests train tiny models on CPU.
 	$(BIN)/pip install -q torch==2.13.0
@@ -29,13 +35,14 @@ tools:
 	    victoria-metrics; \
 	fi
 
-dashboards: setup generate
+# Generating needs neither the test extras nor promtool/amtool (`make check` installs those).
+dashboards: generate
 
-generate: $(VENV)/.installed
+generate: $(VENV)/.installed-base
 	$(BIN)/trainsignals generate
 
 # Drift, rule hygiene, then promtool and amtool on every generated file.
-check: setup
+check: $(VENV)/.installed-base tools
 	$(BIN)/trainsignals check
 	$(BIN)/trainsignals lint
 	promtool check rules alerts/*.rules.yaml
@@ -43,8 +50,9 @@ check: setup
 	cd alerts && promtool test rules *.test.yaml
 	@if [ -f alerts/alertmanager.yaml ]; then amtool check-config alerts/alertmanager.yaml; fi
 
-lint: $(VENV)/.installed
+lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
+	$(BIN)/hadolint Containerfile
 
 # Two workers: the real-stack tests (Prometheus, Alertmanager, simulator; mostly waiting on
 # compressed time) stay together on one, everything else runs on the other.
@@ -90,5 +98,19 @@ fleet: setup
 demo: setup
 	$(BIN)/python -m trainsignals.demo --scenario $(SCENARIO)
 
+# The sdist and the wheel (tests/test_wheel_install.py installs the wheel into a fresh venv).
+# An old *.egg-info's file list would leak into the sdist: build from a clean slate.
+wheel: $(VENV)/.installed-test
+	rm -rf build *.egg-info
+	$(BIN)/python -m build --outdir dist .
+
+# The GPU exporter's image, tagged with every image the specs' DaemonSets name (`trainsignals
+# image`). Any builder with `build -f -t`: buildah (chroot isolation works without a daemon),
+# podman, docker. It pulls the pinned base image from docker.io.
+CONTAINER_BUILD ?= buildah build --isolation chroot
+image: $(VENV)/.installed-base
+	images="$$($(BIN)/trainsignals image)" && \
+	  $(CONTAINER_BUILD) -f Containerfile $$(printf -- '-t %s ' $$images) .
+
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) .pytest_cache .ruff_cache build dist *.egg-info

@@ -20,13 +20,17 @@ from pydantic import (
     model_validator,
 )
 
+from trainsignals import __version__
+
 # Ports of the two exporters (exporters/training: 9850 + LOCAL_RANK; exporters/gpu: 9842).
 TRAINING_BASE_PORT = 9850
 GPU_EXPORTER_PORT = 9842
 FILE_SD_DIR = "/etc/prometheus/file_sd/trainsignals"
 # Label on the nodes a job runs on; its value is the job name (see generator/kubernetes.py).
 NODE_LABEL = "trainsignals.io/job"
-GPU_EXPORTER_IMAGE = "ghcr.io/example/trainsignals:0.1.0"
+# The image Containerfile builds (`make image` tags it with every spec's gpu_exporter_image);
+# by default tagged with the package version, so the DaemonSet runs the release it came from.
+GPU_EXPORTER_IMAGE = f"ghcr.io/example/trainsignals:{__version__}"
 
 Port = Annotated[int, Field(ge=1, le=65535)]
 K8S_LABEL_KEY = (

@@ -20,7 +20,7 @@ SYS_ADMIN for the profiling fields); NVML alone needs neither:
 
 from __future__ import annotations
 
-from .deploy import GpuExporter, Kubernetes
+from .deploy import GPU_EXPORTER_IMAGE, GpuExporter, Kubernetes
 from .spec import JobSpec
 
 EXPORTER_NAME = "trainsignals-gpu-exporter"
@@ -112,3 +112,14 @@ def gpu_exporter_daemonset(spec: JobSpec, metadata: dict) -> dict:
             },
         },
     }
+
+
+def daemonset_images(specs: list[JobSpec]) -> list[str]:
+    """The images the specs' GPU exporter DaemonSets run (`trainsignals image`): what the
+    Containerfile's build is tagged as. The default image when no spec deploys one."""
+    images = {
+        spec.deploy.kubernetes.gpu_exporter_image
+        for spec in specs
+        if spec.deploy.kubernetes is not None and spec.gpu_metrics == "trainsignals"
+    }
+    return sorted(images) or [GPU_EXPORTER_IMAGE]

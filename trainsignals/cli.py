@@ -209,6 +209,7 @@ def explain(job: str, jobs_dir: Path) -> None:
 
 def _register_optional_commands() -> None:
     from trainsignals.goodput import goodput_command
+    from trainsignals.image import image_command
     from trainsignals.lint import lint_command
     from trainsignals.postmortem import postmortem_command
     from trainsignals.readiness import readiness_command
@@ -223,6 +224,7 @@ def _register_optional_commands() -> None:
     main.add_command(readiness_command)
     main.add_command(slurm_targets)
     main.add_command(goodput_command)
+    main.add_command(image_command)
 
 
 _register_optional_commands()

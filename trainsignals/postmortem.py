@@ -22,6 +22,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from importlib.resources import files
 from pathlib import Path
 
 import click
@@ -65,7 +66,9 @@ __all__ = [
     "write_postmortem",
 ]
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "generator" / "templates"
+# Where the package's templates are installed (a path from this file breaks in a wheel, where
+# generator/ is trainsignals/generator/).
+TEMPLATES = Path(str(files("trainsignals.generator") / "templates"))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,233 @@
+"""The package as a user installs it: no editable install, no repository on the path.
+
+The suite otherwise imports the editable install, which maps the source folders and so hides
+a module or data file the wheel leaves out (issue 18: `trainsignals.generator.alertdefs` was
+missing from the hand-written package list). Here `python -m build` makes the sdist and, from
+the unpacked sdist, the wheel (so both must be complete); the wheel goes into a fresh venv, and
+from a temporary folder with a clean environment that venv generates jobs/, serves the fake
+GPUs and records training steps.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from trainsignals.generator.writer import stale_files
+
+from trainsignals import __version__, reaper
+
+from .conftest import ROOT
+
+pytestmark = pytest.mark.xdist_group("wheel")
+
+
+@dataclass(frozen=True)
+class Installed:
+    wheel: Path
+    sdist: Path
+    venv: Path
+    work: Path  # cwd of every installed command: no repository file in reach
+
+    def bin(self, name: str) -> str:
+        return str(self.venv / "bin" / name)
+
+    def env(self) -> dict[str, str]:
+        """Nothing from this test run: no PYTHONPATH, no VIRTUAL_ENV, only the venv's bin."""
+        return {
+            "PATH": f"{self.venv / 'bin'}:/usr/bin:/bin",
+            "HOME": str(self.work),
+            "LANG": "C.UTF-8",
+        }
+
+    def run(self, *argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            argv, cwd=self.work, env=self.env(), capture_output=True, text=True, timeout=300
+        )
+
+
+def _roots() -> dict[str, str]:
+    """setup.py's import-name -> folder map, read without running setup()."""
+    tree = ast.parse((ROOT / "setup.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "ROOTS":
+            return ast.literal_eval(node.value)
+    raise AssertionError("setup.py has no ROOTS")
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    tmp = tmp_path_factory.mktemp("wheel")
+    source, dist, venv, work = tmp / "source", tmp / "dist", tmp / "venv", tmp / "work"
+    work.mkdir()
+    # Build from the files git would commit, as a fresh clone: an egg-info left in the working
+    # tree by an earlier build feeds its file list into the sdist and hides a discovery bug.
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT, capture_output=True, check=True,
+    ).stdout.decode().split("\0")  # fmt: skip
+    for relative in filter(None, listed):
+        if (ROOT / relative).is_file():  # not a file deleted in the working tree
+            (source / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / relative, source / relative)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    build = subprocess.run(
+        [sys.executable, "-m", "build", "--outdir", str(dist), str(source)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+    (wheel,) = dist.glob("*.whl")
+    (sdist,) = dist.glob("*.tar.gz")
+    # A venv without pip (faster); this run's pip installs into it. Base packages only: the
+    # wheel's own dependencies, no torch and no test extras.
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    pip = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
+         "-q", "--disable-pip-version-check", str(wheel)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )  # fmt: skip
+    assert pip.returncode == 0, pip.stderr[-3000:]
+    return Installed(wheel, sdist, venv, work)
+
+
+def test_wheel_holds_every_module_and_template(installed: Installed) -> None:
+    names = set(zipfile.ZipFile(installed.wheel).namelist())
+    expected = set()
+    for package, folder in _roots().items():
+        prefix = package.replace(".", "/")
+        for path in (ROOT / folder).rglob("*"):
+            relative = path.relative_to(ROOT / folder).as_posix()
+            if path.suffix in (".py", ".j2") and "__pycache__" not in relative:
+                expected.add(f"{prefix}/{relative}")
+    missing = sorted(expected - names)
+    assert not missing, f"the wheel lacks {missing}: setup.py's discovery or package-data"
+    assert installed.wheel.name == f"trainsignals-{__version__}-py3-none-any.whl"
+    assert installed.sdist.name == f"trainsignals-{__version__}.tar.gz"
+
+
+def test_installed_package_is_the_wheel_and_has_no_torch(installed: Installed) -> None:
+    probe = installed.run(
+        "python", "-c",
+        "import importlib.util, sys, trainsignals; print(trainsignals.__file__); "
+        "print(importlib.util.find_spec('torch') is not None); print(sys.path)",
+    )  # fmt: skip
+    assert probe.returncode == 0, probe.stderr
+    location, torch, path = probe.stdout.splitlines()
+    assert Path(location).is_relative_to(installed.venv), location
+    assert torch == "False"
+    assert str(ROOT) not in path
+
+
+def test_installed_cli_generates_the_committed_files(installed: Installed) -> None:
+    shutil.copytree(ROOT / "jobs", installed.work / "jobs")
+    out = installed.work / "out"
+    done = installed.run("trainsignals", "generate", "--jobs", "jobs", "--out", "out")
+    assert done.returncode == 0, done.stderr
+    written = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    assert len(written) > 50, written
+    differing = [p for p in written if (out / p).read_bytes() != _committed(p)]
+    assert not differing, f"the installed generator writes other bytes: {differing}"
+    # And it writes every generated file the repository has (none left out).
+    assert stale_files(ROOT, dict.fromkeys(written, "")) == []
+    # The postmortem's template is package data too (postmortem needs a Prometheus to run).
+    probe = installed.run(
+        "python", "-c",
+        "from trainsignals.postmortem import TEMPLATES; "
+        "assert (TEMPLATES / 'postmortem.md.j2').is_file(), TEMPLATES",
+    )  # fmt: skip
+    assert probe.returncode == 0, probe.stderr
+
+
+def _committed(relative: str) -> bytes | None:
+    path = ROOT / relative
+    return path.read_bytes() if path.is_file() else None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _scrape(url: str, proc: subprocess.Popen, deadline: float) -> str:
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                return resp.read().decode()
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.terminate()
+                raise AssertionError(proc.communicate(timeout=10)[1]) from None
+            time.sleep(0.1)
+
+
+def test_installed_gpu_exporter_serves_fake_gpus(installed: Installed) -> None:
+    port = _free_port()
+    argv = [installed.bin("trainsignals-gpu-exporter"), "--fake", "2", "--node", "wheel",
+            "--listen-address", "127.0.0.1", "--port", str(port)]  # fmt: skip
+    proc = reaper.spawn(
+        argv,
+        cwd=installed.work,
+        env=installed.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        text = _scrape(f"http://127.0.0.1:{port}/metrics", proc, time.monotonic() + 30)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    ups = {
+        s.labels["gpu"]: (s.labels["node"], s.value)
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "trainsignals_gpu_up"
+    }
+    assert ups == {"0": ("wheel", 1.0), "1": ("wheel", 1.0)}
+
+
+INSTRUMENTED = """
+import urllib.request
+from trainsignals.exporters.training import TrainingMetrics
+
+metrics = TrainingMetrics(node="wheel", labels={"training_job": "wheel"})
+port = metrics.start_http_server(port=0, addr="127.0.0.1")
+for _ in range(3):
+    with metrics.step(tokens=1000, samples=8):
+        with metrics.data_wait():
+            pass
+    metrics.loss(2.5)
+with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+    print(resp.read().decode())
+"""
+
+
+def test_installed_instrumentation_records_steps(installed: Installed) -> None:
+    done = installed.run("python", "-c", INSTRUMENTED)
+    assert done.returncode == 0, done.stderr
+    samples = {
+        s.name: s.value
+        for family in text_string_to_metric_families(done.stdout)
+        for s in family.samples
+        if s.labels.get("training_job") == "wheel"
+    }
+    assert samples["trainsignals_steps_total"] == 3
+    assert samples["trainsignals_tokens_total"] == 3000
+    assert samples["trainsignals_loss"] == 2.5
