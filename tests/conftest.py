@@ -60,6 +60,10 @@ CPU_BOUND_NICE = 10
 
 
 def _timed(item: pytest.Item) -> bool:
+    """In a timed group, or marked `timed`: a test that measures time (a teardown bound,
+    a chaos test's page delay) runs at normal priority wherever xdist puts it."""
+    if item.get_closest_marker("timed") is not None:
+        return True
     marker = item.get_closest_marker("xdist_group")
     group = (marker.args[0] if marker.args else marker.kwargs.get("name")) if marker else None
     return group in TIMED_GROUPS

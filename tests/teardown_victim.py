@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from trainsignals.generator.loader import load_specs
 from trainsignals.simulator.job import effective_spec
 
@@ -22,6 +23,7 @@ from trainsignals import reaper
 from trainsignals.stack import Stack, free_port
 
 WAIT_SECONDS = 120  # bounded even if nobody kills this run
+pytestmark = pytest.mark.timed  # its run's workers unwind at normal priority when killed
 
 
 def test_stack_until_killed(tmp_path: Path) -> None:

@@ -24,6 +24,8 @@ import pytest
 from tests.conftest import ROOT, require_tool
 
 READY_SECONDS = 90  # the victim's stack up and scraping (pytest start, xdist workers, ruff)
+# `timed`: STOP_SECONDS is a time bound, and the victim inherits this worker's priority.
+pytestmark = pytest.mark.timed
 STOP_SECONDS = 20  # from the signal until nothing of the session is left
 VICTIM = "tests/teardown_victim.py"
 
@@ -35,6 +37,12 @@ IN_PROCESS_CLI = "tests/test_simulator_http.py::test_cli_runs_a_short_scenario_a
 def _pytest(before: list[str], basetemp: Path) -> list[str]:
     args = ["-q", "-p", "no:cacheprovider", f"--basetemp={basetemp}", *before, VICTIM]
     return [sys.executable, "-m", "pytest", *args]
+
+
+def _as_from_a_terminal() -> None:
+    """Ctrl-C as a user's terminal delivers it: a suite started in the background of a
+    non-interactive shell (`make test &`) inherits SIGINT ignored, and so would the victim."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _make_test(basetemp: Path) -> list[str]:
@@ -106,7 +114,13 @@ def test_killed_run_leaves_nothing_behind(case: str, tmp_path: Path) -> None:
         del env[name]  # the victim is a run of its own, not one of our workers
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            argv,
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_as_from_a_terminal,
         )
     sid = proc.pid  # leader of its own session and process group
     try:

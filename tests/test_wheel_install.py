@@ -56,6 +56,10 @@ class Installed:
             argv, cwd=self.work, env=self.env(), capture_output=True, text=True, timeout=300
         )
 
+    def python(self, *lines: str) -> subprocess.CompletedProcess:
+        """The venv's python on `lines` (joined by "; ")."""
+        return self.run("python", "-c", "; ".join(lines))
+
 
 def _roots() -> dict[str, str]:
     """setup.py's import-name -> folder map, read without running setup()."""
@@ -123,11 +127,12 @@ def test_wheel_holds_every_module_and_template(installed: Installed) -> None:
 
 
 def test_installed_package_is_the_wheel_and_has_no_torch(installed: Installed) -> None:
-    probe = installed.run(
-        "python", "-c",
-        "import importlib.util, sys, trainsignals; print(trainsignals.__file__); "
-        "print(importlib.util.find_spec('torch') is not None); print(sys.path)",
-    )  # fmt: skip
+    probe = installed.python(
+        "import importlib.util, sys, trainsignals",
+        "print(trainsignals.__file__)",
+        "print(importlib.util.find_spec('torch') is not None)",
+        "print(sys.path)",
+    )
     assert probe.returncode == 0, probe.stderr
     location, torch, path = probe.stdout.splitlines()
     assert Path(location).is_relative_to(installed.venv), location
@@ -147,11 +152,10 @@ def test_installed_cli_generates_the_committed_files(installed: Installed) -> No
     # And it writes every generated file the repository has (none left out).
     assert stale_files(ROOT, dict.fromkeys(written, "")) == []
     # The postmortem's template is package data too (postmortem needs a Prometheus to run).
-    probe = installed.run(
-        "python", "-c",
-        "from trainsignals.postmortem import TEMPLATES; "
+    probe = installed.python(
+        "from trainsignals.postmortem import TEMPLATES",
         "assert (TEMPLATES / 'postmortem.md.j2').is_file(), TEMPLATES",
-    )  # fmt: skip
+    )
     assert probe.returncode == 0, probe.stderr
 
 

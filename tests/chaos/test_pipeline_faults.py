@@ -19,8 +19,9 @@ import pytest
 from tests.chaos.conftest import Row, page_rule, wait_until
 from tests.conftest import require_tool
 
-# No xdist group: in `make test` these run beside the long end-to-end group, not after it.
-pytestmark = pytest.mark.e2e
+# No xdist group: in `make test` these run beside the long end-to-end group, not after it;
+# `timed`: at normal priority there (they measure page delays), not at the CPU-bound nice 10.
+pytestmark = [pytest.mark.e2e, pytest.mark.timed]
 
 PAGE = "/chaos/page"
 META_PAGE, META_TICKET = "/monitoring/page", "/monitoring/ticket"
