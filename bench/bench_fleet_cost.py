@@ -36,14 +36,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_gpu_exporter import CollectOptions, dcgm_series_per_gpu, own_series_per_gpu
 from trainsignals.exporters.training.metrics import TrainingMetrics
 from trainsignals.exporters.training.timeaccount import ACTIVITIES
-from trainsignals.generator.durations import format_duration, parse_duration
+from trainsignals.generator.spec.durations import format_duration, parse_duration
 
-from trainsignals import reaper
 from trainsignals.fleet.emit import Emitter, referenced_metrics
 from trainsignals.fleet.history import DATA_WAIT_RATIO
 from trainsignals.fleet.spec import JOB, fleet_spec, generated_files
 from trainsignals.fleet.timeline import STEP_SECONDS, Minute
-from trainsignals.stack import HOST, PROMETHEUS, free_port
+from trainsignals.stacks import reaper
+from trainsignals.stacks.stack import HOST, PROMETHEUS, free_port
 
 NODES, GPUS_PER_NODE = 2048, 8
 GPUS = NODES * GPUS_PER_NODE

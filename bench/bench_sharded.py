@@ -48,16 +48,16 @@ from bench_fleet_cost import (
     short_name,
 )
 from bench_gpu_exporter import CollectOptions, own_series_per_gpu
-from trainsignals.generator.durations import parse_duration
-from trainsignals.generator.promql import RuleContext
-from trainsignals.generator.sharding import split_document
-from trainsignals.generator.spec import JobSpec
+from trainsignals.generator.deploy.sharding import split_document
+from trainsignals.generator.signals.promql import RuleContext
+from trainsignals.generator.spec.durations import parse_duration
+from trainsignals.generator.spec.job import JobSpec
 
-from trainsignals import reaper
 from trainsignals.fleet.emit import Emitter, referenced_metrics
 from trainsignals.fleet.spec import fleet_spec, generated_files
-from trainsignals.stack import HOST, PROMETHEUS, free_port
-from trainsignals.vmstack import VICTORIA_METRICS, binary
+from trainsignals.stacks import reaper
+from trainsignals.stacks.stack import HOST, PROMETHEUS, free_port
+from trainsignals.stacks.vm import VICTORIA_METRICS, binary
 
 GPUS = 131_072
 SHARD_NODES = (16, 64)  # nodes on the measured shard

@@ -10,10 +10,9 @@ from typing import Annotated, Any, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
-
-from .kubernetes_alertmanager import secret_reference_problems
-from .secrets import secret_problems
-from .spec import JobSpec
+from trainsignals.generator.routing.kubernetes import secret_reference_problems
+from trainsignals.generator.spec.job import JobSpec
+from trainsignals.generator.spec.secrets import secret_problems
 
 
 class SpecError(Exception):

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 import click
-from trainsignals.generator.durations import format_duration, parse_duration
 from trainsignals.generator.loader import SpecError, load_specs
+from trainsignals.generator.spec.durations import format_duration, parse_duration
 
 from .job import Simulation
 from .scenarios import SCENARIOS

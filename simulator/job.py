@@ -24,7 +24,7 @@ from trainsignals.exporters.gpu.fake_backend import FakeBackend, FakeGpu
 from trainsignals.exporters.gpu.server import Exporter, MetricsServer, build_exporter, serve
 from trainsignals.exporters.training import TrainingMetrics
 from trainsignals.exporters.training.disk import DiskUsage
-from trainsignals.generator.spec import JobSpec
+from trainsignals.generator.spec.job import JobSpec
 
 from .fabric import NodeFabric
 from .gpus import GpuLoad, make_gpus, update_gpu

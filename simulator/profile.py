@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainsignals.generator.spec import JobSpec
+from trainsignals.generator.spec.job import JobSpec
 
 # NVML's name, memory, power limit and NVLink count per gpu_models key.
 GPU_BOARDS: dict[str, tuple[str, int, float, int]] = {

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from trainsignals.generator.spec import JobSpec, Recovery
+from trainsignals.generator.spec.job import JobSpec, Recovery
 
 MINUTE, HOUR = 60, 3600
 

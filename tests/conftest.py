@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from trainsignals import reaper
+from trainsignals.stacks import reaper
 
 from .pager_shaped import PagerShaped
 

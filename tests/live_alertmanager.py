@@ -12,8 +12,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainsignals import reaper
-from trainsignals.stack import free_port
+from trainsignals.stacks import reaper
+from trainsignals.stacks.stack import free_port
 
 from .conftest import require_tool
 

@@ -1,6 +1,6 @@
 """The run that tests/test_teardown.py kills. Not collected by the suite (no `test_` prefix).
 
-It starts what the suite starts: Prometheus and Alertmanager (trainsignals.stack.Stack), the
+It starts what the suite starts: Prometheus and Alertmanager (trainsignals.stacks.stack.Stack), the
 simulator and the GPU exporter as processes of their own; writes their pids and ports to
 $TRAINSIGNALS_VICTIM_READY once Prometheus scrapes both; then waits to be killed.
 """
@@ -19,8 +19,8 @@ from trainsignals.generator.loader import load_specs
 from trainsignals.simulator.job import effective_spec
 
 from tests.conftest import JOBS
-from trainsignals import reaper
-from trainsignals.stack import Stack, free_port
+from trainsignals.stacks import reaper
+from trainsignals.stacks.stack import Stack, free_port
 
 WAIT_SECONDS = 120  # bounded even if nobody kills this run
 pytestmark = pytest.mark.timed  # its run's workers unwind at normal priority when killed

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from trainsignals.generator.alertmanager import alertmanager_config, team_receivers
 from trainsignals.generator.loader import load_specs, spec_files
-from trainsignals.generator.monitoring import DEFAULT_SETTINGS
-from trainsignals.generator.routing_check import RoutingError
-from trainsignals.generator.spec import JobSpec
+from trainsignals.generator.routing.alertmanager import alertmanager_config, team_receivers
+from trainsignals.generator.routing.check import RoutingError
+from trainsignals.generator.spec.job import JobSpec
+from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS
 
 JOBS = Path(__file__).resolve().parents[1] / "jobs"
 AMTOOL = shutil.which("amtool")

@@ -12,22 +12,22 @@ from urllib.parse import urlparse
 
 import pytest
 from jsonschema import Draft7Validator
-from trainsignals.generator.alerts import AlertRule, alert_rules
-from trainsignals.generator.dashboard import (
+from trainsignals.generator.alerts.rules import AlertRule, alert_rules
+from trainsignals.generator.dashboards.grafana_normalize import normalize_dashboard
+from trainsignals.generator.dashboards.job import (
     build_dashboard,
     iter_panels,
     panel_queries,
     raw_dashboard,
 )
-from trainsignals.generator.grafana_normalize import normalize_dashboard
 from trainsignals.generator.loader import load_specs, spec_files
-from trainsignals.generator.panels import PANEL_IDS, dashboard_uid
-from trainsignals.generator.promql import RuleContext
-from trainsignals.generator.recording import recording_rules
-from trainsignals.generator.spec import JobSpec, Objectives, Shape
+from trainsignals.generator.signals.panels import PANEL_IDS, dashboard_uid
+from trainsignals.generator.signals.promql import RuleContext
+from trainsignals.generator.signals.recording import recording_rules
+from trainsignals.generator.spec.job import JobSpec, Objectives, Shape
 
 from trainsignals import __version__
-from trainsignals.metric_catalog import known_series_names
+from trainsignals.metrics.catalog import known_series_names
 
 ROOT = Path(__file__).resolve().parents[1]
 # Grafana's own dashboard schemas, vendored unchanged (see schemas/grafana/SOURCE.md) so a

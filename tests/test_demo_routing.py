@@ -12,7 +12,7 @@ import yaml
 from trainsignals.generator.loader import load_specs
 
 from trainsignals.demo import destinations, print_notification
-from trainsignals.stack import Stack
+from trainsignals.stacks.stack import Stack
 
 from .live_alertmanager import LiveAlertmanager, wait_until
 

@@ -11,12 +11,12 @@ import yaml
 from click.testing import CliRunner
 from trainsignals.generator.loader import load_specs, spec_files
 from trainsignals.generator.pipeline import GENERATED_MARK, Options, generate_all
-from trainsignals.generator.promql import RuleContext
+from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.writer import drift, write_tree
 
-from trainsignals.cli import main
-from trainsignals.lint import metric_names
-from trainsignals.metric_catalog import known_series_names
+from trainsignals.cli.main import main
+from trainsignals.metrics.catalog import known_series_names
+from trainsignals.oncall.lint import metric_names
 
 
 def specs_with_sources(repo_root: Path) -> list:

@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from trainsignals.exporters.gpu.fake_backend import FakeBackend, FakeGpu, FakeMigInstance
 from trainsignals.exporters.gpu.server import Exporter, build_exporter, build_registry
 
-from trainsignals.metric_catalog import (
+from trainsignals.metrics.catalog import (
     METRICS,
     POWER_THROTTLE_REASONS,
     THERMAL_THROTTLE_REASONS,

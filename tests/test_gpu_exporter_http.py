@@ -20,7 +20,7 @@ from trainsignals.exporters.gpu.fake_backend import FakeBackend, plausible_gpus
 from trainsignals.exporters.gpu.nvml_backend import process_name
 from trainsignals.exporters.gpu.server import build_registry, serve
 
-from trainsignals import reaper
+from trainsignals.stacks import reaper
 
 
 def _nvml_works() -> bool:

@@ -11,10 +11,10 @@ import subprocess
 from pathlib import Path
 
 from trainsignals.generator.loader import load_specs
+from trainsignals.generator.output.yaml import dump
 from trainsignals.generator.pipeline import Options, generate_job
-from trainsignals.generator.promql import matchers
-from trainsignals.generator.series_notation import encode
-from trainsignals.generator.yaml_out import dump
+from trainsignals.generator.signals.promql import matchers
+from trainsignals.generator.signals.series_notation import encode
 
 from .conftest import JOBS, require_tool
 

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from trainsignals.generator.kube_prometheus_stack import fullname
-from trainsignals.generator.kubernetes_monitoring import release_settings, releases
+from trainsignals.generator.deploy.kube_prometheus_stack import fullname
+from trainsignals.generator.deploy.kubernetes_meta import release_settings, releases
+from trainsignals.generator.deploy.scrape_config import NODE_EXPORTER_JOB
 from trainsignals.generator.loader import SpecError, load_specs, parse_spec, spec_files
-from trainsignals.generator.meta_tests import meta_rule_tests
-from trainsignals.generator.monitoring import DEFAULT_SETTINGS
+from trainsignals.generator.meta.unit_tests import meta_rule_tests
 from trainsignals.generator.pipeline import generate_all
-from trainsignals.generator.scrape_config import NODE_EXPORTER_JOB
+from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS
 
 from .conftest import JOBS, ROOT, require_tool
 from .kube_schemas import problems

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from trainsignals.generator.kubernetes import metadata
-from trainsignals.generator.kubernetes_daemonset import gpu_exporter_daemonset
+from trainsignals.generator.deploy.daemonset import gpu_exporter_daemonset
+from trainsignals.generator.deploy.kubernetes import metadata
 from trainsignals.generator.loader import SpecError, parse_spec
-from trainsignals.generator.spec import JobSpec
+from trainsignals.generator.spec.job import JobSpec
 
 from .conftest import JOBS, ROOT
 from .kube_schemas import problems

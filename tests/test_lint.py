@@ -16,8 +16,8 @@ from click.testing import CliRunner
 from trainsignals.generator.loader import load_specs, spec_files
 from trainsignals.generator.pipeline import generate_all
 
-from trainsignals.cli import main
-from trainsignals.lint import has_burn_rate_windows, lint_rules, load_documents, rule_files
+from trainsignals.cli.main import main
+from trainsignals.oncall.lint import has_burn_rate_windows, lint_rules, load_documents, rule_files
 
 FILE = "alerts/minimal.rules.yaml"
 

@@ -9,21 +9,21 @@ from pathlib import Path
 
 import pytest
 import yaml
-from trainsignals.generator.alertmanager import alertmanager_config
 from trainsignals.generator.loader import SpecError, load_specs, spec_files
-from trainsignals.generator.meta import DEFAULT_SEVERITIES, HEARTBEAT
-from trainsignals.generator.meta_files import meta_files
-from trainsignals.generator.monitoring import (
+from trainsignals.generator.meta.files import meta_files
+from trainsignals.generator.meta.rules import DEFAULT_SEVERITIES, HEARTBEAT
+from trainsignals.generator.output.yaml import dump
+from trainsignals.generator.pipeline import Options, generate_all
+from trainsignals.generator.routing.alertmanager import alertmanager_config
+from trainsignals.generator.spec.job import JobSpec
+from trainsignals.generator.spec.monitoring import (
     DEFAULT_SETTINGS,
     Heartbeat,
     MonitoringSettings,
     load_monitoring,
 )
-from trainsignals.generator.pipeline import Options, generate_all
-from trainsignals.generator.spec import JobSpec
-from trainsignals.generator.yaml_out import dump
 
-from trainsignals.lint import lint_rules
+from trainsignals.oncall.lint import lint_rules
 
 from .conftest import JOBS, require_tool, run_tool
 
@@ -234,8 +234,8 @@ def test_an_integration_is_ticket_only_when_no_page_receiver_uses_it() -> None:
     """Alertmanager counts failures per integration only: one that any page receiver uses
     must page when it fails; the others are tickets. A severity routed to nobody
     (routing.notify_nobody) uses no integration."""
-    from trainsignals.generator.meta_notify import integrations
-    from trainsignals.generator.receivers import Receiver, Routing
+    from trainsignals.generator.meta.notify import integrations
+    from trainsignals.generator.spec.receivers import Receiver, Routing
 
     specs = [spec for spec, _ in example_specs()]
     pager = Receiver(kind="pagerduty", secret={"name": "pd", "key": "k"})

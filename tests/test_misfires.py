@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from trainsignals.exporters.training.metrics import STEP_BUCKETS, TrainingMetrics
+from trainsignals.generator.output.yaml import dump
 from trainsignals.generator.pipeline import Options, generate_job
-from trainsignals.generator.spec import JobSpec
-from trainsignals.generator.yaml_out import dump
+from trainsignals.generator.spec.job import JobSpec
 
 from .conftest import require_tool
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 from jsonschema import Draft7Validator
-from trainsignals.generator.dashboard import iter_panels, panel_queries
+from trainsignals.generator.dashboards.job import iter_panels, panel_queries
 from trainsignals.generator.loader import load_specs, spec_files
-from trainsignals.generator.oncall import (
+from trainsignals.generator.oncall.load import (
     ALERT,
     DASHBOARD_UID,
     PANEL_IDS,
@@ -22,11 +22,11 @@ from trainsignals.generator.oncall import (
     oncall_files,
     raw_dashboard,
 )
+from trainsignals.generator.output.yaml import dump
 from trainsignals.generator.pipeline import GENERATED_MARK, Options, generate_all
-from trainsignals.generator.spec import JobSpec, Links, Shape
-from trainsignals.generator.yaml_out import dump
+from trainsignals.generator.spec.job import JobSpec, Links, Shape
 
-from trainsignals.lint import lint_rules, metric_names
+from trainsignals.oncall.lint import lint_rules, metric_names
 
 from .conftest import JOBS, ROOT, run_tool
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from trainsignals.generator.alertmanager import alertmanager_config
 from trainsignals.generator.loader import load_specs
-from trainsignals.generator.oncall import ALERT, OncallPolicy
-from trainsignals.generator.promql import matchers
-from trainsignals.generator.yaml_out import dump
+from trainsignals.generator.oncall.load import ALERT, OncallPolicy
+from trainsignals.generator.output.yaml import dump
+from trainsignals.generator.routing.alertmanager import alertmanager_config
+from trainsignals.generator.signals.promql import matchers
 
 from .conftest import ROOT, require_tool
 from .live_alertmanager import live_alertmanager, wait_until

@@ -24,16 +24,16 @@ from trainsignals.simulator.job import Simulation, effective_spec
 from trainsignals.simulator.scenarios import SCENARIOS
 
 from tests.conftest import JOBS, require_tool
-from trainsignals.cli import main
-from trainsignals.postmortem import (
+from trainsignals.cli.main import main
+from trainsignals.oncall.postmortem import (
     build_timeline,
     detection,
     parse_when,
     runs,
     step_for,
 )
-from trainsignals.postmortem_plot import SIZE, PlotSpec, plot
-from trainsignals.stack import Stack, job_files
+from trainsignals.oncall.postmortem_plot import SIZE, PlotSpec, plot
+from trainsignals.stacks.stack import Stack, job_files
 
 
 # --- helpers ----------------------------------------------------------------------------------
@@ -176,7 +176,7 @@ def test_matplotlib_plot_draws_band_firing_onset_threshold_and_series() -> None:
 def test_every_marked_line_and_band_names_its_alert() -> None:
     import matplotlib.pyplot as plt
 
-    from trainsignals.postmortem_plot import draw
+    from trainsignals.oncall.postmortem_plot import draw
 
     t0 = 1_800_000_000.0
     series = [(t0 + t, 1.0) for t in range(100)]

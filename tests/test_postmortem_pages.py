@@ -22,10 +22,10 @@ from click.testing import CliRunner
 from trainsignals.generator.loader import load_specs
 
 from tests.conftest import JOBS, require_tool
-from trainsignals.cli import main
-from trainsignals.postmortem_delivery import from_alertmanager, mark_delivery
-from trainsignals.postmortem_timeline import build_timeline
-from trainsignals.stack import Stack
+from trainsignals.cli.main import main
+from trainsignals.oncall.postmortem_delivery import from_alertmanager, mark_delivery
+from trainsignals.oncall.postmortem_timeline import build_timeline
+from trainsignals.stacks.stack import Stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]
 JOB = "pm-pages"

@@ -10,10 +10,10 @@ from functools import cache
 from pathlib import Path
 
 import yaml
+from trainsignals.generator.deploy.prometheus_config import PATH, RULES_DIR
 from trainsignals.generator.loader import load_specs, spec_files
-from trainsignals.generator.monitoring import DEFAULT_SETTINGS
 from trainsignals.generator.pipeline import Options, generate_all
-from trainsignals.generator.prometheus_config import PATH, RULES_DIR
+from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS
 
 from .conftest import JOBS, ROOT, require_tool
 

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from trainsignals.generator.faults import FAULT_ONSET, JobTimeline
 from trainsignals.generator.loader import load_specs, spec_files
+from trainsignals.generator.output.yaml import dump
 from trainsignals.generator.pipeline import generate_all
-from trainsignals.generator.promql import RuleContext
-from trainsignals.generator.rule_tests import job_series, promtool_suite
-from trainsignals.generator.series_notation import encode
-from trainsignals.generator.yaml_out import dump
+from trainsignals.generator.rules.unit_tests import job_series, promtool_suite
+from trainsignals.generator.signals.faults import FAULT_ONSET, JobTimeline
+from trainsignals.generator.signals.promql import RuleContext
+from trainsignals.generator.signals.series_notation import encode
 
 from .conftest import JOBS, run_tool
 

@@ -12,10 +12,10 @@ from click.testing import CliRunner
 from trainsignals.generator.loader import load_specs, spec_files
 
 from tests.conftest import JOBS, ROOT, require_tool
-from trainsignals.cli import main
-from trainsignals.readiness import Job, check_routing, check_runbooks
-from trainsignals.series_check import Matcher, _label_fix, dashboard_expr, selectors
-from trainsignals.stack import free_port
+from trainsignals.cli.main import main
+from trainsignals.metrics.series_check import Matcher, _label_fix, dashboard_expr, selectors
+from trainsignals.oncall.readiness import Job, check_routing, check_runbooks
+from trainsignals.stacks.stack import free_port
 
 
 def _minimal():

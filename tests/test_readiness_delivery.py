@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-from trainsignals.generator.alertmanager import alertmanager_config
 from trainsignals.generator.loader import load_specs
+from trainsignals.generator.routing.alertmanager import alertmanager_config
 
-from trainsignals.cli import main
-from trainsignals.readiness_delivery import check_notifications, check_secret_files
-from trainsignals.stack import FAST_TIMING
+from trainsignals.cli.main import main
+from trainsignals.oncall.readiness_delivery import check_notifications, check_secret_files
+from trainsignals.stacks.stack import FAST_TIMING
 
 from .live_alertmanager import live_alertmanager, wait_until
 from .pager_shaped import PagerShaped

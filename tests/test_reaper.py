@@ -1,4 +1,4 @@
-"""trainsignals.reaper on real processes: a child dies with its parent, SIGTERM unwinds."""
+"""trainsignals.stacks.reaper on real processes: a child dies with its parent, SIGTERM unwinds."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from tests.conftest import ROOT
 # A parent that spawns `sleep` through the reaper, reports its pid, then waits to be killed.
 PARENT = """
 import sys, time
-from trainsignals import reaper
+from trainsignals.stacks import reaper
 if sys.argv[1] == "prctl":
     reaper.shutil.which = lambda name: None  # no setpriv: the preexec prctl path
 child = reaper.spawn(["sleep", "60"])
@@ -61,7 +61,7 @@ def test_child_dies_when_its_parent_is_killed(path: str) -> None:
 def test_sigterm_unwinds_like_ctrl_c() -> None:
     script = """
 import time
-from trainsignals import reaper
+from trainsignals.stacks import reaper
 reaper.raise_on_sigterm()
 try:
     print("ready", flush=True)  # inside the try: the signal may come right after it

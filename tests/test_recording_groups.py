@@ -10,12 +10,12 @@ import re
 
 import pytest
 import yaml
-from trainsignals.generator.durations import format_duration, parse_duration
-from trainsignals.generator.goodput import badput_name, goodput_name
 from trainsignals.generator.loader import load_specs, spec_files
 from trainsignals.generator.pipeline import Options, generate_job
-from trainsignals.generator.promql import le_label
-from trainsignals.generator.recording import SLOW_INTERVAL, STEP_BUCKET_RATE
+from trainsignals.generator.signals.goodput import badput_name, goodput_name
+from trainsignals.generator.signals.promql import le_label
+from trainsignals.generator.signals.recording import SLOW_INTERVAL, STEP_BUCKET_RATE
+from trainsignals.generator.spec.durations import format_duration, parse_duration
 
 from tests.conftest import JOBS, ROOT
 

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 import yaml
 from trainsignals.exporters.training.metrics import TrainingMetrics
-from trainsignals.generator.alert_catalog import ALERTS
-from trainsignals.generator.alertmanager import alertmanager_config
-from trainsignals.generator.alerts import alert_rules, render_alert
+from trainsignals.generator.alerts.catalog import ALERTS
+from trainsignals.generator.alerts.rules import alert_rules, render_alert
 from trainsignals.generator.loader import SpecError, load_specs
-from trainsignals.generator.promql import RuleContext
-from trainsignals.generator.spec import JobSpec
+from trainsignals.generator.routing.alertmanager import alertmanager_config
+from trainsignals.generator.signals.promql import RuleContext
+from trainsignals.generator.spec.job import JobSpec
 
 from .test_alertmanager import HEADER, needs_amtool, routes_to, write
 

@@ -19,8 +19,8 @@ from trainsignals.generator.loader import load_specs, spec_files
 from trainsignals.generator.pipeline import generate_all
 from trainsignals.generator.writer import write_tree
 
-from trainsignals.cli import main
-from trainsignals.review import NO_ALERT_CHANGES, review
+from trainsignals.cli.main import main
+from trainsignals.oncall.review import NO_ALERT_CHANGES, review
 
 RULES = "alerts/minimal.rules.yaml"
 DASHBOARD = "dashboards/minimal.json"

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from trainsignals.generator.loader import load_specs
 from trainsignals.generator.pipeline import Options, generate_all
-from trainsignals.generator.routing_check import RoutingError
+from trainsignals.generator.routing.check import RoutingError
 
 from .conftest import ROOT, require_tool
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from trainsignals.generator.alertmanager import alertmanager_config
 from trainsignals.generator.loader import load_specs
-from trainsignals.generator.spec import JobSpec
+from trainsignals.generator.routing.alertmanager import alertmanager_config
+from trainsignals.generator.spec.job import JobSpec
 
 from .live_alertmanager import live_alertmanager, wait_until
 

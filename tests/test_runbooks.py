@@ -9,12 +9,12 @@ from pathlib import Path
 
 import jinja2
 import pytest
-from trainsignals.generator.alert_catalog import ALERTS
-from trainsignals.generator.alerts import alert_rules, render_alert
+from trainsignals.generator.alerts.catalog import ALERTS
+from trainsignals.generator.alerts.rules import alert_rules, render_alert
 from trainsignals.generator.loader import load_specs, spec_files
-from trainsignals.generator.promql import RuleContext
-from trainsignals.generator.runbooks import TEMPLATES, environment, render_runbooks
-from trainsignals.generator.spec import JobSpec
+from trainsignals.generator.runbooks.render import TEMPLATES, environment, render_runbooks
+from trainsignals.generator.signals.promql import RuleContext
+from trainsignals.generator.spec.job import JobSpec
 
 JOBS = Path(__file__).resolve().parents[1] / "jobs"
 SECTIONS = (

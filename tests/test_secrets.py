@@ -16,15 +16,15 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-from trainsignals.generator.alertmanager import alertmanager_config
 from trainsignals.generator.loader import SpecError, load_specs, parse_spec, spec_files
 from trainsignals.generator.pipeline import generate_all
-from trainsignals.generator.secrets import looks_secret
-from trainsignals.generator.spec import JobSpec
+from trainsignals.generator.routing.alertmanager import alertmanager_config
+from trainsignals.generator.spec.job import JobSpec
+from trainsignals.generator.spec.secrets import looks_secret
 
-from trainsignals import reaper
-from trainsignals.cli import main
-from trainsignals.stack import FAST_TIMING, free_port
+from trainsignals.cli.main import main
+from trainsignals.stacks import reaper
+from trainsignals.stacks.stack import FAST_TIMING, free_port
 
 from .conftest import JOBS, ROOT, require_tool
 

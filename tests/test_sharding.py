@@ -9,20 +9,20 @@ from pathlib import Path
 import promql_parser
 import pytest
 import yaml
-from trainsignals.generator.loader import load_specs
-from trainsignals.generator.pipeline import generate_job, spec_hash
-from trainsignals.generator.sharding import HEARTBEAT, REPORTING, SHARD_ALERT, WRITTEN
-from trainsignals.generator.sharding_meta import META_FILE, SHARD_ALERTS
-from trainsignals.generator.sharding_split import (
+from trainsignals.generator.deploy.sharding import HEARTBEAT, REPORTING, SHARD_ALERT, WRITTEN
+from trainsignals.generator.deploy.sharding_meta import META_FILE, SHARD_ALERTS
+from trainsignals.generator.deploy.sharding_split import (
     ShardingError,
     SplitState,
     is_raw,
     rewrite_global,
 )
+from trainsignals.generator.loader import load_specs
+from trainsignals.generator.pipeline import generate_job, spec_hash
 
 from tests.conftest import JOBS, require_tool
 from tests.live_prometheus import live_prometheus
-from trainsignals.stack import free_port
+from trainsignals.stacks.stack import free_port
 
 SPECS = sorted(JOBS.glob("*.yaml"))
 
@@ -33,7 +33,7 @@ def _sharded(path: Path, shards: int = 4):
 
 
 def _names(expr: str) -> set[str]:
-    from trainsignals.generator.sharding_split import _names as names
+    from trainsignals.generator.deploy.sharding_split import _names as names
 
     return set(names(promql_parser.parse(expr)))
 
@@ -156,7 +156,7 @@ def test_kubernetes_form_validates_against_the_crds() -> None:
 
 
 def test_single_store_rules_hold_both_sides_and_every_shard_heartbeat() -> None:
-    from trainsignals.generator.sharding import single_store_rules
+    from trainsignals.generator.deploy.sharding import single_store_rules
 
     spec = load_specs([JOBS / "minimal.yaml"])[0]
     single = yaml.safe_load(generate_job(spec, "x")[f"alerts/{spec.name}.rules.yaml"])
@@ -172,9 +172,9 @@ def test_single_store_rules_hold_both_sides_and_every_shard_heartbeat() -> None:
 def test_shard_not_reporting_reaches_the_monitoring_team(tmp_path: Path) -> None:
     """A dead shard's Prometheus is the monitoring team's to restart: Alertmanager (amtool)
     routes its ticket to their ticket receiver, on the plain files and on Kubernetes."""
-    from trainsignals.generator.meta_routing import receiver_name
-    from trainsignals.generator.monitoring import DEFAULT_SETTINGS
     from trainsignals.generator.pipeline import generate_all
+    from trainsignals.generator.routing.meta import receiver_name
+    from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS
 
     from tests.test_routes_proof import receiver_of
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from trainsignals.generator.alert_catalog import BY_NAME
+from trainsignals.generator.alerts.catalog import BY_NAME
 from trainsignals.generator.loader import load_specs
-from trainsignals.generator.spec import JobSpec
+from trainsignals.generator.spec.job import JobSpec
 from trainsignals.simulator import SCENARIOS, Simulation
 
 ROOT = Path(__file__).resolve().parent.parent

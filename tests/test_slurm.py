@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from trainsignals.cli import main
-from trainsignals.slurm import HostlistError, expand_hostlist
+from trainsignals.cli.main import main
+from trainsignals.cli.slurm import HostlistError, expand_hostlist
 
 from .conftest import JOBS
 

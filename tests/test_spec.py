@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 from trainsignals.generator.loader import SpecError, load_specs, spec_files
 
-from trainsignals.cli import main
+from trainsignals.cli.main import main
 
 MINIMAL = """\
 name: demo

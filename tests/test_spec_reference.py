@@ -10,15 +10,15 @@ import jsonschema
 import pytest
 import yaml
 from pydantic import BaseModel
-from trainsignals.generator.loader import SpecError, parse_spec
-from trainsignals.generator.spec import JobSpec
-from trainsignals.generator.spec_reference import (
+from trainsignals.generator.docs.spec_reference import (
     DOC_PATH,
     MODELINE,
     SCHEMA_PATH,
     _models,
     reference_files,
 )
+from trainsignals.generator.loader import SpecError, parse_spec
+from trainsignals.generator.spec.job import JobSpec
 
 
 class Yaml12Loader(yaml.SafeLoader):

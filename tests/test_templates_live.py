@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from trainsignals.generator.alertmanager import SLACK_SHOWN, alertmanager_config
 from trainsignals.generator.loader import load_specs
+from trainsignals.generator.routing.alertmanager import SLACK_SHOWN, alertmanager_config
 
-from trainsignals.stack import FAST_TIMING
+from trainsignals.stacks.stack import FAST_TIMING
 
 from .live_alertmanager import live_alertmanager, wait_until
 from .pager_shaped import PagerShaped

@@ -12,7 +12,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from trainsignals.exporters.training import DEFAULT_BASE_PORT, DiskUsage, TrainingMetrics
 
-from trainsignals.metric_catalog import METRICS, PHASES, Component
+from trainsignals.metrics.catalog import METRICS, PHASES, Component
 
 LABELS = {"node": "n0", "rank": "3", "local_rank": "1", "training_job": "llm"}
 

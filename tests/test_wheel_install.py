@@ -26,7 +26,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from trainsignals.generator.writer import stale_files
 
-from trainsignals import __version__, reaper
+from trainsignals import __version__
+from trainsignals.stacks import reaper
 
 from .conftest import ROOT
 
@@ -153,7 +154,7 @@ def test_installed_cli_generates_the_committed_files(installed: Installed) -> No
     assert stale_files(ROOT, dict.fromkeys(written, "")) == []
     # The postmortem's template is package data too (postmortem needs a Prometheus to run).
     probe = installed.python(
-        "from trainsignals.postmortem import TEMPLATES",
+        "from trainsignals.oncall.postmortem import TEMPLATES",
         "assert (TEMPLATES / 'postmortem.md.j2').is_file(), TEMPLATES",
     )
     assert probe.returncode == 0, probe.stderr

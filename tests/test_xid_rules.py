@@ -12,9 +12,9 @@ from pathlib import Path
 
 import yaml
 from trainsignals.generator.loader import load_specs
+from trainsignals.generator.output.yaml import dump
 from trainsignals.generator.pipeline import Options, generate_job
-from trainsignals.generator.promql import matchers
-from trainsignals.generator.yaml_out import dump
+from trainsignals.generator.signals.promql import matchers
 
 from .conftest import require_tool
 

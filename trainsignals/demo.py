@@ -15,14 +15,14 @@ import threading
 import time
 from pathlib import Path
 
-from trainsignals import reaper
-from trainsignals.generator.alertmanager import team_receivers
 from trainsignals.generator.loader import load_specs
-from trainsignals.generator.spec import JobSpec
-from trainsignals.generator.yaml_out import dump
+from trainsignals.generator.output.yaml import dump
+from trainsignals.generator.routing.alertmanager import team_receivers
+from trainsignals.generator.spec.job import JobSpec
 from trainsignals.simulator.job import Simulation, effective_spec
 from trainsignals.simulator.scenarios import SCENARIOS
-from trainsignals.stack import Notification, Stack, job_files
+from trainsignals.stacks import reaper
+from trainsignals.stacks.stack import Notification, Stack, job_files
 
 ROOT = Path(__file__).resolve().parent.parent
 FAULT_AFTER_REAL_SECONDS = 60

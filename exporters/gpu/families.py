@@ -14,7 +14,7 @@ from functools import cache
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from trainsignals.metric_catalog import BY_NAME, Kind
+from trainsignals.metrics.catalog import BY_NAME, Kind
 
 # (values of the catalog labels of the family, in catalog order; the value)
 Sample = tuple[tuple[str, ...], float]

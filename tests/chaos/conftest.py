@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from trainsignals.generator.spec import JobSpec
+from trainsignals.generator.spec.job import JobSpec
 
 from tests.conftest import require_tool
-from trainsignals.ha_stack import GaugeTarget, HAStack
-from trainsignals.stack import FAST_TIMING
+from trainsignals.stacks.ha import GaugeTarget, HAStack
+from trainsignals.stacks.stack import FAST_TIMING
 
 JOB = "chaos"
 SPEC = JobSpec.model_validate(

@@ -20,16 +20,16 @@ from pathlib import Path
 
 import pytest
 import yaml
-from trainsignals.generator.dashboard import panel_queries
+from trainsignals.generator.dashboards.job import panel_queries
 from trainsignals.generator.loader import load_specs
-from trainsignals.generator.spec import JobSpec
+from trainsignals.generator.spec.job import JobSpec
 from trainsignals.simulator.job import effective_spec
 
 from tests.conftest import JOBS, require_tool
 from tests.dcgm_page import FB_RESERVED_MIB, FB_TOTAL_MIB, DcgmPages, Gpu
-from trainsignals.readiness import Job, check_series
-from trainsignals.series_check import PrometheusClient
-from trainsignals.stack import Stack, job_files
+from trainsignals.metrics.series_check import PrometheusClient
+from trainsignals.oncall.readiness import Job, check_series
+from trainsignals.stacks.stack import Stack, job_files
 
 # Its own xdist group: it can run beside the scenario suite instead of after it.
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]

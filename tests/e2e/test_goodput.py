@@ -3,7 +3,7 @@
 The simulator runs the `restart` scenario (crash, 4m down, start-up, checkpoint restore, lost
 steps redone) on a deterministic clock at time scale 60; every 0.25 s of real time its ranks'
 expositions become OpenMetrics samples, which `promtool tsdb create-blocks-from openmetrics`
-writes into the data directory of a real Prometheus (trainsignals.stack). The data ends just
+writes into the data directory of a real Prometheus (trainsignals.stacks.stack). The data ends just
 before Prometheus starts, so the generated recording rules (same scale) evaluate on its last
 simulated hour live.
 
@@ -21,16 +21,16 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
-from trainsignals.generator.goodput import CATEGORIES
 from trainsignals.generator.loader import load_specs
+from trainsignals.generator.signals.goodput import CATEGORIES
 from trainsignals.simulator.job import Simulation
 from trainsignals.simulator.scenarios import RESTART
 
 from tests.conftest import JOBS, require_tool
-from trainsignals.cli import main
-from trainsignals.goodput import measure
-from trainsignals.postmortem import Prometheus
-from trainsignals.stack import Stack, job_files
+from trainsignals.cli.main import main
+from trainsignals.oncall.goodput import measure
+from trainsignals.oncall.postmortem import Prometheus
+from trainsignals.stacks.stack import Stack, job_files
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]
 

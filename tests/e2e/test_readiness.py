@@ -19,18 +19,18 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-from trainsignals.generator.alertdefs.inputs import missing_expr, required_inputs
+from trainsignals.generator.alerts.definitions.inputs import missing_expr, required_inputs
 from trainsignals.generator.loader import load_specs
-from trainsignals.generator.promql import RuleContext
-from trainsignals.generator.receivers import Routing
-from trainsignals.generator.spec import JobSpec
+from trainsignals.generator.signals.promql import RuleContext
+from trainsignals.generator.spec.job import JobSpec
+from trainsignals.generator.spec.receivers import Routing
 from trainsignals.simulator.job import Simulation, effective_spec
 
 from tests.conftest import JOBS, ROOT, require_tool
-from trainsignals.cli import main
-from trainsignals.readiness import Check, Job, check_series, readiness, render
-from trainsignals.series_check import PrometheusClient
-from trainsignals.stack import Stack, job_files
+from trainsignals.cli.main import main
+from trainsignals.metrics.series_check import PrometheusClient
+from trainsignals.oncall.readiness import Check, Job, check_series, readiness, render
+from trainsignals.stacks.stack import Stack, job_files
 
 # Its own xdist group: the module's one stack serves all three tests on one worker.
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]

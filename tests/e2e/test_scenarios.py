@@ -17,15 +17,15 @@ import re
 import time
 
 import pytest
-from trainsignals.generator.dashboard import panel_queries
-from trainsignals.generator.durations import parse_duration
-from trainsignals.generator.xid_catalog import action_of
+from trainsignals.generator.dashboards.job import panel_queries
+from trainsignals.generator.signals.xid_catalog import action_of
+from trainsignals.generator.spec.durations import parse_duration
 from trainsignals.simulator.profile import JobProfile
 from trainsignals.simulator.scenarios import SCENARIOS
 
 from tests.conftest import require_tool
 from tests.e2e.matrix import GPUS_PER_NODE, NODES, TIMING, Results, Run, run_matrix
-from trainsignals.stack import SCRAPE_SECONDS, Stack
+from trainsignals.stacks.stack import SCRAPE_SECONDS, Stack
 
 # One xdist worker runs the real-stack tests (mostly waiting on compressed time) while the
 # other runs everything else; `make test` uses `-n 2 --dist loadgroup`.

@@ -20,15 +20,15 @@ import os
 import time
 
 import pytest
+from trainsignals.generator.deploy.sharding import HEARTBEAT, SHARD_ALERT
 from trainsignals.generator.loader import load_specs
-from trainsignals.generator.monitoring import DEFAULT_SETTINGS
-from trainsignals.generator.sharding import HEARTBEAT, SHARD_ALERT
+from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS
 from trainsignals.simulator.scenarios import SCENARIOS
 
 from tests.conftest import JOBS, require_tool
 from tests.e2e.matrix import GPUS_PER_NODE, NODES, Results, Run, run_matrix
-from trainsignals.shardstack import ShardedStack
-from trainsignals.vmstack import BINARIES
+from trainsignals.stacks.sharded import ShardedStack
+from trainsignals.stacks.vm import BINARIES
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]
 

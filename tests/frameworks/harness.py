@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from trainsignals.generator.spec import JobSpec
+from trainsignals.generator.spec.job import JobSpec
 
 from tests.conftest import require_tool
-from trainsignals.stack import Stack, job_files
+from trainsignals.stacks.stack import Stack, job_files
 
 # 1 real second = 1 simulated minute: NonFiniteLoss's 1m `for` is 1 s, a stall 10 s.
 TIME_SCALE = 60.0

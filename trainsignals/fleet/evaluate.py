@@ -18,7 +18,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainsignals.generator.durations import parse_duration
+from trainsignals.generator.spec.durations import parse_duration
 
 from .emit import BLOCK_S, import_openmetrics
 from .prom import STEP_S, Prometheus

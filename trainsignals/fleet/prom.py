@@ -17,8 +17,8 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from trainsignals import reaper
-from trainsignals.stack import HOST, PROMETHEUS, free_port
+from trainsignals.stacks import reaper
+from trainsignals.stacks.stack import HOST, PROMETHEUS, free_port
 
 STEP_S = 60
 

@@ -6,7 +6,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 
-from trainsignals.generator.recording import SLOW_INTERVAL
+from trainsignals.generator.signals.recording import SLOW_INTERVAL
 
 from .history import THERMAL_LEAD_S, Interruption
 from .routing import Notification

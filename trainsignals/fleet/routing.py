@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from trainsignals.generator.durations import parse_duration
+from trainsignals.generator.spec.durations import parse_duration
 
 from .evaluate import AlertEpisode
 from .prom import STEP_S

@@ -53,7 +53,7 @@ def run_replay(
     rules_text, am_text = generated_files(spec)
     document = yaml.safe_load(rules_text)
     if shards > 1:  # through the sharded rule split: edge groups, then the global ones
-        from trainsignals.generator.sharding import single_store_rules
+        from trainsignals.generator.deploy.sharding import single_store_rules
 
         document = single_store_rules(spec, document, shards)
     wanted = referenced_metrics(rules_text)

@@ -10,7 +10,7 @@ the report says which mode the rules were generated for.
 from __future__ import annotations
 
 from trainsignals.generator.pipeline import Options, generate_all
-from trainsignals.generator.spec import JobSpec
+from trainsignals.generator.spec.job import JobSpec
 
 from .emit import TOKENS_PER_STEP
 from .history import DATA_WAIT_RATIO

@@ -1,0 +1,30 @@
+"""Every alert trainsignals knows, one definition each (see generator/alert_model.py).
+
+The order here is the order of the generated rules, `explain` and the runbook index: the
+self-healing symptoms, then the training process, loss and checkpoints, nodes, GPUs, SLOs.
+"""
+
+from __future__ import annotations
+
+from trainsignals.generator.alerts.definitions import (
+    fabric,
+    inputs,
+    loss_checkpoint,
+    node,
+    reachability,
+    recovery,
+    slo_burn,
+    training,
+)
+from trainsignals.generator.alerts.model import AlertDef
+
+DEFINITIONS: tuple[AlertDef, ...] = (
+    *recovery.GROUP.definitions,
+    *training.GROUP.definitions,
+    *loss_checkpoint.GROUP.definitions,
+    *reachability.GROUP.definitions,
+    *node.GROUP.definitions,
+    *fabric.GROUP.definitions,
+    *slo_burn.GROUP.definitions,
+    *inputs.GROUP.definitions,
+)

@@ -1,0 +1,239 @@
+"""Self-healing failed: the pages of a job that restarts itself (recovery.mode auto_restart)."""
+
+from __future__ import annotations
+
+from trainsignals.generator.alerts.model import AlertGroup, Rule
+from trainsignals.generator.signals.faults import (
+    FAULT_ONSET,
+    GPU_HEALTHY,
+    FaultCase,
+    JobTimeline,
+    from_onset,
+    restart,
+)
+from trainsignals.generator.signals.goodput import HIGH_WATER_LOOKBACK
+from trainsignals.generator.signals.gpu_sources import gpu_source
+from trainsignals.generator.signals.promql import RuleContext, matchers, regex
+from trainsignals.generator.spec.durations import format_duration
+from trainsignals.generator.spec.job import CRASH_LOOP_RESTARTS
+
+GROUP = AlertGroup()
+onset = FAULT_ONSET
+
+
+def completed(ctx: RuleContext) -> str:
+    """`unless` a clean exit (phase "done") was the job's last word: no incident."""
+    return f" unless on (training_job) job:trainsignals_completed:bool{ctx.recorded()} == 1"
+
+
+# Pages of an incident that stops progress: what they page for, a stale checkpoint follows.
+PROGRESS_INCIDENTS = (
+    "TrainingNoProgress",
+    "TrainingCrashLooping",
+    "TrainingRestartsOnBadNode",
+    "TrainingStalled",
+    "TrainingTargetsDown",
+    "NodeDown",
+)
+
+
+def _incident_pages(ctx: RuleContext) -> str:
+    return "ALERTS" + matchers(
+        {
+            "alertname": regex("|".join(PROGRESS_INCIDENTS)),
+            "alertstate": "firing",
+            "severity": "page",
+            "training_job": ctx.job,
+        }
+    )
+
+
+def paged_incident_within(ctx: RuleContext, seconds: int) -> str:
+    """`unless` an incident that stopped progress paged within `seconds`: its consequences
+    outlive it (a checkpoint too old until the next save), and one incident pages once."""
+    return f" unless on (training_job) max_over_time({_incident_pages(ctx)}[{ctx.range(seconds)}])"
+
+
+def paged_incident_ended_within(ctx: RuleContext, seconds: int) -> str:
+    """`unless` an incident that stopped progress paged within `seconds` and is over: while
+    it lasts Alertmanager inhibits its consequences; after it, what it left in a window
+    (the goodput it burned) is still that incident, not a second one."""
+    pages = _incident_pages(ctx)
+    return (
+        f" unless on (training_job) (max_over_time({pages}[{ctx.range(seconds)}]) "
+        f"unless on (training_job) {pages})"
+    )
+
+
+def last_progress(ctx: RuleContext) -> str:
+    """When the job last completed a step, durable across restarts: the newest step time any
+    rank reported within restart_window (a restarted process reports none before its first
+    step, never its own start); with none, the first process start in it."""
+    r, window = ctx.recorded(), ctx.range(ctx.spec.recovery.restart_window)
+    return (
+        f"(max_over_time(job:trainsignals_last_step:timestamp_max{r}[{window}]) "
+        f"or min_over_time(job:trainsignals_incarnation_start:max{r}[{window}]))"
+    )
+
+
+@GROUP.alert(
+    "TrainingNoProgress",
+    signal="errors",
+    severity="off",
+    auto_restart="page",
+    meaning="No training step completed for longer than recovery.restart_budget, counted "
+    "across restarts: the job is down, hung, or automatic restarts do not bring it back to a "
+    "first step. The self-healing loop failed.",
+)
+def no_progress(ctx: RuleContext) -> Rule:
+    o, r, rec = ctx.spec.objectives, ctx.recorded(), ctx.spec.recovery
+    budget, pause_limit = rec.restart_budget, max(rec.restart_budget, o.max_pause)
+    since = f"time() - {last_progress(ctx)}"
+
+    def gone_for_good(t: JobTimeline, m: int) -> None:
+        if m == onset:
+            restart(t, onset, t.minutes)
+
+    def restart_loop(t: JobTimeline, m: int) -> None:
+        # Every 15 minutes a new incarnation, which dies before its first step.
+        t.process_start[m] = 60.0 * (onset + 15 * ((m - onset) // 15))
+        t.phase[m] = "startup"
+        t.tokens_per_second[m] = t.steps_per_second[m] = t.data_wait_share[m] = 0.0
+
+    return Rule(
+        expr=f"(({since} > {ctx.seconds(budget):g} unless on (training_job) "
+        f"job:trainsignals_phase_paused:max{r} == 1) or {since} > {ctx.seconds(pause_limit):g})"
+        + completed(ctx),
+        for_seconds=60,
+        summary="{{ $labels.training_job }}: no training progress for "
+        "{{ $value | humanizeDuration }}",
+        description="No rank has completed a training step for {{ $value | humanizeDuration }} "
+        f"(across restarts), longer than the restart budget of {format_duration(budget)} (or "
+        f"{format_duration(pause_limit)} in an announced eval/checkpoint pause). The job is "
+        "down, hung, or restarts keep dying before their first step: the self-healing loop "
+        "failed and a human must act.",
+        panel="step_progress",
+        threshold=f"no step for > {format_duration(budget)}",
+        window="instant",
+        faults=[
+            FaultCase("", rec.restart_budget // 60 + 3, job_fault=gone_for_good),
+            FaultCase(
+                "",
+                rec.restart_budget // 60 + 2,
+                job_fault=from_onset(restart_loop),
+                what="on restarts every 15m that never reach a step",
+            ),
+        ],
+    )
+
+
+@GROUP.alert(
+    "TrainingCrashLooping",
+    signal="errors",
+    severity="ticket",
+    auto_restart="page",
+    meaning="The job restarted at least 3 times within recovery.restart_window without "
+    "progress (the global step's high-water mark did not advance): every incarnation dies "
+    "before it gets past the work the last one lost (a bad node, a bad checkpoint, a software "
+    "bug). A restart loop that never steps at all pages as TrainingNoProgress instead.",
+)
+def crash_looping(ctx: RuleContext) -> Rule:
+    r, rec = ctx.recorded(), ctx.spec.recovery
+    window, lookback = ctx.range(rec.restart_window), ctx.range(HIGH_WATER_LOOKBACK)
+    name = format_duration(rec.restart_window)
+    restarts = f"job:trainsignals_restarts:changes{name}{r}"
+    high = f"job:trainsignals_global_step:max{r}"
+    # Restarts that never reach a step are TrainingNoProgress's incident, also for the window
+    # after it (the job then redoes the steps its checkpoint lost: no progress yet either).
+    no_progress = matchers(
+        {"alertname": "TrainingNoProgress", "alertstate": "firing", "training_job": ctx.job}
+    )
+    loop = (
+        f"{restarts} >= {CRASH_LOOP_RESTARTS} and on (training_job) "
+        f"max_over_time({high}[{window}]) <= on (training_job) "
+        f"max_over_time({high}[{lookback}] offset {window})"
+    )
+    if rec.max_restarts is not None:
+        loop = f"({loop}) or {restarts} > {rec.max_restarts}"
+
+    def crash_loop(t: JobTimeline, m: int) -> None:
+        # A new incarnation every 10 minutes, restored from the checkpoint at the fault: it
+        # steps for a few minutes, then dies before it passes the step it started from.
+        t.process_start[m] = 60.0 * (onset + 10 * ((m - onset) // 10))
+        t.checkpoint_ok[m] = False  # it dies before its next checkpoint
+        if (m - onset) % 10 < 2:
+            t.phase[m] = "startup"
+            t.tokens_per_second[m] = t.steps_per_second[m] = t.data_wait_share[m] = 0.0
+
+    return Rule(
+        expr=f"({loop}) unless on (training_job) max_over_time(ALERTS{no_progress}[{window}])",
+        for_seconds=60,
+        summary="{{ $labels.training_job }}: {{ $value }} restarts in "
+        + name
+        + " without progress",
+        description="The job restarted {{ $value }} times in the last " + name + " and its "
+        "global step never got past its high-water mark: each incarnation dies before it "
+        "gets back the work the previous one lost"
+        + ("" if rec.max_restarts is None else f" (or more than {rec.max_restarts} restarts)")
+        + ". Look for the node, GPU or checkpoint that every restart trips over (the infra "
+        "tickets of the same window name it).",
+        panel="restarts",
+        threshold=f">= {CRASH_LOOP_RESTARTS} restarts in {name} without progress",
+        window=name,
+        faults=[
+            FaultCase(
+                "",
+                rec.restart_window // 60 + 2,
+                job_fault=from_onset(crash_loop),
+            )
+        ],
+    )
+
+
+@GROUP.alert(
+    "TrainingRestartsOnBadNode",
+    signal="errors",
+    severity="ticket",
+    auto_restart="page",
+    meaning="The same node was named by hardware faults (GPU lost, critical XID, uncorrectable "
+    "memory errors, node down) in two separate incidents within recovery.restart_window while "
+    "the job restarted: automation keeps putting the job back on a bad node.",
+)
+def restarts_on_bad_node(ctx: RuleContext) -> Rule:
+    r, rec = ctx.recorded(), ctx.spec.recovery
+    window = format_duration(rec.restart_window)
+    source = gpu_source(ctx)
+    lost = 0 if source.reports_gpu_up else None
+    healthy = GPU_HEALTHY[source.presence_signal]
+    # GPU 0 of node-0 lost twice, the job restarted after each: the node was not drained.
+    twice_lost = FaultCase(
+        "",
+        45,
+        labels=("node",),
+        targets_down=lambda kind, node, m: False,  # every node present: 0 between faults
+        job_fault=from_onset(
+            lambda t, m: t.process_start.__setitem__(
+                m, 60.0 * (onset + 5 if m < onset + 35 else onset + 35)
+            )
+        ),
+        gpu_overrides={
+            source.presence_signal: lambda m: (
+                lost if onset <= m < onset + 10 or onset + 30 <= m < onset + 40 else healthy
+            )
+        },
+    )
+    return Rule(
+        # Three changes of the 0/1 fault indicator = a second incident on that node.
+        expr=f"changes(node:trainsignals_hardware_fault:bool{r}"
+        f"[{ctx.range(rec.restart_window)}]) >= 3 and on (training_job) "
+        f"job:trainsignals_restarts:changes{window}{r} >= 2",
+        for_seconds=60,
+        summary="{{ $labels.training_job }}: node {{ $labels.node }} failed again after a restart",
+        description="Hardware fault alerts named {{ $labels.node }} in two separate incidents "
+        f"within the last {window}, and the job restarted in between: it is being restarted "
+        "onto the node that broke it. Drain the node and restart without it.",
+        panel="restarts",
+        threshold=f"2 hardware incidents on one node + >= 2 restarts in {window}",
+        window=window,
+        faults=[twice_lost],
+    )

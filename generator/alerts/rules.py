@@ -1,0 +1,82 @@
+"""Alerting rules of one spec, rendered for Prometheus: severity and team per recovery mode.
+
+Each alert is defined once in generator/alertdefs/ (meaning, severities, owner, PromQL, test
+fault); this module turns the definitions into the spec's rules.
+"""
+
+from __future__ import annotations
+
+from trainsignals.generator.alerts.catalog import ALERTS, BY_NAME
+from trainsignals.generator.alerts.model import AlertRule
+from trainsignals.generator.signals.panels import PANEL_IDS, dashboard_uid
+from trainsignals.generator.signals.promql import RuleContext
+
+__all__ = ["AlertRule", "alert_rules", "firing_expr", "render_alert", "severity", "team"]
+
+
+def alert_rules(ctx: RuleContext) -> list[AlertRule]:
+    """Every alert the spec enables, in definition order."""
+    rules = []
+    for definition in ALERTS:
+        if severity(ctx, definition.name) == "off":
+            continue
+        rule = definition.rule(ctx)
+        if rule is not None:
+            rules.append(rule)
+    return rules
+
+
+def severity(ctx: RuleContext, name: str) -> str:
+    """The spec's choice, else the catalogue's default for the job's recovery mode."""
+    return ctx.spec.alerts.get(name, BY_NAME[name].severity_for(ctx.spec.recovery.mode))
+
+
+def team(ctx: RuleContext, name: str) -> str:
+    """Hardware tickets go to whoever repairs hardware; pages to whoever must act now."""
+    if BY_NAME[name].owner == "infra" and severity(ctx, name) == "ticket":
+        return ctx.spec.infra_team
+    return ctx.spec.team
+
+
+EVALUATION_SECONDS = 60  # generator/prometheus_config.py EVALUATION_INTERVAL
+
+
+def firing_expr(ctx: RuleContext, alert: AlertRule) -> str:
+    """The rule's expression, held true for `keep_firing_for` after its condition last held.
+
+    Prometheus (>= 2.42) has a `keep_firing_for` field, but vmalert 1.79.5 (Debian's, which
+    runs these same files) rejects it ("unknown fields in rule: keep_firing_for"). A subquery
+    keeps the expression's series for the window instead, on both engines, sampled every
+    (nominal) minute, the evaluation interval: the step is explicit because vmalert sends
+    its `-datasource.queryStep` (5m by default) as the default subquery step. Unlike the
+    field, it also holds a pending condition, so `for` counts from the first time the
+    condition held within the window.
+    """
+    if not alert.keep_firing_for:
+        return alert.expr
+    return (
+        f"max_over_time(({alert.expr})"
+        f"[{ctx.range(alert.keep_firing_for)}:{ctx.duration(EVALUATION_SECONDS)}])"
+    )
+
+
+def render_alert(ctx: RuleContext, alert: AlertRule) -> dict:
+    spec = ctx.spec
+    uid = dashboard_uid(spec.name)
+    rule: dict = {"alert": alert.name, "expr": firing_expr(ctx, alert)}
+    if alert.for_seconds:
+        rule["for"] = ctx.duration(alert.for_seconds)
+    rule["labels"] = {
+        "job": spec.name,
+        "severity": severity(ctx, alert.name),
+        "team": team(ctx, alert.name),
+        "training_job": spec.name,
+    }
+    rule["annotations"] = {
+        "dashboard_url": f"{spec.links.grafana_base_url}/d/{uid}/{spec.name}"
+        f"?viewPanel={PANEL_IDS[alert.panel]}",
+        "description": alert.description,
+        "runbook_url": f"{spec.links.runbook_base_url}/{alert.name}.md",
+        "summary": alert.summary,
+    }
+    return rule

@@ -1,0 +1,48 @@
+"""Generated deployment files of every job: `deploy/prometheus/` (plain Prometheus and Slurm)
+and, for specs with a `deploy.kubernetes` section, `deploy/kubernetes/` (prometheus-operator)."""
+
+from __future__ import annotations
+
+from trainsignals.generator.deploy.scrape_config import scrape_config_document, targets_dir
+from trainsignals.generator.output.yaml import dump
+from trainsignals.generator.pipeline import GENERATED_MARK, header
+from trainsignals.generator.spec.job import JobSpec
+from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS, MonitoringSettings
+
+from trainsignals import __version__
+
+
+def _scrape_comment(spec: JobSpec) -> str:
+    return (
+        f"# Merge scrape_configs into prometheus.yml and load alerts/{spec.name}.rules.yaml.\n"
+        f"# Targets: file_sd files {targets_dir(spec)}/training*.json, gpu*.json, node*.json\n"
+        "# (on Slurm: `trainsignals slurm-targets`, see README).\n"
+    )
+
+
+def deploy_files(
+    specs: list[tuple[JobSpec, str]],
+    generated: dict[str, str],
+    settings: MonitoringSettings = DEFAULT_SETTINGS,
+) -> dict[str, str]:
+    """`generated` holds the jobs' rules and dashboards, which the Kubernetes objects wrap;
+    `settings` the monitoring settings the meta rules on Kubernetes start from."""
+    from trainsignals.generator.deploy.kubernetes import kubernetes_files
+    from trainsignals.generator.deploy.kubernetes_meta import monitoring_files
+
+    files: dict[str, str] = {}
+    for spec, source in specs:
+        top = header(spec, source)
+        files[f"deploy/prometheus/{spec.name}.scrape.yaml"] = dump(
+            scrape_config_document(spec), top + _scrape_comment(spec)
+        )
+        if spec.deploy.kubernetes is not None:
+            files |= kubernetes_files(spec, top, generated)
+    sources = ", ".join(source for _, source in specs)
+    meta_header = (
+        f"# {GENERATED_MARK} {__version__} from {sources} and the monitoring settings.\n"
+        "# Do not edit: change the specs (deploy.kubernetes) or generator/monitoring.py and "
+        "regenerate.\n"
+    )
+    files |= monitoring_files([spec for spec, _ in specs], generated, meta_header, settings)
+    return files

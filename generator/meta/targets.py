@@ -1,0 +1,123 @@
+"""ScrapeTargetsVanished: a running job's targets gone from service discovery (generator/meta.py).
+
+`up` has no series at all for a target that left discovery, so no `up == 0` alert fires: the
+rule compares the job's scrape jobs with each other. One rule per group of specs sharing their
+selector label names and scrape job names (one alert name per `job` label, the lint's rule),
+and for multi-node specs one more for their node_exporters, which the InfiniBand alerts read.
+"""
+
+from __future__ import annotations
+
+from trainsignals.generator.deploy.scrape_config import NODE_EXPORTER_JOB
+from trainsignals.generator.meta.rule import MetaRule
+from trainsignals.generator.meta.rule import escape as _escape
+from trainsignals.generator.signals.promql import matchers, regex
+from trainsignals.generator.spec.job import JobSpec
+from trainsignals.generator.spec.monitoring import MonitoringSettings
+
+
+def vanish_groups(specs: list[JobSpec]) -> list[tuple[tuple[str, ...], str, str, list[str]]]:
+    """Specs grouped by (selector label names, training scrape job, GPU scrape job).
+
+    One rule per group and direction keeps one alert name per `job` label (the lint's rule).
+    Each item: (label names, training job, gpu job, [selector values of the first label]).
+    """
+    groups: dict[tuple[tuple[str, ...], str, str], list[JobSpec]] = {}
+    for spec in sorted(specs, key=lambda s: s.name):
+        key = (tuple(spec.selector_labels), spec.scrape_jobs.training, spec.scrape_jobs.gpu)
+        groups.setdefault(key, []).append(spec)
+    return [(k[0], k[1], k[2], g) for k, g in sorted(groups.items())]  # type: ignore[misc]
+
+
+def vanished_rules(
+    settings: MonitoringSettings, specs: list[JobSpec], severity: str, for_seconds: int
+) -> list[MetaRule]:
+    rules = []
+    for labels, training, gpu, group in vanish_groups(specs):
+        by = ", ".join(labels)
+        # Each selector label matches any of the group's jobs (a regex of their values).
+        selector = {
+            name: regex("|".join(sorted({_escape(s.selector_labels[name]) for s in group})))
+            for name in labels
+        }
+        job_labels = " ".join(f"{{{{ $labels.{name} }}}}" for name in labels)
+        for gone, still in ((gpu, training), (training, gpu)):
+            present = matchers({**selector, "job": still})
+            missing = matchers({**selector, "job": gone})
+            expr = f"count by ({by}) (up{present}) unless on ({by}) count by ({by}) (up{missing})"
+            if gone == training:
+                expr += f" unless on ({by}) ({completed_jobs(group, by, still)})"
+            rules.append(
+                MetaRule(
+                    alert="ScrapeTargetsVanished",
+                    expr=expr,
+                    for_seconds=for_seconds,
+                    severity=severity,
+                    job=gone,
+                    summary=f"{job_labels}: no `{gone}` targets while `{still}` targets run",
+                    description=(
+                        f"Service discovery lists none of {job_labels}'s `{gone}` scrape "
+                        f"targets while its `{still}` targets are still scraped: the job runs, "
+                        f"but every alert reading `{gone}` series is blind and cannot fire."
+                    ),
+                    dashboard_url=f"{settings.prometheus_url}/service-discovery",
+                    extra_labels={"vanished": gone},
+                )
+            )
+    return rules
+
+
+def completed_jobs(group: list[JobSpec], by: str, still: str) -> str:
+    """The group's jobs that finished (phase `done`, job:trainsignals_completed:bool in their
+    own rule files), by the selector labels: their ranks leave service discovery while a GPU
+    exporter DaemonSet outlives them, and that is no vanished target."""
+    return " or ".join(
+        f"count by ({by}) (up{matchers({**spec.selector_labels, 'job': still})}) and on () "
+        f"job:trainsignals_completed:bool{matchers({'training_job': spec.name})} == 1"
+        for spec in group
+    )
+
+
+def fabric_specs(specs: list[JobSpec]) -> list[JobSpec]:
+    """Multi-node specs: their InfiniBand alerts read node_exporter (generator/fabric.py)."""
+    return [spec for spec in specs if spec.shape.nodes > 1]
+
+
+def node_exporter_rules(
+    settings: MonitoringSettings, specs: list[JobSpec], severity: str, for_seconds: int
+) -> list[MetaRule]:
+    """node_exporter targets gone while the job's GPU exporters run: the fabric is unwatched."""
+    rules = []
+    for labels, _, gpu, group in vanish_groups(fabric_specs(specs)):
+        by = ", ".join(labels)
+        selector = {
+            name: regex("|".join(sorted({_escape(s.selector_labels[name]) for s in group})))
+            for name in labels
+        }
+        job_labels = " ".join(f"{{{{ $labels.{name} }}}}" for name in labels)
+        present = matchers({**selector, "job": gpu})
+        missing = matchers({**selector, "job": NODE_EXPORTER_JOB})
+        rules.append(
+            MetaRule(
+                alert="ScrapeTargetsVanished",
+                expr=(
+                    f"count by ({by}) (up{present}) unless on ({by}) count by ({by}) (up{missing})"
+                ),
+                for_seconds=for_seconds,
+                severity=severity,
+                job=NODE_EXPORTER_JOB,
+                summary=(
+                    f"{job_labels}: no `{NODE_EXPORTER_JOB}` (node_exporter) targets while "
+                    f"`{gpu}` targets run"
+                ),
+                description=(
+                    f"Service discovery lists none of {job_labels}'s node_exporter targets "
+                    f"(`{NODE_EXPORTER_JOB}`) while its `{gpu}` targets are still scraped: the "
+                    "InfiniBand alerts (IbPortDown, IbPortFlapping, IbPortErrors) read "
+                    "node_exporter and cannot fire."
+                ),
+                dashboard_url=f"{settings.prometheus_url}/service-discovery",
+                extra_labels={"vanished": NODE_EXPORTER_JOB},
+            )
+        )
+    return rules

@@ -1,0 +1,183 @@
+"""The fault vocabulary of the generated promtool tests: a healthy job, minute by minute, and
+the ways an alert's definition bends it (generator/alertdefs/ names one fault per alert).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from trainsignals.generator.signals.promql import RuleContext
+
+# A healthy job runs close to its step-time bound: 3% of its steps are slower than the bound
+# (p95 under it), the rest between half the bound and the bound.
+HEALTHY_SLOW_STEPS = 0.03
+FAULT_ONSET = 40  # minutes: startup and warm-up are over, the job trains
+
+
+@dataclass
+class JobTimeline:
+    """Per-minute state of a healthy job, which a fault then bends."""
+
+    ctx: RuleContext
+    minutes: int
+    fault: Callable[[JobTimeline, int], None] | None = None
+    # Per-minute values, filled by build().
+    phase: list[str] = field(default_factory=list)
+    tokens_per_second: list[float] = field(default_factory=list)
+    steps_per_second: list[float] = field(default_factory=list)
+    # Share of steps slower than the step-time bound: they take 3x the bound, the rest 0.75x.
+    slow_step_share: list[float] = field(default_factory=list)
+    data_wait_share: list[float] = field(default_factory=list)
+    loss: list[float | None] = field(default_factory=list)
+    nonfinite_per_minute: list[float] = field(default_factory=list)
+    dropped_per_minute: list[float] = field(default_factory=list)
+    checkpoint_ok: list[bool] = field(default_factory=list)
+    disk_free_ratio: list[float] = field(default_factory=list)
+    process_start: list[float] = field(default_factory=list)  # this incarnation's start time
+    # False: the ranks were started without TRAINSIGNALS_STEP_TIME_BOUND_SECONDS, so their
+    # step histograms have only the instrumentation's default buckets, none at the bound.
+    bound_bucket: bool = True
+    # (first, last) minute with every rank gone; None: the job runs throughout. Counters of the
+    # incarnation after it start again from zero, as a restarted process's do.
+    outage: tuple[int, int] | None = None
+    # Minute the job finished cleanly (phase "done"); its ranks' series end after it.
+    completed: int | None = None
+
+    @property
+    def step_time_bound(self) -> float:
+        return self.ctx.spec.objectives.step_time_max_seconds or 2.0
+
+    @property
+    def healthy_tokens(self) -> float:
+        """Job tokens/s at 1.5x the MFU floor (0 for step-based specs)."""
+        shape = self.ctx.spec.shape
+        if shape.model_flops_per_token is None:
+            return 0.0
+        return (
+            1.5
+            * self.ctx.spec.objectives.mfu_min_ratio
+            * shape.peak_flops
+            / (shape.model_flops_per_token)
+        )
+
+    @property
+    def healthy_steps(self) -> float:
+        shape = self.ctx.spec.shape
+        if shape.model_flops_per_step is None:
+            return 1.0 / (0.8 * self.step_time_bound)
+        return (
+            1.5
+            * self.ctx.spec.objectives.mfu_min_ratio
+            * shape.peak_flops
+            / (shape.model_flops_per_step)
+        )
+
+    def build(self) -> JobTimeline:
+        for minute in range(self.minutes + 1):
+            phase = healthy_phase(minute)
+            stepping = phase in ("warmup", "train")
+            speed = 0.6 if phase == "warmup" else 1.0
+            self.phase.append(phase)
+            self.tokens_per_second.append(self.healthy_tokens * speed if stepping else 0.0)
+            self.steps_per_second.append(self.healthy_steps * speed if stepping else 0.0)
+            self.slow_step_share.append(HEALTHY_SLOW_STEPS)
+            self.data_wait_share.append(0.05 if stepping else 0.0)
+            self.loss.append(2 + 8 / math.sqrt(minute + 10) if minute >= 5 else None)
+            self.nonfinite_per_minute.append(0.0)
+            self.dropped_per_minute.append(0.0)
+            self.checkpoint_ok.append(True)
+            self.disk_free_ratio.append(0.5)
+            self.process_start.append(0.0)
+        if self.fault:
+            for minute in range(self.minutes + 1):
+                self.fault(self, minute)
+        return self
+
+
+def healthy_phase(minute: int) -> str:
+    """Startup 5m, warm-up to 30m, a 3m checkpoint every hour, one 10m eval at 2h30."""
+    if minute < 5:
+        return "startup"
+    if minute < 30:
+        return "warmup"
+    if minute >= 60 and minute % 60 < 3:
+        return "checkpoint"
+    if 150 <= minute < 160:
+        return "eval"
+    return "train"
+
+
+def restart(t: JobTimeline, first: int, last: int, startup: int = 2) -> None:
+    """Every rank dies at `first`, is gone until `last`, then a new incarnation starts up."""
+    t.outage = (first, last)
+    for m in range(first, t.minutes + 1):
+        t.process_start[m] = (last + 1) * 60.0
+        if m <= last + startup:
+            t.phase[m] = "startup"
+            t.tokens_per_second[m] = t.steps_per_second[m] = t.data_wait_share[m] = 0.0
+
+
+GPU_HEALTHY = {
+    "up": 1,
+    "utilization": 0.95,
+    "memory_used_ratio": 0.75,
+    "temperature": 65.0,
+    "thermal_throttle": 0,
+    "power_throttle": 0,
+    "ecc_uncorrected": 0,
+    "remapped_rows_pending": 0,
+    "remapped_rows_failed": 0,
+    "nvml_errors": 0,
+}
+
+
+@dataclass(frozen=True)
+class FaultCase:
+    """How to break the healthy job so one alert must fire, and when to look."""
+
+    alert: str  # filled in from the definition
+    fires_after: int  # minutes after onset at which the alert must be firing
+    labels: tuple[str, ...] = ()  # labels the alert carries beyond the job's own
+    job_fault: Callable[[JobTimeline, int], None] | None = None
+    targets_down: Callable[[str, str, int], bool] | None = None
+    gpu_overrides: dict[str, Callable[[int], float | None]] | None = None
+    onset: int = FAULT_ONSET
+    extra_labels: dict[str, str] = field(default_factory=dict)
+    what: str = "on its fault"  # names the test when an alert has several faults
+    # Minutes after fires_after the alert must keep firing without a break: an intermittent
+    # fault is one incident, one page episode (keep_firing_for).
+    holds_for: int = 0
+    # Input series beyond the job's, targets' and GPUs' (node_exporter's InfiniBand ports):
+    # (ctx, minutes) -> list of RawSeries.
+    raw_series: Callable[..., list] | None = None
+
+
+def after(onset: int, value: float | None, before: float | None = None):
+    """A GPU signal that is `before` until `onset`, then `value`."""
+    return lambda m: value if m >= onset else before
+
+
+def from_onset(
+    apply: Callable[[JobTimeline, int], None], onset: int = FAULT_ONSET
+) -> Callable[[JobTimeline, int], None]:
+    """A job fault applied to every minute from `onset` on."""
+
+    def fault(t: JobTimeline, m: int) -> None:
+        if m >= onset:
+            apply(t, m)
+
+    return fault
+
+
+def stall(t: JobTimeline, m: int) -> None:
+    """A hung job: it says it trains, but no step completes."""
+    t.phase[m] = "train"
+    t.tokens_per_second[m] = t.steps_per_second[m] = t.data_wait_share[m] = 0.0
+
+
+def slow(t: JobTimeline, m: int) -> None:
+    """A fifth of the healthy throughput."""
+    t.tokens_per_second[m] *= 0.2
+    t.steps_per_second[m] *= 0.2

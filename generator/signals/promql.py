@@ -1,0 +1,86 @@
+"""PromQL building blocks bound to one spec: selectors, windows and the time scale."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prometheus_client.utils import floatToGoString
+from trainsignals.generator.spec.durations import format_duration
+from trainsignals.generator.spec.job import JobSpec
+
+
+@dataclass(frozen=True)
+class Op:
+    """A label matcher other than equality: `Op("=~", "a|b")`."""
+
+    operator: str
+    value: str
+
+
+def regex(value: str) -> Op:
+    return Op("=~", value)
+
+
+def not_regex(value: str) -> Op:
+    return Op("!~", value)
+
+
+def le_label(bound: float) -> str:
+    """A histogram bucket's `le` exactly as prometheus_client writes it ("2.5", "2.0")."""
+    return floatToGoString(bound)
+
+
+def matchers(labels: dict[str, str | Op]) -> str:
+    """`{a="1",b=~"2|3"}`, sorted so output is stable. Values were validated as safe by the spec."""
+    parts = []
+    for name, value in sorted(labels.items()):
+        op = value if isinstance(value, Op) else Op("=", value)
+        parts.append(f'{name}{op.operator}"{op.value}"')
+    return "{" + ",".join(parts) + "}"
+
+
+@dataclass(frozen=True)
+class RuleContext:
+    """Everything a rule builder needs to know besides the spec itself.
+
+    `time_scale` divides every window and `for` duration, so end-to-end tests can run hours of
+    simulated training in seconds. Production specs use 1. Range windows never go below
+    `min_range_seconds` (a rate() needs a few scrapes in its window).
+    """
+
+    spec: JobSpec
+    time_scale: float = 1.0
+    min_range_seconds: int = 60
+
+    @property
+    def job(self) -> str:
+        return self.spec.name
+
+    def seconds(self, nominal: float) -> float:
+        return nominal / self.time_scale
+
+    def range(self, nominal_seconds: float) -> str:
+        """A range-vector window such as `5m`, scaled and clamped."""
+        return format_duration(max(self.seconds(nominal_seconds), self.min_range_seconds))
+
+    def duration(self, nominal_seconds: float) -> str:
+        """A `for`, offset or horizon, scaled; at least one second."""
+        return format_duration(max(self.seconds(nominal_seconds), 1))
+
+    def raw(self, **extra: str | Op) -> str:
+        """Selector for raw series of this job (selector labels plus `extra`)."""
+        return matchers({**self.spec.selector_labels, **extra})
+
+    def training_targets(self) -> str:
+        return self.raw(job=self.spec.scrape_jobs.training)
+
+    def gpu_targets(self) -> str:
+        return self.raw(job=self.spec.scrape_jobs.gpu)
+
+    def recorded(self, **extra: str | Op) -> str:
+        """Selector for this job's recorded series (they carry training_job=<name>)."""
+        return matchers({"training_job": self.job, **extra})
+
+    @property
+    def job_label(self) -> dict[str, str]:
+        return {"training_job": self.job}

@@ -1,0 +1,227 @@
+"""Which raw series a job's rules and panels read, and why one is missing on a live Prometheus.
+
+The usual silent failure of a new setup: a target label or a scrape job named differently
+from what the rules match on, so the rule reads nothing and its alert can never fire.
+`selectors` parses every expression with a real PromQL parser (promql-parser); `diagnose` asks
+Prometheus, one matcher at a time, which label breaks the match and what the targets carry.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import urllib.parse
+import urllib.request
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import promql_parser
+
+from trainsignals.metrics.catalog import BY_NAME
+from trainsignals.metrics.optional_series import OPTIONAL_SERIES
+
+# Series that exist only once something happened; absent on a healthy job is fine.
+EVENT_ONLY = {
+    "ALERTS": "only while an alert is pending or firing",
+    "trainsignals_gpu_xid_errors_total": "appears with a GPU's first XID error",
+    "trainsignals_gpu_exporter_nvml_errors_total": "appears with the first failed NVML call",
+    "trainsignals_gpu_process_memory_used_bytes": "only while processes hold GPU memory",
+    "trainsignals_gpu_fan_speed_ratio": "only on boards with fans",
+    "DCGM_FI_DEV_XID_ERRORS": "appears with a GPU's first XID error",
+    **OPTIONAL_SERIES,  # read where present, with a fallback (optional_series.py)
+}
+# Components a job may not run: fine to miss where only panels read them (they stay empty).
+PANEL_ONLY_COMPONENTS = {"node_exporter (Prometheus project)"}
+# promql_parser.MatchOp is not hashable: key by its name.
+_OPS = {"Equal": "=", "NotEqual": "!=", "Re": "=~", "NotRe": "!~"}
+_TEMPLATE_RANGE = re.compile(r"\[\$\{?\w+\}?\]")
+_TEMPLATE_VAR = re.compile(r"\$\{?\w+\}?")
+
+
+@dataclass(frozen=True)
+class Matcher:
+    label: str
+    op: str
+    value: str
+
+    def __str__(self) -> str:
+        return f"{self.label}{self.op}{json.dumps(self.value)}"
+
+
+@dataclass
+class Selector:
+    """One series selector and who reads it."""
+
+    name: str
+    matchers: tuple[Matcher, ...]
+    readers: list[str] = field(default_factory=list)
+    alerts: list[str] = field(default_factory=list)  # alerts that depend on it
+
+    def text(self, matchers: Iterable[Matcher] | None = None) -> str:
+        chosen = self.matchers if matchers is None else tuple(matchers)
+        return f"{self.name}{{{','.join(str(m) for m in chosen)}}}"
+
+
+def dashboard_expr(expr: str) -> str:
+    """A panel query with Grafana's template variables replaced: any node, any GPU."""
+    return _TEMPLATE_VAR.sub(".*", _TEMPLATE_RANGE.sub("[5m]", expr))
+
+
+def parse_selectors(expr: str) -> list[tuple[str, tuple[Matcher, ...]]]:
+    """(metric name, matchers other than the name) of every vector selector in `expr`."""
+    found: list[tuple[str, tuple[Matcher, ...]]] = []
+
+    def visit(node: object) -> None:
+        if isinstance(node, promql_parser.VectorSelector):
+            matchers = [
+                Matcher(m.name, _OPS[str(m.op).rsplit(".", 1)[-1]], m.value)
+                for m in node.matchers.matchers
+                if m.name != "__name__"
+            ]
+            name = node.name or next(
+                (m.value for m in node.matchers.matchers if m.name == "__name__"), ""
+            )
+            found.append((name, tuple(sorted(matchers, key=str))))
+
+    promql_parser.walk(promql_parser.parse(expr), visit)
+    return found
+
+
+def _recorded_inputs(expr: str, records: dict[str, str]) -> set[str]:
+    """Recorded names `expr` reads, directly or through other recording rules."""
+    todo = [name for name, _ in parse_selectors(expr)]
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in records and name not in seen:
+            seen.add(name)
+            todo += [n for n, _ in parse_selectors(records[name])]
+    return seen
+
+
+def selectors(
+    records: dict[str, str], alerts: dict[str, str], panels: Iterable[tuple[str, str]]
+) -> list[Selector]:
+    """Raw-series selectors read by recording rules, alerts and panels ({reader: expr}).
+
+    A name some rule records is skipped (its inputs are checked instead). Each selector
+    lists the alerts that depend on it, directly or through recording rules: missing, it
+    silences them; a selector no alert depends on only empties panels.
+    """
+    readers = [*records.items(), *alerts.items(), *panels]
+    by_text: dict[str, Selector] = {}
+    for reader, expr in readers:
+        for name, matchers in parse_selectors(expr):
+            if not name or name in records:
+                continue
+            selector = Selector(name, matchers)
+            selector = by_text.setdefault(selector.text(), selector)
+            if reader not in selector.readers:
+                selector.readers.append(reader)
+    for alert, expr in sorted(alerts.items()):
+        chain = {alert} | _recorded_inputs(expr, records)
+        for selector in by_text.values():
+            if chain & set(selector.readers):
+                selector.alerts.append(alert)
+    return sorted(by_text.values(), key=lambda s: s.text())
+
+
+class PrometheusClient:
+    """The few read-only HTTP API calls readiness needs."""
+
+    def __init__(self, url: str, timeout: float = 10.0) -> None:
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+
+    def get(self, path: str, **params: str) -> dict:
+        query = f"?{urllib.parse.urlencode(params)}" if params else ""
+        with urllib.request.urlopen(f"{self.url}{path}{query}", timeout=self.timeout) as resp:
+            body = json.load(resp)
+        if body.get("status") != "success":
+            raise RuntimeError(f"{path}: {body.get('error', body)}")
+        return body["data"]
+
+    def vector(self, expr: str) -> list[dict]:
+        return self.get("/api/v1/query", query=expr)["result"]
+
+    def count(self, selector: str) -> int:
+        result = self.vector(f"count({selector})")
+        return int(float(result[0]["value"][1])) if result else 0
+
+    def label_values(self, label: str, selector: str) -> list[str]:
+        """Values of `label` on the series `selector` matches ("" where they lack it)."""
+        result = self.vector(f"count by ({label}) ({selector})")
+        return sorted(item["metric"].get(label, "") for item in result)
+
+
+@dataclass(frozen=True)
+class Missing:
+    """Why a selector matches nothing: the broken matchers and what the series carry."""
+
+    selector: Selector
+    problem: str
+    fix: str
+
+
+def _label_fix(
+    matcher: Matcher, values: list[str], job: str, selector_labels: dict[str, str]
+) -> tuple[str, str]:
+    """(problem, fix) for a matcher no series satisfies."""
+    present = [v for v in values if v]
+    closest = difflib.get_close_matches(matcher.value, present, n=1, cutoff=0.5)
+    carry = (
+        f"the series carry {matcher.label}={json.dumps(closest[0])}"
+        if closest
+        else f"the series carry {matcher.label} in {present[:5]}"
+        if present
+        else f"no series carries a {matcher.label} label"
+    )
+    problem = f"label {matcher.label}: the rules match {matcher}, {carry}"
+    if matcher.label == "job":
+        fix = (
+            f"name the Prometheus scrape job {json.dumps(matcher.value)}, or set "
+            f"scrape_jobs in jobs/{job}.yaml to the scrape job's name"
+        )
+    elif matcher.label in selector_labels:
+        fix = (
+            f"give the targets the label {matcher.label}={json.dumps(matcher.value)} "
+            f"(file_sd/static labels or relabel_configs), or set selector in jobs/{job}.yaml "
+            "to what they carry"
+        )
+    else:
+        fix = f"make the exporter set {matcher.label}, or fix the matcher {matcher}"
+    return problem, fix
+
+
+def diagnose(
+    prom: PrometheusClient, selector: Selector, job: str, selector_labels: dict[str, str]
+) -> Missing | None:
+    """None when the selector matches series, else which label (or exporter) is wrong."""
+    if prom.count(selector.text()) > 0:
+        return None
+    if prom.count(selector.name) == 0:
+        metric = BY_NAME.get(selector.name)
+        source = metric.component if metric else "its exporter"
+        return Missing(
+            selector,
+            f"no series named {selector.name} at all",
+            f"make sure {source} runs and Prometheus scrapes it",
+        )
+    # Selector labels first: once the job's own series are isolated, the next matcher
+    # that empties the result is the broken one.
+    ordered = sorted(selector.matchers, key=lambda m: (m.label not in selector_labels, str(m)))
+    kept: list[Matcher] = []
+    problems, fixes = [], []
+    for matcher in ordered:
+        if prom.count(selector.text([*kept, matcher])) > 0:
+            kept.append(matcher)
+            continue
+        values = prom.label_values(matcher.label, selector.text(kept))
+        problem, fix = _label_fix(matcher, values, job, selector_labels)
+        problems.append(problem)
+        fixes.append(fix)
+    if not problems:  # each matcher alone matches; together they do not
+        problems.append(f"no series matches all of {selector.text()} at once")
+        fixes.append("compare the labels of the series with the selector")
+    return Missing(selector, "; ".join(problems), "; ".join(fixes))
