@@ -10,6 +10,7 @@ from typing import Annotated, Any, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
+from trainsignals.generator.alerts.catalog import suggest_alert_name
 from trainsignals.generator.routing.kubernetes import secret_reference_problems
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.generator.spec.secrets import secret_problems
@@ -139,6 +140,11 @@ def parse_spec(path: Path, text: str) -> JobSpec:
         spec = JobSpec.model_validate(data)
     except ValidationError as exc:
         raise SpecError(problem_lines(path, exc, JobSpec)) from None
+    # The alert names are checked here, not in the spec model: the catalogue is built on the
+    # spec (generator/alerts/ imports generator/spec/, never the other way).
+    unknown = [problem for name in spec.alerts if (problem := suggest_alert_name(name))]
+    if unknown:
+        raise SpecError([f"{path}: alerts: {problem}" for problem in unknown])
     unreferenced = secret_reference_problems(spec)  # deploy.kubernetes needs Secret names
     if unreferenced:
         raise SpecError([f"{path}: {line}" for line in unreferenced])

@@ -14,6 +14,7 @@ import difflib
 
 from trainsignals.generator.alerts.definitions import DEFINITIONS
 from trainsignals.generator.alerts.model import MODES, AlertDef
+from trainsignals.generator.signals.recording import NODE_HARDWARE_FAULTS
 
 __all__ = ["ALERTS", "BY_NAME", "MODES", "NODE_HARDWARE_FAULTS", "AlertDef", "suggest_alert_name"]
 
@@ -21,10 +22,6 @@ ALERTS: tuple[AlertDef, ...] = DEFINITIONS
 BY_NAME: dict[str, AlertDef] = {a.name: a for a in ALERTS}
 if len(BY_NAME) != len(ALERTS):
     raise ValueError("two alert definitions share a name")
-
-# Hardware faults that name a node: the infra tickets of a self-healing job. The same node in
-# two of their incidents within the restart window is TrainingRestartsOnBadNode.
-NODE_HARDWARE_FAULTS = ("GpuLost", "GpuXidCritical", "GpuUncorrectableEccErrors", "NodeDown")
 
 
 def suggest_alert_name(name: str) -> str | None:

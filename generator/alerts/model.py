@@ -9,7 +9,7 @@ runbook template (generator/templates/runbook_<Alert>.md.j2).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from trainsignals.generator.signals.faults import FaultCase
@@ -65,16 +65,20 @@ class AlertDef:
     node_scoped: bool  # explained by NodeDown of its node
     progress_symptom: bool  # follows from ranks that stopped or slowed
     incident_consequence: bool  # part of a no-progress / crash-loop incident
-    build: Callable[[RuleContext], Rule | None] = field(repr=False)
+    build: Callable[..., Rule | None] = field(repr=False)
+    # True: `build` also gets the rules of the alerts defined before it that the spec enables
+    # (AlertInputMissing reads their inputs). The rules are built in definition order
+    # (generator/alerts/rules.py), so no definition needs the catalogue it is part of.
+    reads_other_alerts: bool = False
 
     def severity_for(self, mode: str) -> str:
         if mode == "auto_restart" and self.auto_severity is not None:
             return self.auto_severity
         return self.default_severity
 
-    def rule(self, ctx: RuleContext) -> AlertRule | None:
+    def rule(self, ctx: RuleContext, others: Sequence[AlertRule] = ()) -> AlertRule | None:
         """The alert for this spec; None when the spec has nothing for it to watch."""
-        built = self.build(ctx)
+        built = self.build(ctx, others) if self.reads_other_alerts else self.build(ctx)
         if built is None:
             return None
         faults = tuple(replace(f, alert=self.name) for f in built.faults)
@@ -112,16 +116,15 @@ class AlertGroup:
         node_scoped: bool = False,
         progress_symptom: bool = False,
         incident_consequence: bool = False,
-    ) -> Callable[[Callable[[RuleContext], Rule | None]], Callable[[RuleContext], Rule | None]]:
+        reads_other_alerts: bool = False,
+    ) -> Callable[[Callable[..., Rule | None]], Callable[..., Rule | None]]:
         for value in (severity, auto_restart or severity):
             if value not in SEVERITIES:
                 raise ValueError(f"{name}: severity {value!r} is not one of {SEVERITIES}")
         if owner not in OWNERS:
             raise ValueError(f"{name}: owner {owner!r} is not one of {OWNERS}")
 
-        def register(
-            build: Callable[[RuleContext], Rule | None],
-        ) -> Callable[[RuleContext], Rule | None]:
+        def register(build: Callable[..., Rule | None]) -> Callable[..., Rule | None]:
             self.definitions.append(
                 AlertDef(
                     name,
@@ -134,8 +137,31 @@ class AlertGroup:
                     progress_symptom,
                     incident_consequence,
                     build,
+                    reads_other_alerts,
                 )
             )
             return build
 
         return register
+
+
+EVALUATION_SECONDS = 60  # generator/prometheus_config.py EVALUATION_INTERVAL
+
+
+def firing_expr(ctx: RuleContext, alert: AlertRule) -> str:
+    """The rule's expression, held true for `keep_firing_for` after its condition last held.
+
+    Prometheus (>= 2.42) has a `keep_firing_for` field, but vmalert 1.79.5 (Debian's, which
+    runs these same files) rejects it ("unknown fields in rule: keep_firing_for"). A subquery
+    keeps the expression's series for the window instead, on both engines, sampled every
+    (nominal) minute, the evaluation interval: the step is explicit because vmalert sends
+    its `-datasource.queryStep` (5m by default) as the default subquery step. Unlike the
+    field, it also holds a pending condition, so `for` counts from the first time the
+    condition held within the window.
+    """
+    if not alert.keep_firing_for:
+        return alert.expr
+    return (
+        f"max_over_time(({alert.expr})"
+        f"[{ctx.range(alert.keep_firing_for)}:{ctx.duration(EVALUATION_SECONDS)}])"
+    )

@@ -7,7 +7,7 @@ fault); this module turns the definitions into the spec's rules.
 from __future__ import annotations
 
 from trainsignals.generator.alerts.catalog import ALERTS, BY_NAME
-from trainsignals.generator.alerts.model import AlertRule
+from trainsignals.generator.alerts.model import AlertRule, firing_expr
 from trainsignals.generator.signals.panels import PANEL_IDS, dashboard_uid
 from trainsignals.generator.signals.promql import RuleContext
 
@@ -20,7 +20,7 @@ def alert_rules(ctx: RuleContext) -> list[AlertRule]:
     for definition in ALERTS:
         if severity(ctx, definition.name) == "off":
             continue
-        rule = definition.rule(ctx)
+        rule = definition.rule(ctx, rules)
         if rule is not None:
             rules.append(rule)
     return rules
@@ -36,28 +36,6 @@ def team(ctx: RuleContext, name: str) -> str:
     if BY_NAME[name].owner == "infra" and severity(ctx, name) == "ticket":
         return ctx.spec.infra_team
     return ctx.spec.team
-
-
-EVALUATION_SECONDS = 60  # generator/prometheus_config.py EVALUATION_INTERVAL
-
-
-def firing_expr(ctx: RuleContext, alert: AlertRule) -> str:
-    """The rule's expression, held true for `keep_firing_for` after its condition last held.
-
-    Prometheus (>= 2.42) has a `keep_firing_for` field, but vmalert 1.79.5 (Debian's, which
-    runs these same files) rejects it ("unknown fields in rule: keep_firing_for"). A subquery
-    keeps the expression's series for the window instead, on both engines, sampled every
-    (nominal) minute, the evaluation interval: the step is explicit because vmalert sends
-    its `-datasource.queryStep` (5m by default) as the default subquery step. Unlike the
-    field, it also holds a pending condition, so `for` counts from the first time the
-    condition held within the window.
-    """
-    if not alert.keep_firing_for:
-        return alert.expr
-    return (
-        f"max_over_time(({alert.expr})"
-        f"[{ctx.range(alert.keep_firing_for)}:{ctx.duration(EVALUATION_SECONDS)}])"
-    )
 
 
 def render_alert(ctx: RuleContext, alert: AlertRule) -> dict:

@@ -7,10 +7,53 @@ from __future__ import annotations
 from grafanalib import core as g
 from trainsignals.generator.dashboards.gpu_mig import mig_panels, nvlink_panel
 from trainsignals.generator.dashboards.kit import PanelBuilder, red_above, red_below
-from trainsignals.generator.signals.fabric import fabric_panels
-from trainsignals.generator.signals.gpu_activity import gpu_activity_panels
-from trainsignals.generator.signals.gpu_sources import gpu_source
+from trainsignals.generator.signals.fabric import LINK_DOWNED, PORT_ERRORS, PORT_UP, fabric_enabled
+from trainsignals.generator.signals.gpu import gpu_source
 from trainsignals.generator.signals.promql import regex
+
+
+def gpu_activity_panels(builder: PanelBuilder, r: str, legend: str) -> list[g.Panel]:
+    """The activity panel; only the series this job's GPU source records."""
+    recorded = gpu_source(builder.ctx).recordings()
+    wanted = (
+        ("gpu:trainsignals_gpu_busy:ratio", "busy"),
+        ("gpu:trainsignals_gpu_tensor_active:ratio", "tensor"),
+        ("gpu:trainsignals_gpu_dram_active:ratio", "DRAM"),
+    )
+    targets = [(f"{name}{r}", f"{legend} {what}") for name, what in wanted if name in recorded]
+    return [
+        builder.series(
+            "gpu_activity",
+            "GPU activity (real busy)",
+            "Busy: share of SMs with work (GPM / DCGM profiling; utilization where neither "
+            "exists). Tensor and DRAM: share of cycles those units were active. A hang or a "
+            "starved input pipeline keeps utilization high while these drop.",
+            builder.targets(*targets),
+            "percentunit",
+            valueMin=0,
+            valueMax=1,
+        )
+    ]
+
+
+def fabric_panels(builder: PanelBuilder, r: str) -> list:
+    """Per node: ports down, link-downs in the last hour, error counters per second."""
+    if not fabric_enabled(builder.ctx):
+        return []
+    return [
+        builder.series(
+            "fabric",
+            "InfiniBand fabric",
+            "Per node: ports not ACTIVE, link-downs in the last hour, and symbol, receive "
+            "and link-recovery errors per second (node_exporter's infiniband collector).",
+            builder.targets(
+                (f"sum by (node) (1 - {PORT_UP}{r})", "{{node}} ports down"),
+                (f"sum by (node) ({LINK_DOWNED}{r})", "{{node}} link-downs in 1h"),
+                (f"sum by (node) ({PORT_ERRORS}{r})", "{{node}} errors/s"),
+            ),
+            "short",
+        )
+    ]
 
 
 def gpu_panels(b: PanelBuilder) -> list[g.Panel]:

@@ -16,12 +16,7 @@ one page.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from trainsignals.generator.signals.promql import RuleContext
-
-if TYPE_CHECKING:  # dashboard_kit imports the alerts, which import this module
-    from trainsignals.generator.dashboards.kit import PanelBuilder
 
 IB_ACTIVE = 4  # node_infiniband_state_id: 1 down, 2 init, 3 armed, 4 active, 5 act defer
 PORT_HISTORY = 6 * 3600  # a port counts as the job's if it was active this recently
@@ -55,23 +50,3 @@ def fabric_recordings(ctx: RuleContext) -> dict[str, str]:
             for c in ERROR_COUNTERS
         ),
     }
-
-
-def fabric_panels(builder: PanelBuilder, r: str) -> list:
-    """Per node: ports down, link-downs in the last hour, error counters per second."""
-    if not fabric_enabled(builder.ctx):
-        return []
-    return [
-        builder.series(
-            "fabric",
-            "InfiniBand fabric",
-            "Per node: ports not ACTIVE, link-downs in the last hour, and symbol, receive "
-            "and link-recovery errors per second (node_exporter's infiniband collector).",
-            builder.targets(
-                (f"sum by (node) (1 - {PORT_UP}{r})", "{{node}} ports down"),
-                (f"sum by (node) ({LINK_DOWNED}{r})", "{{node}} link-downs in 1h"),
-                (f"sum by (node) ({PORT_ERRORS}{r})", "{{node}} errors/s"),
-            ),
-            "short",
-        )
-    ]

@@ -1,4 +1,6 @@
-"""The "real busy" panel: how much of the GPU works, next to NVML's kernel-running utilization.
+"""GPU activity in alert descriptions: how much of the GPU works, next to NVML's utilization.
+
+The dashboard's "real busy" panel of the same series is in generator/dashboards/hardware.py.
 
 Utilization only says a kernel was running during the sample: a hung NCCL collective or a GPU
 waiting on a starved input pipeline can show 100%. SM activity (NVML GPM on the own exporter,
@@ -6,38 +8,6 @@ DCGM_FI_PROF_SM_ACTIVE or GR_ENGINE_ACTIVE on dcgm-exporter) and tensor-pipe act
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
-from trainsignals.generator.signals.gpu_sources import gpu_source
-
-if TYPE_CHECKING:  # dashboard_kit imports the alerts, which import this module
-    import grafanalib.core as g
-    from trainsignals.generator.dashboards.kit import PanelBuilder
-
-
-def gpu_activity_panels(builder: PanelBuilder, r: str, legend: str) -> list[g.Panel]:
-    """The activity panel; only the series this job's GPU source records."""
-    recorded = gpu_source(builder.ctx).recordings()
-    wanted = (
-        ("gpu:trainsignals_gpu_busy:ratio", "busy"),
-        ("gpu:trainsignals_gpu_tensor_active:ratio", "tensor"),
-        ("gpu:trainsignals_gpu_dram_active:ratio", "DRAM"),
-    )
-    targets = [(f"{name}{r}", f"{legend} {what}") for name, what in wanted if name in recorded]
-    return [
-        builder.series(
-            "gpu_activity",
-            "GPU activity (real busy)",
-            "Busy: share of SMs with work (GPM / DCGM profiling; utilization where neither "
-            "exists). Tensor and DRAM: share of cycles those units were active. A hang or a "
-            "starved input pipeline keeps utilization high while these drop.",
-            builder.targets(*targets),
-            "percentunit",
-            valueMin=0,
-            valueMax=1,
-        )
-    ]
 
 
 def activity_now(ctx) -> str:

@@ -215,11 +215,3 @@ class OwnExporter(GpuSource):
         if signal == "nvml_errors":
             labels = {**labels, "function": "nvmlDeviceGetPowerUsage", "error": "timeout"}
         return [RawSeries(simple[signal], labels, values)]
-
-
-def gpu_source(ctx: RuleContext) -> GpuSource:
-    from trainsignals.generator.signals.dcgm_source import (
-        DcgmExporter,  # it builds on GpuSource above
-    )
-
-    return {"trainsignals": OwnExporter, "dcgm": DcgmExporter}[ctx.spec.gpu_metrics](ctx)

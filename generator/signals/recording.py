@@ -10,16 +10,19 @@ import re
 from collections.abc import Iterable
 
 from trainsignals.exporters.training.metrics import STEP_BUCKETS
-from trainsignals.generator.alerts.catalog import NODE_HARDWARE_FAULTS
 from trainsignals.generator.signals.fabric import fabric_recordings
 from trainsignals.generator.signals.goodput import goodput_long_recordings, goodput_recordings
-from trainsignals.generator.signals.gpu_sources import gpu_source
+from trainsignals.generator.signals.gpu import gpu_source
 from trainsignals.generator.signals.promql import RuleContext, le_label, matchers, not_regex, regex
 from trainsignals.generator.signals.slo import slo_recordings
 from trainsignals.generator.spec.durations import format_duration
 
 # The slow group's interval: under Prometheus' 5m lookback with room for a late evaluation
 # (kube-prometheus evaluates its 30-day availability rules every 3m too).
+# Hardware faults that name a node: the infra tickets of a self-healing job. The same node in
+# two of their incidents within the restart window is TrainingRestartsOnBadNode (the alert
+# catalogue, generator/alerts/catalog.py, lists them with the alerts).
+NODE_HARDWARE_FAULTS = ("GpuLost", "GpuXidCritical", "GpuUncorrectableEccErrors", "NodeDown")
 SLOW_INTERVAL = 180
 # Step-time quantiles for the dashboards and postmortems (the alert counts steps over the bound).
 STEP_TIME_QUANTILES = {"p50": 0.5, "p95": 0.95}

@@ -138,18 +138,6 @@ class JobSpec(StrictModel):
                 )
         return value
 
-    @field_validator("alerts")
-    @classmethod
-    def _known_alerts(cls, value: dict[str, str]) -> dict[str, str]:
-        # Imported here: the alert catalogue imports this module.
-        from trainsignals.generator.alerts.catalog import suggest_alert_name
-
-        for alert in value:
-            problem = suggest_alert_name(alert)
-            if problem:
-                raise ValueError(problem)
-        return value
-
     @model_validator(mode="after")
     def _infra_routing_needs_team(self) -> JobSpec:
         r = self.recovery

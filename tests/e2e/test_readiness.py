@@ -20,6 +20,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 from trainsignals.generator.alerts.definitions.inputs import missing_expr, required_inputs
+from trainsignals.generator.alerts.rules import alert_rules
 from trainsignals.generator.loader import load_specs
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.spec.job import JobSpec
@@ -176,7 +177,7 @@ def test_scrape_job_named_differently_names_the_job_label(setup: Setup) -> None:
 def _missing_inputs(prom: PrometheusClient, spec: JobSpec) -> list[dict]:
     """What AlertInputMissing's expression returns for `spec` on the live stack now."""
     ctx = RuleContext(spec)
-    return prom.vector(missing_expr(ctx, required_inputs(ctx)))
+    return prom.vector(missing_expr(ctx, required_inputs(ctx, alert_rules(ctx))))
 
 
 def test_no_alert_input_is_missing_on_a_healthy_job(setup: Setup) -> None:

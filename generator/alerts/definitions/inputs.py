@@ -11,9 +11,14 @@ that exist only after an event, or are read with a fallback, are left out
 
 from __future__ import annotations
 
-from trainsignals.generator.alerts.model import AlertGroup, Rule
+from collections.abc import Sequence
+
+from trainsignals.generator.alerts.model import AlertGroup, AlertRule, Rule, firing_expr
+from trainsignals.generator.signals.fabric_series import ib_series
 from trainsignals.generator.signals.faults import FAULT_ONSET, FaultCase
+from trainsignals.generator.signals.job_series import gpu_series, target_series
 from trainsignals.generator.signals.promql import RuleContext
+from trainsignals.generator.signals.recording import recording_groups
 
 GROUP = AlertGroup()
 NAME = "AlertInputMissing"
@@ -66,14 +71,13 @@ def firm_inputs(expr: str, records: dict[str, str]) -> frozenset[tuple[str, tupl
     return visit(promql_parser.parse(expr))
 
 
-def required_inputs(ctx: RuleContext) -> list[tuple[str, str, tuple[str, ...]]]:
+def required_inputs(
+    ctx: RuleContext, others: Sequence[AlertRule]
+) -> list[tuple[str, str, tuple[str, ...]]]:
     """(metric name, selector text, alerts that need it) for every input of the job's other
-    page and ticket alerts that must exist while its training targets are up."""
-    # Imported here: these modules import the alert catalogue, which imports this module.
-    from trainsignals.generator.alerts.catalog import ALERTS
-    from trainsignals.generator.alerts.rules import firing_expr, severity
-    from trainsignals.generator.signals.recording import recording_groups
-
+    alerts (`others`: its page and ticket alerts, as alerts.rules.alert_rules builds them)
+    that must exist while its training targets are up."""
+    # Imported when used: series_check loads promql-parser, which generation needs only here.
     from trainsignals.metrics.optional_series import MIG_INSTANCE_MATCHER
     from trainsignals.metrics.series_check import EVENT_ONLY, Matcher, Selector
 
@@ -87,11 +91,8 @@ def required_inputs(ctx: RuleContext) -> list[tuple[str, str, tuple[str, ...]]]:
     names: dict[str, str] = {}
     mig = Matcher(*MIG_INSTANCE_MATCHER)
     gate = f"up{ctx.training_targets()}"
-    for definition in ALERTS:
-        if definition.name == NAME or severity(ctx, definition.name) not in ("page", "ticket"):
-            continue
-        rule = definition.rule(ctx)
-        if rule is None:
+    for rule in others:
+        if rule.name == NAME:
             continue
         for name, matchers in firm_inputs(firing_expr(ctx, rule), records):
             text = Selector(name, matchers).text()
@@ -143,9 +144,10 @@ def missing_expr(ctx: RuleContext, inputs: list[tuple[str, str, tuple[str, ...]]
     meaning="A series that one of the job's page or ticket alerts reads is absent while the "
     "job's training targets are up: that alert cannot fire. The ticket names the series and "
     "the alerts; a target's `up` is checked per node (a node with ranks but no GPU exporter).",
+    reads_other_alerts=True,
 )
-def alert_input_missing(ctx: RuleContext) -> Rule | None:
-    inputs = required_inputs(ctx)
+def alert_input_missing(ctx: RuleContext, others: Sequence[AlertRule]) -> Rule | None:
+    inputs = required_inputs(ctx, others)
     if not inputs:
         return None
     gpu_up = next((i for i in inputs if i[1] == f"up{ctx.gpu_targets()}"), None)
@@ -154,9 +156,6 @@ def alert_input_missing(ctx: RuleContext) -> Rule | None:
 
     def without_gpu_exporter(rule_ctx: RuleContext, minutes: int) -> list:
         """Every target up, but node-0's GPU exporter leaves service discovery at onset."""
-        from trainsignals.generator.rules.unit_tests import gpu_series, target_series
-        from trainsignals.generator.signals.fabric_series import ib_series
-
         series = target_series(rule_ctx, minutes) + gpu_series(rule_ctx, minutes)
         if any(name.startswith("node_infiniband_") for name, _, _ in inputs):
             series += ib_series(rule_ctx, minutes, set(), [])  # node_exporter, as when healthy

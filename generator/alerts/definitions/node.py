@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from trainsignals.generator.alerts.model import AlertGroup, Rule
 from trainsignals.generator.signals.faults import FAULT_ONSET, GPU_HEALTHY, FaultCase, after
-from trainsignals.generator.signals.gpu_sources import gpu_source
+from trainsignals.generator.signals.gpu import gpu_source
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.spec.durations import format_duration
 

@@ -9,6 +9,7 @@ from trainsignals.generator.alerts.definitions.recovery import completed
 from trainsignals.generator.alerts.model import AlertGroup, Rule
 from trainsignals.generator.signals.faults import FAULT_ONSET, FaultCase
 from trainsignals.generator.signals.gpu_sources import RawSeries
+from trainsignals.generator.signals.job_series import target_series
 from trainsignals.generator.signals.promql import RuleContext, matchers
 from trainsignals.generator.signals.series_notation import STALE
 
@@ -119,10 +120,6 @@ def _node_0(up: Callable[[int], float | str | None]) -> Callable[..., list[RawSe
     64-node spec's every target would make its promtool tests slow."""
 
     def series(ctx: RuleContext, minutes: int) -> list[RawSeries]:
-        from trainsignals.generator.rules.unit_tests import (
-            target_series,  # rule_tests imports the alert definitions
-        )
-
         values = [up(m) for m in range(minutes + 1)]
         return [
             RawSeries(s.name, s.labels, values)

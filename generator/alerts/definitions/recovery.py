@@ -12,7 +12,7 @@ from trainsignals.generator.signals.faults import (
     restart,
 )
 from trainsignals.generator.signals.goodput import HIGH_WATER_LOOKBACK
-from trainsignals.generator.signals.gpu_sources import gpu_source
+from trainsignals.generator.signals.gpu import gpu_source
 from trainsignals.generator.signals.promql import RuleContext, matchers, regex
 from trainsignals.generator.spec.durations import format_duration
 from trainsignals.generator.spec.job import CRASH_LOOP_RESTARTS

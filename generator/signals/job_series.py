@@ -1,0 +1,189 @@
+"""The synthetic series of the test job, minute by minute: its ranks, GPUs and targets.
+
+The promtool tests (generator/rules/unit_tests.py) and the fault cases of the alert
+definitions (generator/alerts/definitions/) feed these to the rules: a healthy job from
+generator/signals/faults.py's JobTimeline, bent by each fault.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from itertools import accumulate
+
+from trainsignals.exporters.training.metrics import STEP_BUCKETS
+from trainsignals.generator.signals.faults import (
+    GPU_HEALTHY,
+    JobTimeline,
+)
+from trainsignals.generator.signals.goodput_tests import timeline_series
+from trainsignals.generator.signals.gpu import gpu_source
+from trainsignals.generator.signals.gpu_sources import RawSeries
+from trainsignals.generator.signals.promql import RuleContext, le_label
+
+from trainsignals.metrics.catalog import PHASES
+
+REPORTING_RANKS = 2  # ranks that carry job series in tests; rules aggregate over ranks
+DISK_SIZE = 10e12
+
+
+def _incarnations(t: JobTimeline, values: list, counter: bool) -> list:
+    """Cut an outage out of a series; a counter restarts from zero after it."""
+    if t.outage is None:
+        return values
+    first, last = t.outage
+    base = values[last + 1] if counter and last + 1 < len(values) else 0.0
+    return [
+        None if first <= m <= last else (v - base if counter and m > last and v is not None else v)
+        for m, v in enumerate(values)
+    ]
+
+
+def _cumulative(per_minute: list[float]) -> list[float]:
+    """Counter values: the first minute's value is the starting point, not an increment.
+
+    Increments are rounded to 1/64 so every sum is exact in binary floating point: promtool
+    expands `a+bxn` as a + i*b, and that must equal our running sum to the last bit, or the
+    counter would seem to step backwards where one run ends and the next begins.
+    """
+    return list(accumulate((round(v * 64) / 64 for v in per_minute[1:]), initial=0.0))
+
+
+def step_buckets(t: JobTimeline) -> dict[str, tuple[float, float]]:
+    """`le` label (as prometheus_client writes it) -> the share of healthy and of slow steps
+    at or under it. Healthy steps take 0.75x the bound, slow ones 3x (JobTimeline)."""
+    bound = t.step_time_bound
+    les = (bound / 2, bound, 2 * bound, 4 * bound) if t.bound_bucket else STEP_BUCKETS
+    shares = {le_label(le): (float(le >= 0.75 * bound), float(le >= 3 * bound)) for le in les}
+    return shares | {"+Inf": (1.0, 1.0)}
+
+
+def job_series(ctx: RuleContext, t: JobTimeline) -> list[RawSeries]:
+    """Series of the ranks that report; each carries 1/REPORTING_RANKS of the job's work."""
+    series: list[RawSeries] = []
+    share = 1 / REPORTING_RANKS
+    steps_pm = [s * 60 for s in t.steps_per_second]
+    last_step, last_ckpt, global_step = progress_series(t)
+    buckets = step_buckets(t)
+    for rank in range(REPORTING_RANKS):
+        labels = {**ctx.spec.selector_labels, "node": "node-0", "rank": str(rank)}
+
+        def add(name: str, values: list, extra: dict | None = None, *, _labels=labels) -> None:
+            values = _incarnations(t, values, counter=name.endswith(("_total", "_sum", "_bucket")))
+            series.append(RawSeries(name, {**_labels, **(extra or {})}, values))
+
+        add("trainsignals_tokens_total", _cumulative([v * 60 * share for v in t.tokens_per_second]))
+        add("trainsignals_steps_total", _cumulative(steps_pm))
+        add("trainsignals_step_duration_seconds_count", _cumulative(steps_pm))
+        # Seconds inside steps: steps run back to back while the job is stepping.
+        add(
+            "trainsignals_step_duration_seconds_sum",
+            _cumulative([60.0 if s > 0 else 0.0 for s in steps_pm]),
+        )
+        for le, (healthy, slow) in buckets.items():
+            add(
+                "trainsignals_step_duration_seconds_bucket",
+                _cumulative(
+                    [
+                        s * ((1 - t.slow_step_share[m]) * healthy + t.slow_step_share[m] * slow)
+                        for m, s in enumerate(steps_pm)
+                    ]
+                ),
+                {"le": le},
+            )
+        add(
+            "trainsignals_data_wait_seconds_total", _cumulative([v * 60 for v in t.data_wait_share])
+        )
+        add("trainsignals_loss", t.loss)
+        add("trainsignals_nonfinite_losses_total", _cumulative(t.nonfinite_per_minute))
+        add("trainsignals_batches_dropped_total", _cumulative(t.dropped_per_minute))
+        add("trainsignals_last_step_timestamp_seconds", last_step)
+        add("trainsignals_last_checkpoint_timestamp_seconds", last_ckpt)
+        add("trainsignals_process_start_time_seconds", t.process_start)
+        for phase in PHASES:
+            add("trainsignals_phase", [1 if p == phase else 0 for p in t.phase], {"phase": phase})
+        disk = {"path": "/checkpoints"}
+        add(
+            "trainsignals_checkpoint_disk_free_bytes",
+            [r * DISK_SIZE for r in t.disk_free_ratio],
+            disk,
+        )
+        add("trainsignals_checkpoint_disk_size_bytes", [DISK_SIZE] * (t.minutes + 1), disk)
+        for extra in timeline_series({}, t.phase, t.steps_per_second, t.data_wait_share):
+            if extra.name == "trainsignals_global_step":
+                extra = RawSeries(extra.name, extra.labels, global_step)
+            add(extra.name, extra.values, extra.labels)
+    if t.completed is not None:  # the ranks exited cleanly: their series end
+        series = [RawSeries(s.name, s.labels, [*s.values[: t.completed + 1]]) for s in series]
+    return series
+
+
+def progress_series(t: JobTimeline) -> tuple[list, list, list]:
+    """Last-step and last-checkpoint times and the global step, as the instrumentation
+    reports them: a new incarnation restores the last good checkpoint (its step and its
+    time) and reports no last-step time before its first step (None: absent)."""
+    last_step: list[float | None] = []
+    last_ckpt: list[float | None] = []
+    global_step: list[float] = []
+    step_ts: float | None = None
+    ckpt_ts: float | None = None
+    step = ckpt_step = 0.0
+    for minute in range(t.minutes + 1):
+        if minute and t.process_start[minute] != t.process_start[minute - 1]:
+            step_ts, step = None, ckpt_step  # what a new process restores and reports
+        if t.steps_per_second[minute] > 0:
+            step_ts = minute * 60.0
+            step += round(t.steps_per_second[minute] * 60 * 64) / 64
+        previous = t.phase[minute - 1] if minute else "startup"
+        if previous == "checkpoint" and t.phase[minute] != "checkpoint" and t.checkpoint_ok[minute]:
+            ckpt_ts, ckpt_step = minute * 60.0, step
+        last_step.append(step_ts)
+        last_ckpt.append(ckpt_ts)
+        global_step.append(step)
+    return last_step, last_ckpt, global_step
+
+
+def target_series(
+    ctx: RuleContext,
+    minutes: int,
+    down: Callable[[str, str, int], bool] = lambda kind, node, m: False,
+) -> list[RawSeries]:
+    """`up` of every training rank and every node's GPU exporter."""
+    spec = ctx.spec
+    series = []
+    for n in range(spec.shape.nodes):
+        node = f"node-{n}"
+        for kind, job, count in (
+            ("gpu", spec.scrape_jobs.gpu, 1),
+            ("training", spec.scrape_jobs.training, spec.shape.gpus_per_node),
+        ):
+            for i in range(count):
+                labels = {**spec.selector_labels, "job": job, "node": node}
+                if kind == "training":
+                    labels["rank"] = str(n * spec.shape.gpus_per_node + i)
+                values = [0 if down(kind, node, m) else 1 for m in range(minutes + 1)]
+                series.append(RawSeries("up", labels, values))
+    return series
+
+
+def gpu_series(
+    ctx: RuleContext,
+    minutes: int,
+    overrides: dict[str, Callable[[int], float | None]] | None = None,
+) -> list[RawSeries]:
+    """Every GPU of node-0 present; GPU 0 with every signal, `overrides` bending some."""
+    source = gpu_source(ctx)
+    overrides = overrides or {}
+    series: list[RawSeries] = []
+    signals = [s for s in GPU_HEALTHY if s != "nvml_errors" or source.reports_nvml_errors]
+    signals = [s for s in signals if s != "up" or source.reports_gpu_up]
+    for gpu in range(ctx.spec.shape.gpus_per_node):
+        wanted = signals if gpu == 0 else [source.presence_signal]
+        values = {}
+        for signal in wanted:
+            bend = overrides.get(signal) if gpu == 0 else None
+            values[signal] = [bend(m) if bend else GPU_HEALTHY[signal] for m in range(minutes + 1)]
+        series += source.gpu_test_series("node-0", gpu, values)
+    for signal, bend in overrides.items():
+        if signal.startswith("xid:"):
+            series += source.test_series(signal, "node-0", 0, [bend(m) for m in range(minutes + 1)])
+    return series
