@@ -12,7 +12,8 @@ import pytest
 from trainsignals.generator.alerts.catalog import ALERTS
 from trainsignals.generator.alerts.rules import alert_rules, render_alert
 from trainsignals.generator.loader import load_specs, spec_files
-from trainsignals.generator.runbooks.render import TEMPLATES, environment, render_runbooks
+from trainsignals.generator.output.templates import TEMPLATES, environment
+from trainsignals.generator.runbooks.render import render_runbooks
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.spec.job import JobSpec
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 from trainsignals.generator.loader import load_specs
-from trainsignals.generator.routing.alertmanager import SLACK_SHOWN, alertmanager_config
+from trainsignals.generator.routing.alertmanager import alertmanager_config
+from trainsignals.generator.routing.receivers import SLACK_SHOWN
 
 from trainsignals.stacks.stack import FAST_TIMING
 

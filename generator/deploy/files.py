@@ -4,8 +4,8 @@ and, for specs with a `deploy.kubernetes` section, `deploy/kubernetes/` (prometh
 from __future__ import annotations
 
 from trainsignals.generator.deploy.scrape_config import scrape_config_document, targets_dir
+from trainsignals.generator.output.files import GENERATED_MARK, header
 from trainsignals.generator.output.yaml import dump
-from trainsignals.generator.pipeline import GENERATED_MARK, header
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS, MonitoringSettings
 

@@ -30,6 +30,7 @@ from trainsignals.generator.deploy.sharding_split import (
     edge_names,
     rewrite_global,
 )
+from trainsignals.generator.meta.names import SHARD_ALERT
 from trainsignals.generator.meta.rule import Scale
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.signals.recording import SLOW_INTERVAL
@@ -41,7 +42,6 @@ from trainsignals import __version__
 
 HEARTBEAT = "edge:trainsignals_heartbeat:timestamp"
 REPORTING = "job:trainsignals_shards_reporting:count"
-SHARD_ALERT = "ShardNotReporting"
 SHARD_LABEL = "shard"
 # A shard's heartbeat older than this is a missing shard: its evaluation interval plus the
 # remote-write batch delay fit several times, and it stays under the store's 5m lookback, so

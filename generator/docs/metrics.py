@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trainsignals.generator.pipeline import GENERATED_MARK
+from trainsignals.generator.output.files import GENERATED_MARK
 
 from trainsignals import __version__
 from trainsignals.metrics.catalog import DCGM_METRICS, METRICS, PHASES, THROTTLE_REASONS

@@ -12,7 +12,7 @@ from typing import Annotated, Any, get_args, get_origin
 
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
-from trainsignals.generator.pipeline import GENERATED_MARK
+from trainsignals.generator.output.files import GENERATED_MARK
 from trainsignals.generator.spec.durations import DURATION_PATTERN, format_duration
 from trainsignals.generator.spec.job import JobSpec
 

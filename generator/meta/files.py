@@ -18,9 +18,9 @@ from trainsignals.generator.meta.rules import (
     rules_document,
 )
 from trainsignals.generator.meta.unit_tests import meta_rule_tests
+from trainsignals.generator.output.files import GENERATED_MARK, Options
+from trainsignals.generator.output.templates import environment
 from trainsignals.generator.output.yaml import dump
-from trainsignals.generator.pipeline import GENERATED_MARK, Options
-from trainsignals.generator.runbooks.render import environment
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.generator.spec.monitoring import (
     DEFAULT_SETTINGS,

@@ -5,7 +5,7 @@ so one incident with two inhibited consequences counted three pages. Alertmanage
 not tell which alerts it notified per team: `alertmanager_notifications_total` has only an
 `integration` label (a `receiver_name` label came in later releases), counts every attempt
 (repeats and resolved messages included) and is blind to inhibition per alert. So the rule
-applies the same inhibit rules (generator/alertmanager.py's INHIBIT_RULES, one definition) to
+applies the same inhibit rules (generator/routing/inhibit.py's INHIBIT_RULES, one definition) to
 `ALERTS` with Alertmanager's semantics: a firing source mutes targets whose `equal` labels match
 (missing labels count as empty, as `on (...)` does), and a muted source still mutes. Not seen
 here: silences (a person decided) and failed deliveries (AlertmanagerNotificationsFailing and
@@ -14,7 +14,7 @@ here: silences (a person decided) and failed deliveries (AlertmanagerNotificatio
 
 from __future__ import annotations
 
-from trainsignals.generator.routing.alertmanager import INHIBIT_RULES
+from trainsignals.generator.routing.inhibit import INHIBIT_RULES
 
 NOTIFIED = "alertname:trainsignals_alerts_notified:firing"
 FIRING = 'ALERTS{alertstate="firing"}'

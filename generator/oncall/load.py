@@ -36,9 +36,10 @@ from dataclasses import dataclass
 from grafanalib import core as g
 from trainsignals.generator.dashboards.grafana_normalize import grafanalib_json, normalize_dashboard
 from trainsignals.generator.dashboards.job import DATASOURCE, multi_value_variable
+from trainsignals.generator.meta.names import ONCALL_ALERT
 from trainsignals.generator.oncall.delivered import NOTIFIED, notified_expr
+from trainsignals.generator.output.files import GENERATED_MARK, Options, dashboard_text
 from trainsignals.generator.output.yaml import dump
-from trainsignals.generator.pipeline import GENERATED_MARK, Options, dashboard_text
 from trainsignals.generator.signals.promql import matchers, regex
 from trainsignals.generator.signals.series_notation import encode
 from trainsignals.generator.spec.durations import format_duration
@@ -47,7 +48,7 @@ from trainsignals.generator.spec.job import JobSpec, Links
 from trainsignals import __version__
 
 NAME = "oncall"  # file stem, dashboard slug and the `job` label of the on-call alert
-ALERT = "OncallPageLoadHigh"
+ALERT = ONCALL_ALERT
 MEANING = (
     "The team's rotation is carrying more pages than a person can handle well. The SRE "
     'book ("Being On-Call") budgets at most two incidents per 12-hour shift: each '

@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import re
 
-from trainsignals.generator.routing.alertmanager import (
+from trainsignals.generator.routing.alertmanager import DEFAULT_TIMING, SEVERITIES
+from trainsignals.generator.routing.inhibit import INHIBIT_RULES
+from trainsignals.generator.routing.receivers import (
     _LINKS,
     _PAGERDUTY_DESCRIPTION,
     _PAGERDUTY_SEVERITY,
     _SLACK_TEXT,
     _SLACK_TITLE,
-    DEFAULT_TIMING,
-    INHIBIT_RULES,
-    SEVERITIES,
 )
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.generator.spec.receivers import Receiver, Routing

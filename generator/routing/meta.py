@@ -8,7 +8,9 @@ happens to be called like the monitoring team keeps its own routes.
 
 from __future__ import annotations
 
+from trainsignals.generator.meta.names import ONCALL_ALERT, SHARD_ALERT
 from trainsignals.generator.meta.rules import HEARTBEAT
+from trainsignals.generator.routing.receivers import _receiver_config
 from trainsignals.generator.spec.durations import format_duration
 from trainsignals.generator.spec.monitoring import META_ALERT_NAMES, MonitoringSettings
 from trainsignals.generator.spec.receivers import Receiver
@@ -38,12 +40,6 @@ def meta_routes(settings: MonitoringSettings, timing_of: dict[str, dict[str, str
     The on-call ticket of the monitoring team itself (OncallPageLoadHigh{team=<it>}) is theirs
     too: it matched no route before and fell to a receiver that notified nobody. So is
     ShardNotReporting (deploy.shards), labelled with their team."""
-    from trainsignals.generator.deploy.sharding import (
-        SHARD_ALERT,  # a shard's Prometheus sends nothing: theirs to fix
-    )
-    from trainsignals.generator.oncall.load import (
-        ALERT as ONCALL_ALERT,  # oncall.py imports the pipeline
-    )
 
     meta = (n for n in META_ALERT_NAMES if n != HEARTBEAT)
     names = "|".join([*meta, ONCALL_ALERT, SHARD_ALERT])
@@ -69,10 +65,6 @@ def meta_routes(settings: MonitoringSettings, timing_of: dict[str, dict[str, str
 
 def switch_receiver(settings: MonitoringSettings, local_webhook_base: str | None = None) -> dict:
     """The dead man's switch: a webhook (token from a file, never inline), no resolved."""
-    from trainsignals.generator.routing.alertmanager import (
-        _receiver_config,  # alertmanager.py imports this module
-    )
-
     receiver = settings.heartbeat.receiver()
     if local_webhook_base is not None:
         receiver = Receiver(kind="webhook", target=f"{local_webhook_base}/{SWITCH_RECEIVER}")
@@ -85,10 +77,6 @@ def meta_receivers(settings: MonitoringSettings, local_webhook_base: str | None)
     """The switch and the monitoring team's page / ticket receivers (generator/routing_check.py
     refused missing ones, unless routing.notify_nobody lists them); with `local_webhook_base`,
     all post there instead (test and demo stacks)."""
-    from trainsignals.generator.routing.alertmanager import (
-        _receiver_config,  # alertmanager.py imports this module
-    )
-
     receivers = [switch_receiver(settings, local_webhook_base)]
     for severity in SEVERITIES:
         name = receiver_name(settings, severity)

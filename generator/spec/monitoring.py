@@ -20,6 +20,7 @@ from pathlib import Path
 
 import yaml
 from pydantic import Field, ValidationError, field_validator
+from trainsignals.generator.spec.errors import SpecError, problem_lines
 from trainsignals.generator.spec.job import Duration, Severity, StrictModel
 from trainsignals.generator.spec.receivers import Receiver, Routing
 from trainsignals.generator.spec.secrets import HOW_TO_REFERENCE, SecretRef, looks_secret
@@ -121,11 +122,6 @@ DEFAULT_SETTINGS = MonitoringSettings(
 
 def load_monitoring(path: Path) -> MonitoringSettings:
     """Validate a monitoring settings file; SpecError names file, field and the fix."""
-    from trainsignals.generator.loader import (  # the loader imports alertmanager.py
-        SpecError,
-        problem_lines,
-    )
-
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:

@@ -9,10 +9,10 @@ from pathlib import Path
 import click
 
 from trainsignals import __version__
-from trainsignals.cli.options import jobs_option
+from trainsignals.cli.options import _load, jobs_option
 from trainsignals.generator.alerts.catalog import BY_NAME
 from trainsignals.generator.alerts.rules import alert_rules, severity
-from trainsignals.generator.loader import SpecError, load_specs, spec_files
+from trainsignals.generator.loader import SpecError
 from trainsignals.generator.pipeline import Options, generate_all
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.spec.durations import format_duration
@@ -65,28 +65,6 @@ def _routed(specs: list, settings) -> None:  # settings: MonitoringSettings | No
         raise SystemExit(1)
     for warning in placeholder_warnings(specs, settings):
         click.echo(f"warning: {warning}", err=True)
-
-
-def _load(jobs_dir: Path) -> list:
-    paths = spec_files(jobs_dir)
-    if not paths:
-        raise click.ClickException(f"{jobs_dir}: no *.yaml specs found; add one (see jobs/)")
-    try:
-        specs = load_specs(paths)
-    except SpecError as exc:
-        for problem in exc.problems:
-            click.echo(problem, err=True)
-        raise SystemExit(1) from None
-    by_name = {p.stem: p for p in paths}
-    return [(s, _source(by_name.get(s.name), paths, s.name)) for s in specs]
-
-
-def _source(path: Path | None, paths: list[Path], name: str) -> str:
-    """The spec's file as the user typed it (`--jobs ../myjobs` gives `../myjobs/x.yaml`):
-    error messages name a file they can open; generated headers use `source_name`."""
-    if path is None:  # file name differs from the job name
-        path = next(p for p in paths if name in p.read_text(encoding="utf-8"))
-    return path.as_posix()
 
 
 def _headed(specs: list) -> list:

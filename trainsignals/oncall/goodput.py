@@ -13,10 +13,11 @@ from pathlib import Path
 
 import click
 
-from trainsignals.cli.options import jobs_option
+from trainsignals.cli.options import _find_spec, jobs_option
 from trainsignals.generator.signals.goodput import CATEGORIES, PLAIN, window_exprs
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.spec.job import JobSpec
+from trainsignals.oncall.postmortem_query import Prometheus, parse_when
 
 ROWS = ("goodput", *CATEGORIES)
 LABELS = {"goodput": "goodput (productive)"}
@@ -106,8 +107,6 @@ def goodput_command(
     job: str, start: str, end: str, prometheus: str, jobs_dir: Path, timeout: float
 ) -> None:
     """Print JOB's goodput (ETTR) and badput per category between --from and --to."""
-    from trainsignals.oncall.postmortem import Prometheus, _find_spec, parse_when
-
     try:
         t0, t1 = parse_when(start), parse_when(end)
     except ValueError as exc:

@@ -29,7 +29,7 @@ import click
 import jinja2
 
 from trainsignals import __version__
-from trainsignals.cli.options import jobs_option
+from trainsignals.cli.options import _find_spec, jobs_option
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.oncall.goodput import LABELS as BADPUT_LABELS
 from trainsignals.oncall.goodput import ROWS as BADPUT_ROWS
@@ -355,17 +355,6 @@ def write_postmortem(
 
 
 # --- command ----------------------------------------------------------------------------------
-def _find_spec(jobs_dir: Path, job: str) -> JobSpec | None:
-    from trainsignals.generator.loader import SpecError, load_specs, spec_files
-
-    paths = spec_files(jobs_dir) if jobs_dir.is_dir() else []
-    try:
-        specs = load_specs(paths) if paths else []
-    except SpecError as exc:
-        raise click.ClickException("\n".join(exc.problems)) from None
-    return next((s for s in specs if s.name == job), None)
-
-
 def _time_arg(_ctx: click.Context, param: click.Parameter, value: str) -> float:
     try:
         return parse_when(value)

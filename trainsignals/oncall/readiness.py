@@ -23,7 +23,7 @@ from pathlib import Path
 import click
 import yaml
 
-from trainsignals.cli.options import jobs_option
+from trainsignals.cli.options import _load, jobs_option
 from trainsignals.generator.dashboards.job import panel_queries
 from trainsignals.generator.pipeline import Options, generate_job, header
 from trainsignals.generator.routing.alertmanager import alertmanager_config, team_receivers
@@ -335,8 +335,6 @@ def readiness_command(
     job_name: str, prometheus_url: str, alertmanager_url: str | None, jobs_dir: Path, root: Path
 ) -> None:
     """Check a live setup for JOB before relying on it; exits 1 on any failed check."""
-    from trainsignals.cli.main import _load
-
     specs = [spec for spec, _ in _load(jobs_dir)]
     by_name = {spec.name: spec for spec in specs}
     if job_name not in by_name:
