@@ -13,7 +13,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainsignals.generator.pipeline import GENERATED_MARK
+from trainsignals.generator.output.files import GENERATED_MARK
 
 MANAGED_DIRS = ("alerts", "dashboards", "runbooks", "docs", "deploy")
 

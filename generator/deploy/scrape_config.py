@@ -14,10 +14,10 @@ function, pointed at the simulator's target folder.
 
 from __future__ import annotations
 
+from trainsignals.generator.signals.fabric import NODE_EXPORTER_JOB
 from trainsignals.generator.spec.job import JobSpec
 
 KINDS = ("training", "gpu", "node")  # node: node_exporter (InfiniBand, network; fabric.py)
-NODE_EXPORTER_JOB = "node"  # the `job` label node_exporter's targets get
 
 
 def targets_dir(spec: JobSpec) -> str:

@@ -8,9 +8,9 @@ and for multi-node specs one more for their node_exporters, which the InfiniBand
 
 from __future__ import annotations
 
-from trainsignals.generator.deploy.scrape_config import NODE_EXPORTER_JOB
 from trainsignals.generator.meta.rule import MetaRule
 from trainsignals.generator.meta.rule import escape as _escape
+from trainsignals.generator.signals.fabric import NODE_EXPORTER_JOB
 from trainsignals.generator.signals.promql import matchers, regex
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.generator.spec.monitoring import MonitoringSettings

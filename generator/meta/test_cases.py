@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from trainsignals.generator.deploy.scrape_config import NODE_EXPORTER_JOB
 from trainsignals.generator.meta.notify import integrations
 from trainsignals.generator.meta.targets import fabric_specs, vanish_groups
+from trainsignals.generator.signals.fabric import NODE_EXPORTER_JOB
 from trainsignals.generator.signals.promql import matchers
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.generator.spec.monitoring import MonitoringSettings

@@ -24,6 +24,7 @@ FLAPS = 1.5  # link-downs in 1h above which a port flaps (increase() of 2 events
 ERROR_COUNTERS = ("symbol_error", "port_errors_received", "link_error_recovery")
 PORT = "node, device, port"
 
+NODE_EXPORTER_JOB = "node"  # the `job` label node_exporter's targets get (deploy/scrape_config.py)
 PORT_UP = "node:trainsignals_ib_port_up:value"
 LINK_DOWNED = "node:trainsignals_ib_link_downed:increase1h"
 PORT_ERRORS = "node:trainsignals_ib_port_errors:rate5m"

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import click
 
-from trainsignals.cli.options import jobs_option
 from trainsignals.generator.deploy.daemonset import daemonset_images
 from trainsignals.generator.loader import SpecError, load_specs, spec_files
+from trainsignals.jobs import jobs_option
 
 
 @click.command("image")

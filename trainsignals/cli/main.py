@@ -9,7 +9,6 @@ from pathlib import Path
 import click
 
 from trainsignals import __version__
-from trainsignals.cli.options import _load, jobs_option
 from trainsignals.generator.alerts.catalog import BY_NAME
 from trainsignals.generator.alerts.rules import alert_rules, severity
 from trainsignals.generator.loader import SpecError
@@ -17,6 +16,7 @@ from trainsignals.generator.pipeline import Options, generate_all
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.spec.durations import format_duration
 from trainsignals.generator.writer import drift, write_tree
+from trainsignals.jobs import _load, jobs_option
 
 out_option = click.option(
     "--out",

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import click
 
-from trainsignals.cli.options import _find_spec, jobs_option
 from trainsignals.generator.signals.goodput import CATEGORIES, PLAIN, window_exprs
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.spec.job import JobSpec
+from trainsignals.jobs import _find_spec, jobs_option
 from trainsignals.oncall.postmortem_query import Prometheus, parse_when
 
 ROWS = ("goodput", *CATEGORIES)

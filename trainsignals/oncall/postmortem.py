@@ -29,8 +29,8 @@ import click
 import jinja2
 
 from trainsignals import __version__
-from trainsignals.cli.options import _find_spec, jobs_option
 from trainsignals.generator.spec.job import JobSpec
+from trainsignals.jobs import _find_spec, jobs_option
 from trainsignals.oncall.goodput import LABELS as BADPUT_LABELS
 from trainsignals.oncall.goodput import ROWS as BADPUT_ROWS
 from trainsignals.oncall.goodput import Breakdown, measure

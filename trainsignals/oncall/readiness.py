@@ -23,11 +23,11 @@ from pathlib import Path
 import click
 import yaml
 
-from trainsignals.cli.options import _load, jobs_option
 from trainsignals.generator.dashboards.job import panel_queries
 from trainsignals.generator.pipeline import Options, generate_job, header
 from trainsignals.generator.routing.alertmanager import alertmanager_config, team_receivers
 from trainsignals.generator.spec.job import JobSpec
+from trainsignals.jobs import _load, jobs_option
 from trainsignals.metrics.catalog import BY_NAME
 from trainsignals.metrics.optional_series import MIG_INSTANCE_MATCHER, MIG_INSTANCES
 from trainsignals.metrics.series_check import (
