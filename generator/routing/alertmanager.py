@@ -15,7 +15,7 @@ from trainsignals.generator.routing.receivers import _receiver_config
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.generator.spec.receivers import Receiver, Routing
 
-if TYPE_CHECKING:  # generator/monitoring.py imports the loader, which imports this module
+if TYPE_CHECKING:  # only in annotations
     from trainsignals.generator.spec.monitoring import MonitoringSettings
 
 SEVERITIES = ("page", "ticket")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 
 from trainsignals.generator.routing.alertmanager import DEFAULT_TIMING, SEVERITIES
+from trainsignals.generator.routing.check import emitted
 from trainsignals.generator.routing.inhibit import INHIBIT_RULES
 from trainsignals.generator.routing.receivers import (
     _LINKS,
@@ -122,10 +123,6 @@ def _team_route(prefix: str, team: str, severities: list[str]) -> dict:
 def _severities(spec: JobSpec, team: str, routing: Routing) -> list[str]:
     """The severities the team gets from this job, or has a receiver for: no empty receiver
     for a severity no alert has (an infra team gets only tickets from a self-healing job)."""
-    from trainsignals.generator.routing.check import (
-        emitted,  # routing_check imports the alert catalogue
-    )
-
     sent = {level for team_name, level in emitted(spec) if team_name == team}
     return [s for s in SEVERITIES if s in sent or getattr(routing, s) is not None]
 
@@ -172,10 +169,6 @@ def secret_reference_problems(spec: JobSpec) -> list[str]:
     """'field: problem' for receivers a Kubernetes spec cannot reference (a file, no Secret)."""
     if spec.deploy.kubernetes is None:
         return []
-    from trainsignals.generator.routing.check import (
-        emitted,  # routing_check imports the alert catalogue
-    )
-
     found = []
     own = {team: (routing, field) for _, team, routing, field in _teams(spec)}
     for (team, severity), example in sorted(emitted(spec).items()):
