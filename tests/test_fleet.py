@@ -36,6 +36,9 @@ def test_full_history_has_llama3_interruption_mix() -> None:
     # Automatic restarts take minutes, inside a 15-minute budget.
     assert max(i.restart_cost_s for i in history.interruptions if not i.incident) <= 15 * 60
     assert build_history().interruptions == history.interruptions  # seeded
+    # The job completes half a day before the end; no fault comes after (nothing runs).
+    assert history.completed_s == history.wall_s - 12 * 3600
+    assert max(i.up_s for i in history.interruptions) < history.completed_s
 
 
 def test_scaled_counts_keep_the_rate() -> None:

@@ -156,14 +156,25 @@ def healthy_test(ctx: RuleContext, fabric: bool = False) -> dict:
     }
 
 
-RESTART_AT = 100  # minute the restart test's job dies; it is back 4 minutes later
+RESTART_AT = 200  # minute the restart test's job dies, right after an eval pause (the healthy
+# job's own 10m eval at 150 is over: an hour of redone work and a long eval together would
+# rightly burn the goodput budget fast)
+PAUSE_BEFORE = 5  # minutes of that eval pause
 
 
 def restart_test(ctx: RuleContext) -> dict:
-    """auto_restart: a crash recovered well inside the restart budget reaches no pager."""
+    """auto_restart: a job that stops right after an eval pause and is back at its first step
+    within the restart budget, counted from the pause's end, reaches no pager. Counted from
+    the last step (before the pause), the same restart is over budget: a no-progress clock
+    that ignored the pause would page (the 54-day fleet replay's extra page, issue 16)."""
     minutes = HEALTHY_HORIZON
-    down = (RESTART_AT, RESTART_AT + 3)
+    budget = ctx.spec.recovery.restart_budget // 60
+    down = (RESTART_AT, RESTART_AT + max(3, budget - PAUSE_BEFORE))
     timeline = JobTimeline(ctx, minutes).build()
+    for m in range(RESTART_AT - PAUSE_BEFORE, RESTART_AT):
+        timeline.phase[m] = "eval"
+        timeline.tokens_per_second[m] = timeline.steps_per_second[m] = 0.0
+        timeline.data_wait_share[m] = 0.0
     restart(timeline, *down)
     pages = matchers({"training_job": ctx.job, "alertstate": "firing", "severity": "page"})
     series = (
@@ -175,7 +186,8 @@ def restart_test(ctx: RuleContext) -> dict:
     )
     restarts = f"job:trainsignals_restarts:changes1h{ctx.recorded()}"
     return {
-        "name": "a restart inside the restart budget raises no page and counts as one restart",
+        "name": "a restart right after an eval pause, inside the restart budget, raises no page "
+        "and counts as one restart",
         "interval": "1m",
         "input_series": _input(series),
         "promql_expr_test": [

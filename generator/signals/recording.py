@@ -41,6 +41,7 @@ def job_recordings(ctx: RuleContext) -> dict[str, str]:
         if spec.shape.model_flops_per_token is not None
         else f"job:trainsignals_steps:rate5m{ctx.recorded()} * {spec.shape.model_flops_per_step:g}"
     )
+    paused_at = f"timestamp(job:trainsignals_phase_paused:max{ctx.recorded()} == 1)"
     rules = {
         "job:trainsignals_tokens:rate5m": f"sum(rate(trainsignals_tokens_total{raw}[{w5}]))",
         "job:trainsignals_samples:rate5m": f"sum(rate(trainsignals_samples_total{raw}[{w5}]))",
@@ -97,10 +98,16 @@ def job_recordings(ctx: RuleContext) -> dict[str, str]:
         "job:trainsignals_last_step:timestamp_max": (
             f"max(trainsignals_last_step_timestamp_seconds{raw})"
         ),
-        # The newest checkpoint saved or restored; with none at all, the age of the job's
-        # first process in the last day (restarting without a checkpoint is no checkpoint).
+        # The newest checkpoint saved or restored, as last reported: while the ranks are gone
+        # (a restart under way) the checkpoint is as old as it was, not as old as the job.
+        # With none at all, the age of the job's first process in the last day (restarting
+        # without a checkpoint is no checkpoint).
+        "job:trainsignals_last_checkpoint:timestamp_max": (
+            f"max(trainsignals_last_checkpoint_timestamp_seconds{raw})"
+        ),
         "job:trainsignals_last_checkpoint:age_seconds": (
-            f"time() - (max(trainsignals_last_checkpoint_timestamp_seconds{raw}) or on () "
+            f"time() - (last_over_time(job:trainsignals_last_checkpoint:timestamp_max"
+            f"{ctx.recorded()}[{ctx.range(COMPLETION_MEMORY_S)}]) or on () "
             f"min_over_time(job:trainsignals_incarnation_start:max{ctx.recorded()}"
             f"[{ctx.range(COMPLETION_MEMORY_S)}]))"
         ),
@@ -116,6 +123,13 @@ def job_recordings(ctx: RuleContext) -> dict[str, str]:
         # An announced pause (eval, checkpoint) on any rank: no-progress waits longer.
         "job:trainsignals_phase_paused:max": (
             f"max(trainsignals_phase{ctx.raw(phase=regex('eval|checkpoint'))})"
+        ),
+        # The newest sign of a healthy job: a step, or an announced pause (eval, checkpoint).
+        # No-progress counts its restart budget from here: a clean stop right after an eval
+        # is as old as its stop, not as the eval's last step.
+        "job:trainsignals_last_progress:timestamp": (
+            f"(job:trainsignals_last_step:timestamp_max{ctx.recorded()} > {paused_at}) "
+            f"or {paused_at} or job:trainsignals_last_step:timestamp_max{ctx.recorded()}"
         ),
         # 0 when every rank left service discovery, for a day less an hour after rank 0 was
         # last seen (then the job is forgotten, a little before its completion is).

@@ -174,6 +174,12 @@ def build_history(days: float = FULL_DAYS, seed: int = 405) -> History:
         start = int(wall * share) // MINUTE * MINUTE
         history.incidents.append(Incident(kind, start, start + duration))
         blocked.append((start - 45 * MINUTE, start + duration + 45 * MINUTE))
+    # The clean exit, and no faults after it: a completed job has no GPUs left to break.
+    leak_end = next(i.end_s for i in history.incidents if i.kind == "throughput_leak")
+    done = max(wall - COMPLETION_TAIL_S, leak_end + HOUR) // MINUTE * MINUTE
+    history.completed_s = done if done <= wall - 30 * MINUTE else 0  # short runs: no room
+    if history.completed_s:
+        blocked.append((history.completed_s - 30 * MINUTE, wall))
 
     causes = {c.name: c for c in MIX}
     kinds = [name for name, n in sorted(scaled_counts(days).items()) for _ in range(n)]
@@ -256,8 +262,6 @@ def build_history(days: float = FULL_DAYS, seed: int = 405) -> History:
         )
     )
     history.interruptions.sort(key=lambda i: i.fault_s)
-    done = max(wall - COMPLETION_TAIL_S, leak.end_s + HOUR) // MINUTE * MINUTE
-    history.completed_s = done if done <= wall - 30 * MINUTE else 0  # short runs: no room
     return history
 
 

@@ -65,13 +65,14 @@ def paged_incident_ended_within(ctx: RuleContext, seconds: int) -> str:
     )
 
 
-def last_progress(ctx: RuleContext) -> str:
+def last_progress(ctx: RuleContext, series: str = "last_step:timestamp_max") -> str:
     """When the job last completed a step, durable across restarts: the newest step time any
     rank reported within restart_window (a restarted process reports none before its first
-    step, never its own start); with none, the first process start in it."""
+    step, never its own start); with none, the first process start in it. `series`
+    "last_progress:timestamp" also counts an announced pause as a sign of health."""
     r, window = ctx.recorded(), ctx.range(ctx.spec.recovery.restart_window)
     return (
-        f"(max_over_time(job:trainsignals_last_step:timestamp_max{r}[{window}]) "
+        f"(max_over_time(job:trainsignals_{series}{r}[{window}]) "
         f"or min_over_time(job:trainsignals_incarnation_start:max{r}[{window}]))"
     )
 
@@ -88,7 +89,10 @@ def last_progress(ctx: RuleContext) -> str:
 def no_progress(ctx: RuleContext) -> Rule:
     o, r, rec = ctx.spec.objectives, ctx.recorded(), ctx.spec.recovery
     budget, pause_limit = rec.restart_budget, max(rec.restart_budget, o.max_pause)
-    since = f"time() - {last_progress(ctx)}"
+    # The restart budget runs from the last step or announced pause (a clean stop right after
+    # an eval is not late); a pause itself may last max_pause from the last step.
+    since_healthy = f"time() - {last_progress(ctx, 'last_progress:timestamp')}"
+    since_step = f"time() - {last_progress(ctx)}"
 
     def gone_for_good(t: JobTimeline, m: int) -> None:
         if m == onset:
@@ -101,15 +105,16 @@ def no_progress(ctx: RuleContext) -> Rule:
         t.tokens_per_second[m] = t.steps_per_second[m] = t.data_wait_share[m] = 0.0
 
     return Rule(
-        expr=f"(({since} > {ctx.seconds(budget):g} unless on (training_job) "
-        f"job:trainsignals_phase_paused:max{r} == 1) or {since} > {ctx.seconds(pause_limit):g})"
-        + completed(ctx),
+        expr=f"(({since_healthy} > {ctx.seconds(budget):g} unless on (training_job) "
+        f"job:trainsignals_phase_paused:max{r} == 1) "
+        f"or {since_step} > {ctx.seconds(pause_limit):g})" + completed(ctx),
         for_seconds=60,
         summary="{{ $labels.training_job }}: no training progress for "
         "{{ $value | humanizeDuration }}",
-        description="No rank has completed a training step for {{ $value | humanizeDuration }} "
-        f"(across restarts), longer than the restart budget of {format_duration(budget)} (or "
-        f"{format_duration(pause_limit)} in an announced eval/checkpoint pause). The job is "
+        description="No rank has completed a training step (or been in an announced "
+        "eval/checkpoint pause) for {{ $value | humanizeDuration }} (across restarts), longer "
+        f"than the restart budget of {format_duration(budget)} (or no step for "
+        f"{format_duration(pause_limit)} in a pause). The job is "
         "down, hung, or restarts keep dying before their first step: the self-healing loop "
         "failed and a human must act.",
         panel="step_progress",
