@@ -91,8 +91,8 @@ def generate_all(specs: list[tuple[JobSpec, str]], options: Options = Options())
     from trainsignals.generator.deploy.prometheus_config import prometheus_config
     from trainsignals.generator.docs.metrics import metrics_markdown
     from trainsignals.generator.meta.rules import NAME as META_NAME
-    from trainsignals.generator.oncall.load import NAME as ONCALL_NAME
-    from trainsignals.generator.oncall.load import oncall_files
+    from trainsignals.generator.oncall.files import oncall_files
+    from trainsignals.generator.oncall.policy import NAME as ONCALL_NAME
     from trainsignals.generator.routing.alertmanager import alertmanager_config
     from trainsignals.generator.runbooks.render import render_runbooks
 

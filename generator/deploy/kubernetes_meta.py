@@ -26,7 +26,7 @@ import yaml
 from trainsignals.generator.deploy.kube_prometheus_stack import chart_jobs
 from trainsignals.generator.deploy.kubernetes import MONITORING
 from trainsignals.generator.meta.rules import NAME, rules_document
-from trainsignals.generator.oncall.load import NAME as ONCALL
+from trainsignals.generator.oncall.policy import NAME as ONCALL
 from trainsignals.generator.output.yaml import dump
 from trainsignals.generator.spec.deploy import Kubernetes
 from trainsignals.generator.spec.job import JobSpec

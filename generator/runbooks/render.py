@@ -86,7 +86,7 @@ def pipeline_alerts() -> list[dict[str, str]]:
     generator/meta_files.py and generator/oncall.py)."""
     from trainsignals.generator.meta.files import RUNBOOKS
     from trainsignals.generator.meta.rules import DEFAULT_SEVERITIES
-    from trainsignals.generator.oncall.load import ALERT, MEANING
+    from trainsignals.generator.oncall.policy import ALERT, MEANING
 
     rows = [
         {
