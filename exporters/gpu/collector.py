@@ -33,7 +33,7 @@ from trainsignals.exporters.gpu.exposition import TextWriter
 from trainsignals.exporters.gpu.families import Families
 from trainsignals.exporters.gpu.xid import XidWatcher
 
-from trainsignals.metrics.catalog import (
+from trainsignals.metrics.gpu_exporter import (
     POWER_THROTTLE_REASONS,
     THERMAL_THROTTLE_REASONS,
     THROTTLE_REASONS,

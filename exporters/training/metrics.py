@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import generate_latest
 
 from trainsignals import __version__
-from trainsignals.metrics.catalog import PHASES
+from trainsignals.metrics.training import PHASES
 
 from .disk import CheckpointDiskCollector, DiskUsageFn, WithoutCreated, real_disk_usage
 from .server import MetricsServer
