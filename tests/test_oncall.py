@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 from jsonschema import Draft7Validator
-from trainsignals.generator.dashboards.job import iter_panels, panel_queries
+from trainsignals.generator.dashboards.kit import iter_panels, panel_queries
 from trainsignals.generator.loader import load_specs, spec_files
 from trainsignals.generator.oncall.dashboard import raw_dashboard
 from trainsignals.generator.oncall.files import oncall_files

@@ -6,7 +6,7 @@ import math
 
 from grafanalib import core as g
 from trainsignals.generator.dashboards.grafana_normalize import grafanalib_json, normalize_dashboard
-from trainsignals.generator.dashboards.job import DATASOURCE, multi_value_variable
+from trainsignals.generator.dashboards.kit import DATASOURCE, multi_value_variable
 from trainsignals.generator.oncall.policy import (
     ALERT,
     DASHBOARD_UID,
