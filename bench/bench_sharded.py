@@ -36,6 +36,9 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+# The VictoriaMetrics stack is test infrastructure (tests/stacks/vm.py, not in the package):
+# `python bench/bench_sharded.py` finds it through the repository root.
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 
 from bench_fleet_cost import (
     EVAL_S,
@@ -53,11 +56,11 @@ from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.spec.durations import parse_duration
 from trainsignals.generator.spec.job import JobSpec
 
+from tests.stacks.vm import VICTORIA_METRICS, binary
 from trainsignals.fleet.emit import Emitter, referenced_metrics
 from trainsignals.fleet.spec import fleet_spec, generated_files
 from trainsignals.stacks import reaper
 from trainsignals.stacks.stack import HOST, PROMETHEUS, free_port
-from trainsignals.stacks.vm import VICTORIA_METRICS, binary
 
 GPUS = 131_072
 SHARD_NODES = (16, 64)  # nodes on the measured shard

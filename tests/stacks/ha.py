@@ -27,10 +27,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import yaml
-
 from trainsignals.generator.meta.files import meta_files
 from trainsignals.generator.pipeline import Options
 from trainsignals.generator.spec.monitoring import Heartbeat, MonitoringSettings
+
 from trainsignals.stacks.stack import (
     ALERTMANAGER,
     HOST,

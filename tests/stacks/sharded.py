@@ -25,8 +25,9 @@ from pathlib import Path
 from trainsignals.generator.deploy.sharding import shard_config
 from trainsignals.generator.output.yaml import dump
 from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS, MonitoringSettings
+
+from tests.stacks.vm import BINARIES, HEALTH, VICTORIA_METRICS, binary, vmalert_command
 from trainsignals.stacks.stack import HOST, PROMETHEUS, SCRAPE_SECONDS, Stack, free_port
-from trainsignals.stacks.vm import BINARIES, HEALTH, VICTORIA_METRICS, binary, vmalert_command
 
 
 def split_files(rule_file: Path) -> tuple[Path, Path]:
