@@ -319,7 +319,8 @@ def _alerts_expr(ctx: RuleContext) -> str:
 
 
 def _throughput(ctx: RuleContext) -> tuple[str, str, float]:
-    """(recorded series, unit in words, floor) as ThroughputBelowFloor in alerts.py uses them.
+    """(recorded series, unit in words, floor) as ThroughputBelowFloor uses them
+    (generator/alerts/definitions/training.py).
 
     Tokens/s when the spec has a tokens/s floor (explicit, or derived from FLOPs per token);
     otherwise steps/s against half the step rate the MFU floor implies.

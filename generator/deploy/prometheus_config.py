@@ -1,6 +1,6 @@
 """A complete `prometheus.yml` for plain Prometheus: `deploy/prometheus/prometheus.yml`.
 
-Every job's scrape configs (generator/scrape_config.py), every generated rule file, the
+Every job's scrape configs (generator/deploy/scrape_config.py), every generated rule file, the
 Alertmanagers, and the two scrape jobs the meta-monitoring rules read: Prometheus itself and
 its Alertmanagers, under the job names of the monitoring settings. Written by hand, those names
 drift, and a meta rule that selects `job="prometheus"` on a Prometheus scraped as `prom` never

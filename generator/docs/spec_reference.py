@@ -2,7 +2,7 @@
 
 Editors read the schema (yaml-language-server: completion, hover, validation); people read
 docs/spec.md, rendered from that same schema so the two cannot disagree. Field descriptions
-come from each model's `Field(description=...)` (generator/spec.py, spec_sections.py, ...).
+come from each model's `Field(description=...)` (generator/spec/: job.py, sections.py, ...).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The meta-monitoring files: rules, promtool tests and one runbook per meta alert.
 
-Runbooks use the runbook machinery's jinja2 environment (generator/runbooks.py) with one shared
-template, `runbook_meta.md.j2`: the alerts are about the pipeline, not a job, so there is no
+Runbooks use the runbook machinery's jinja2 environment (generator/runbooks/render.py) with one
+shared template, `runbook_meta.md.j2`: the alerts are about the pipeline, not a job, so there is no
 per-job section; the text for each alert lives here, next to nothing else.
 """
 

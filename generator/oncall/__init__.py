@@ -22,7 +22,7 @@ Resolved alerts get a staleness marker from Prometheus, so a group that resolves
 again more than a step later is a new episode; a group that stays firing is one, however long.
 
 The counts are of what Alertmanager notifies: firing alerts minus those its inhibit rules mute
-(generator/oncall_delivered.py applies the same rules to `ALERTS`), so one incident with two
+(generator/oncall/delivered.py applies the same rules to `ALERTS`), so one incident with two
 inhibited consequences is one page. Silences still count: a silence is set by a person who was
 interrupted.
 

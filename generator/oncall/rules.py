@@ -21,7 +21,7 @@ from trainsignals.generator.spec.job import Links
 
 
 def _alerts_selector() -> str:
-    """Firing alerts Alertmanager notifies: inhibited ones are not pages (oncall_delivered.py)."""
+    """Firing alerts Alertmanager notifies: inhibited ones are not pages (delivered.py)."""
     return NOTIFIED + matchers({"severity": regex("|".join(SEVERITIES))})
 
 

@@ -1,6 +1,6 @@
 """Where a team's notifications go: the `routing` section of a spec.
 
-Credentials are references (generator/secrets.py): a PagerDuty routing key and a Slack webhook
+Credentials are references (generator/spec/secrets.py): a PagerDuty routing key and a Slack webhook
 URL are secrets in full, so those kinds take only `secret`; a plain webhook has a non-secret
 `target` URL plus an optional bearer token by `secret`.
 """

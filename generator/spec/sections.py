@@ -1,7 +1,7 @@
 """The spec's sections below the top level: shape, objectives, recovery, SLOs, scrape jobs, links.
 
 Every field carries a `description`: the JSON Schema editors read and docs/spec.md are generated
-from them (generator/spec_reference.py).
+from them (generator/docs/spec_reference.py).
 """
 
 from __future__ import annotations

@@ -78,7 +78,7 @@ EXTERNAL_METRICS: tuple[Metric, ...] = (
         ("alertname", "alertstate", "severity"),
         "Pending and firing alerts.",
     ),
-    # --- Prometheus and Alertmanager about themselves (meta-monitoring, generator/meta.py) ---
+    # --- Prometheus and Alertmanager about themselves (meta-monitoring, generator/meta/) ---
     *(
         Metric(name, kind, Component.PROMETHEUS, labels, help_)
         for name, kind, labels, help_ in (

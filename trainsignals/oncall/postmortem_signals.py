@@ -11,7 +11,7 @@ from trainsignals.generator.spec.job import JobSpec
 class Signal:
     key: str  # file name of the plot
     title: str
-    record: str  # recording rule (generator/recording.py)
+    record: str  # recording rule (generator/signals/recording.py)
     unit: str
 
 

@@ -1,4 +1,4 @@
-"""Every alert trainsignals knows, one definition each (see generator/alert_model.py).
+"""Every alert trainsignals knows, one definition each (see generator/alerts/model.py).
 
 The order here is the order of the generated rules, `explain` and the runbook index: the
 self-healing symptoms, then the training process, loss and checkpoints, nodes, GPUs, SLOs.

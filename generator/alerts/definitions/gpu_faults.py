@@ -19,7 +19,7 @@ REMAP_SEEN_WITHIN = 900  # a remap state seen this recently still tickets (see b
 
 def _xid_labels(ctx: RuleContext) -> tuple[str, ...]:
     # Both sources carry the code as `xid` and NVIDIA's immediate action as `action`
-    # (generator/xid_catalog.py; codes outside its table have none).
+    # (generator/signals/xid_catalog.py; codes outside its table have none).
     return (*GPU_ID, "xid", "action")
 
 
