@@ -21,7 +21,7 @@ def _table(metrics) -> list[str]:
 
 def metrics_markdown() -> str:
     lines = [
-        f"<!-- {GENERATED_MARK} {__version__} from trainsignals/metric_catalog.py. "
+        f"<!-- {GENERATED_MARK} {__version__} from trainsignals/metrics/catalog.py. "
         "Do not edit: change the catalogue and run `make dashboards`. -->",
         "# Metric table",
         "",

@@ -300,7 +300,8 @@ def meta_files(
     mark = f"{GENERATED_MARK} {__version__} from {sources} and the monitoring settings"
     header = (
         f"# {mark} (team {settings.team}).\n"
-        "# Do not edit: change generator/monitoring.py (or --monitoring FILE) and regenerate.\n"
+        "# Do not edit: change generator/spec/monitoring.py (or --monitoring FILE) and "
+        "regenerate.\n"
     )
     scale = Scale(options.time_scale, options.min_range_seconds)
     rules_file = f"{NAME}.rules.yaml"

@@ -49,7 +49,7 @@ def runbook(policy: OncallPolicy, links: Links, specs: list[JobSpec], header: st
             "   - not urgent (nobody had to act within the hour): demote it to a ticket in the "
             "job's spec, `alerts: {AlertName: ticket}`, and regenerate;",
             "   - a symptom of another alert that also paged: add an inhibition rule "
-            "(`generator/alertmanager.py`), so one fault pages once;",
+            "(`generator/routing/alertmanager.py`), so one fault pages once;",
             "   - too sensitive: raise its threshold or window in the spec's `objectives`.",
             "4. If the load is genuine and lasting, share it: a second rotation or fewer jobs "
             "per team.",
