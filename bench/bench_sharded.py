@@ -1,11 +1,12 @@
 """Sharded topology at 131,072 GPUs (16,384 nodes x 8), 15 s scrape: cost per shard and globally.
 
 Method (projected from measured points, as bench_fleet_cost.py): the fleet spec's rule file is
-split as `deploy: {shards: N}` splits it (generator/sharding.py). One real Prometheus 2.42 plays
-one shard holding `nodes` nodes: 70 minutes of healthy raw series at 15 s resolution (the fleet
-replay's one-sample-a-minute series written four times, 15 s apart), the edge groups and the
-global groups loaded (every group evaluated every 15 s so each runs several times), and remote
-write of the recorded series to a real VictoriaMetrics 1.79.5. Measured at two shard sizes:
+split as `deploy: {shards: N}` splits it (generator/deploy/sharding.py). One real Prometheus
+2.42 plays one shard holding `nodes` nodes: 70 minutes of healthy raw series at 15 s resolution
+(the fleet replay's one-sample-a-minute series written four times, 15 s apart), the edge groups
+and the global groups loaded (every group evaluated every 15 s so each runs several times), and
+remote write of the recorded series to a real VictoriaMetrics 1.79.5. Measured at two shard
+sizes:
 
 - edge and global CPU per evaluation (each group's rules as instant queries, less idle CPU);
   the edge cost is projected linearly to the GPUs one shard holds at 131,072 GPUs / N, the
@@ -36,6 +37,9 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+# The VictoriaMetrics stack is test infrastructure (tests/stacks/vm.py, not in the package):
+# `python bench/bench_sharded.py` finds it through the repository root.
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 
 from bench_fleet_cost import (
     EVAL_S,
@@ -53,11 +57,11 @@ from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.spec.durations import parse_duration
 from trainsignals.generator.spec.job import JobSpec
 
+from tests.stacks.vm import VICTORIA_METRICS, binary
 from trainsignals.fleet.emit import Emitter, referenced_metrics
 from trainsignals.fleet.spec import fleet_spec, generated_files
 from trainsignals.stacks import reaper
 from trainsignals.stacks.stack import HOST, PROMETHEUS, free_port
-from trainsignals.stacks.vm import VICTORIA_METRICS, binary
 
 GPUS = 131_072
 SHARD_NODES = (16, 64)  # nodes on the measured shard

@@ -91,8 +91,8 @@ def generate_all(specs: list[tuple[JobSpec, str]], options: Options = Options())
     from trainsignals.generator.deploy.prometheus_config import prometheus_config
     from trainsignals.generator.docs.metrics import metrics_markdown
     from trainsignals.generator.meta.rules import NAME as META_NAME
-    from trainsignals.generator.oncall.load import NAME as ONCALL_NAME
-    from trainsignals.generator.oncall.load import oncall_files
+    from trainsignals.generator.oncall.files import oncall_files
+    from trainsignals.generator.oncall.policy import NAME as ONCALL_NAME
     from trainsignals.generator.routing.alertmanager import alertmanager_config
     from trainsignals.generator.runbooks.render import render_runbooks
 
@@ -110,7 +110,7 @@ def generate_all(specs: list[tuple[JobSpec, str]], options: Options = Options())
     files["alerts/alertmanager.yaml"] = alertmanager_config(
         job_specs, am_header, monitoring=settings
     )
-    files |= meta_files(specs, options, settings)  # meta-monitoring (generator/meta_files.py)
+    files |= meta_files(specs, options, settings)  # meta-monitoring (generator/meta/files.py)
     contexts = [
         RuleContext(spec, options.time_scale, options.min_range_seconds) for spec in job_specs
     ]
@@ -122,8 +122,8 @@ def generate_all(specs: list[tuple[JobSpec, str]], options: Options = Options())
     from trainsignals.generator.docs.spec_reference import reference_files
 
     files |= reference_files()  # the spec's JSON Schema and docs/spec.md
-    files |= oncall_files(specs, options)  # on-call load of all teams (generator/oncall.py)
-    # Scrape configs and Kubernetes objects (generator/deploy_files.py).
+    files |= oncall_files(specs, options)  # on-call load of all teams (generator/oncall/)
+    # Scrape configs and Kubernetes objects (generator/deploy/files.py).
     files |= deploy_files(specs, files, settings)
     from trainsignals.generator.deploy.sharding_kubernetes import sharded_kubernetes_files
 

@@ -137,7 +137,7 @@ class Simulation:
         self._xids_sent: set[int] = set()  # positions in Conditions.xids already injected
         self._thread: threading.Thread | None = None
         # Goodput: the job's global step, its last checkpoint and high-water mark, and the
-        # ground truth (real seconds per goodput category, see generator/goodput.py).
+        # ground truth (real seconds per goodput category, see generator/signals/goodput.py).
         self._global_step = self._checkpoint_step = self._high_water = 0
         self._restarted_at: float | None = None
         self._checkpoint_time: float | None = None  # Unix time of the last good save

@@ -5,7 +5,7 @@ End-to-end tests read `SCENARIOS`: run `duration` simulated seconds with the fau
 `later_alerts` are consequences that only fire in longer runs (or that Alertmanager may
 inhibit); they are listed so a longer run is not a surprise.
 
-Thresholds assumed (defaults of generator/spec.py, windows in simulated time): see
+Thresholds assumed (defaults of generator/spec/job.py, windows in simulated time): see
 simulator/README.md. Healthy values sit at 1.5x the MFU floor, 5% data wait, 65 C, 75% memory.
 """
 

@@ -14,12 +14,8 @@ import pytest
 from jsonschema import Draft7Validator
 from trainsignals.generator.alerts.rules import AlertRule, alert_rules
 from trainsignals.generator.dashboards.grafana_normalize import normalize_dashboard
-from trainsignals.generator.dashboards.job import (
-    build_dashboard,
-    iter_panels,
-    panel_queries,
-    raw_dashboard,
-)
+from trainsignals.generator.dashboards.job import build_dashboard, raw_dashboard
+from trainsignals.generator.dashboards.kit import iter_panels, panel_queries
 from trainsignals.generator.loader import load_specs, spec_files
 from trainsignals.generator.signals.panels import PANEL_IDS, dashboard_uid
 from trainsignals.generator.signals.promql import RuleContext

@@ -11,13 +11,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from trainsignals.exporters.gpu.fake_backend import FakeBackend, FakeGpu, FakeMigInstance
 from trainsignals.exporters.gpu.server import Exporter, build_exporter, build_registry
 
-from trainsignals.metrics.catalog import (
-    METRICS,
+from trainsignals.metrics.catalog import METRICS
+from trainsignals.metrics.gpu_exporter import (
     POWER_THROTTLE_REASONS,
     THERMAL_THROTTLE_REASONS,
     THROTTLE_REASONS,
-    Component,
 )
+from trainsignals.metrics.model import Component
 
 from .gpu_samples import scrape, value
 

@@ -12,7 +12,7 @@ from trainsignals.exporters.gpu.collector import SEEDED_XIDS, CollectOptions
 from trainsignals.exporters.gpu.fake_backend import FakeBackend, FakeMigInstance, plausible_gpus
 from trainsignals.exporters.gpu.server import Exporter, build_exporter
 
-from trainsignals.metrics.catalog import THROTTLE_REASONS
+from trainsignals.metrics.gpu_exporter import THROTTLE_REASONS
 
 from .gpu_samples import Samples, scrape, value
 

@@ -1,4 +1,4 @@
-"""On-call load (generator/oncall.py): rules and their promtool tests, dashboard, runbook."""
+"""On-call load (generator/oncall/): rules and their promtool tests, dashboard, runbook."""
 
 from __future__ import annotations
 
@@ -11,17 +11,12 @@ from pathlib import Path
 import pytest
 import yaml
 from jsonschema import Draft7Validator
-from trainsignals.generator.dashboards.job import iter_panels, panel_queries
+from trainsignals.generator.dashboards.kit import iter_panels, panel_queries
 from trainsignals.generator.loader import load_specs, spec_files
-from trainsignals.generator.oncall.load import (
-    ALERT,
-    DASHBOARD_UID,
-    PANEL_IDS,
-    OncallPolicy,
-    episodes,
-    oncall_files,
-    raw_dashboard,
-)
+from trainsignals.generator.oncall.dashboard import raw_dashboard
+from trainsignals.generator.oncall.files import oncall_files
+from trainsignals.generator.oncall.policy import ALERT, DASHBOARD_UID, PANEL_IDS, OncallPolicy
+from trainsignals.generator.oncall.unit_tests import episodes
 from trainsignals.generator.output.yaml import dump
 from trainsignals.generator.pipeline import GENERATED_MARK, Options, generate_all
 from trainsignals.generator.spec.job import JobSpec, Links, Shape

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 from trainsignals.generator.loader import load_specs
-from trainsignals.generator.oncall.load import ALERT, OncallPolicy
+from trainsignals.generator.oncall.policy import ALERT, OncallPolicy
 from trainsignals.generator.output.yaml import dump
 from trainsignals.generator.routing.alertmanager import alertmanager_config
 from trainsignals.generator.signals.promql import matchers

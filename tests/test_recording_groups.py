@@ -1,5 +1,5 @@
-"""Recording rules in two groups (generator/recording.py): a fast one that the alerts read, at
-the global evaluation interval, and a slow one at its own longer interval with what only
+"""Recording rules in two groups (generator/signals/recording.py): a fast one that the alerts
+read, at the global evaluation interval, and a slow one at its own longer interval with what only
 dashboards and postmortems read (step-time quantiles; goodput and badput over 1h and 1d), so
 the costliest rules of a 16k-GPU job run a third as often. bench/bench_fleet_cost.py measures
 each group's evaluation time against its interval."""

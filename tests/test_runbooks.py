@@ -73,7 +73,7 @@ def test_every_template_is_used_and_exists() -> None:
     per_alert = {f"runbook_{a.name}.md.j2" for a in ALERTS}
     assert per_alert <= names
     shared = {"runbook_layout.md.j2", "runbook_index.md.j2", "runbook_xid.md.j2"}
-    assert names - per_alert == shared | {"runbook_meta.md.j2"}  # meta: generator/meta_files.py
+    assert names - per_alert == shared | {"runbook_meta.md.j2"}  # meta: generator/meta/files.py
 
 
 def test_header_names_spec_files_and_says_do_not_edit() -> None:

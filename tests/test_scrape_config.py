@@ -53,7 +53,7 @@ def test_promtool_accepts_every_generated_scrape_config(spec, tmp_path: Path) ->
     assert [job["job_name"] for job in jobs] == [
         f"trainsignals-{spec.name}-training",
         f"trainsignals-{spec.name}-gpu",
-        f"trainsignals-{spec.name}-node",  # node_exporter: InfiniBand (generator/fabric.py)
+        f"trainsignals-{spec.name}-node",  # node_exporter: InfiniBand (generator/signals/fabric.py)
     ]
 
 

@@ -12,7 +12,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from trainsignals.exporters.training import DEFAULT_BASE_PORT, DiskUsage, TrainingMetrics
 
-from trainsignals.metrics.catalog import METRICS, PHASES, Component
+from trainsignals.metrics.catalog import METRICS
+from trainsignals.metrics.model import Component
+from trainsignals.metrics.training import PHASES
 
 LABELS = {"node": "n0", "rank": "3", "local_rank": "1", "training_job": "llm"}
 

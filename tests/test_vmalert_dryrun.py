@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, require_tool
-from trainsignals.stacks.vm import dry_run
+from tests.stacks.vm import dry_run
 
 RULE_FILES = sorted((ROOT / "alerts").glob("*.rules.yaml"))
 

@@ -33,7 +33,7 @@ from trainsignals.exporters.gpu.exposition import TextWriter
 from trainsignals.exporters.gpu.families import Families
 from trainsignals.exporters.gpu.xid import XidWatcher
 
-from trainsignals.metrics.catalog import (
+from trainsignals.metrics.gpu_exporter import (
     POWER_THROTTLE_REASONS,
     THERMAL_THROTTLE_REASONS,
     THROTTLE_REASONS,
@@ -48,7 +48,7 @@ CORE_METHODS = frozenset({"identity", "utilization", "memory", "power", "tempera
 # an increase(): double-bit ECC (48), row remapping (63, 64), NVLink (74), fallen off the bus
 # (79), contained / uncontained ECC (94, 95), GSP (119). Off by default: each seeded code costs
 # a series per GPU, and the recording rules also count a series that is born (see
-# generator/gpu_sources.py, `_xid_seen`), so codes appear when first seen.
+# generator/signals/gpu_sources.py, `_xid_seen`), so codes appear when first seen.
 SEEDED_XIDS = (48, 63, 64, 74, 79, 94, 95, 119)
 
 # Throttle reasons exported at 0 too: alerts and panels take their share of time.

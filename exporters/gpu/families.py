@@ -14,7 +14,8 @@ from functools import cache
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from trainsignals.metrics.catalog import BY_NAME, Kind
+from trainsignals.metrics.catalog import BY_NAME
+from trainsignals.metrics.model import Kind
 
 # (values of the catalog labels of the family, in catalog order; the value)
 Sample = tuple[tuple[str, ...], float]

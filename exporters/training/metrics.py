@@ -13,16 +13,23 @@ import os
 import socket
 import time
 from collections.abc import Callable
-from types import TracebackType
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import generate_latest
 
 from trainsignals import __version__
-from trainsignals.metrics.catalog import PHASES
+from trainsignals.metrics.training import PHASES
 
 from .disk import CheckpointDiskCollector, DiskUsageFn, WithoutCreated, real_disk_usage
+from .scopes import (
+    ActivityScope,
+    CheckpointScope,
+    LazyGauge,
+    PhaseScope,
+    StepTimer,
+    WaitTimer,
+)
 from .server import MetricsServer
 from .timeaccount import PHASE_ACTIVITY, TimeAccount, TimeAccountCollector
 from .torchrun import LaunchEnv, read_env
@@ -65,125 +72,6 @@ RESERVED_LABELS = frozenset(
         "instance",
     }
 )
-
-
-class _StepTimer:
-    """`with metrics.step(...)`: a plain class, cheaper than a generator context manager."""
-
-    __slots__ = ("_metrics", "_samples", "_start", "_tokens")
-
-    def __init__(self, metrics: TrainingMetrics, tokens: float, samples: float) -> None:
-        self._metrics = metrics
-        self._tokens = tokens
-        self._samples = samples
-        self._start = 0.0
-
-    def __enter__(self) -> _StepTimer:
-        self._start = time.perf_counter()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if exc_type is not None:
-            # The exception still propagates; the loop decides whether to retry or die.
-            self._metrics.step_failed()
-            return
-        self._metrics.observe_step(time.perf_counter() - self._start, self._tokens, self._samples)
-
-
-class _WaitTimer:
-    __slots__ = ("_account", "_counter", "_start")
-
-    def __init__(self, counter: Any, account: TimeAccount) -> None:
-        self._counter = counter
-        self._account = account
-        self._start = 0.0
-
-    def __enter__(self) -> _WaitTimer:
-        self._start = time.perf_counter()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        # Counted even when the loader raised: the time was spent waiting either way.
-        waited = time.perf_counter() - self._start
-        self._counter.inc(waited)
-        self._account.wait_seconds += waited
-
-
-class _PhaseScope:
-    """Returned by phase(): ignore it, or use it in `with` to restore the previous phase."""
-
-    __slots__ = ("_metrics", "_previous")
-
-    def __init__(self, metrics: TrainingMetrics, previous: str) -> None:
-        self._metrics = metrics
-        self._previous = previous
-
-    def __enter__(self) -> _PhaseScope:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._metrics.phase(self._previous)
-
-
-class _ActivityScope:
-    """Accounts the block's time to one activity, then back to what the phase asks for."""
-
-    __slots__ = ("_account", "_activity", "_previous")
-
-    def __init__(self, account: TimeAccount, activity: str) -> None:
-        self._account, self._activity, self._previous = account, activity, "startup"
-
-    def __enter__(self) -> _ActivityScope:
-        self._previous = self._account.switch(self._activity)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._account.switch(self._previous)
-
-
-class _CheckpointScope:
-    __slots__ = ("_metrics", "_scope")
-
-    def __init__(self, metrics: TrainingMetrics) -> None:
-        self._metrics = metrics
-        self._scope: _PhaseScope | None = None
-
-    def __enter__(self) -> _CheckpointScope:
-        self._scope = self._metrics.phase("checkpoint")
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
-        if self._scope is not None:
-            self._scope.__exit__()
-        if exc_type is None:
-            self._metrics.checkpoint_saved()
-
-
-class _LazyGauge:
-    """A labelled gauge child created on first set: absent until then (never a 0)."""
-
-    __slots__ = ("_child", "_family", "_values", "value")
-
-    def __init__(self, family: Gauge, values: list[str]) -> None:
-        self._family, self._values = family, values
-        self._child: Any = None
-        self.value: float | None = None
-
-    def set(self, value: float) -> None:
-        if self._child is None:
-            self._child = self._family.labels(*self._values)
-        self._child.set(value)
-        self.value = value
-
-    def set_max(self, value: float) -> None:
-        """Set unless a newer time is already there (a restore never moves time back)."""
-        if self.value is None or self.value < value:
-            self.set(value)
 
 
 class TrainingMetrics:
@@ -269,7 +157,7 @@ class TrainingMetrics:
         # completes a step or saves one, or restores a checkpoint (its step and save time).
         # A new incarnation must not report its own start as progress, or every restart
         # would reset "time since the last step" and "checkpoint age" (issue 16).
-        self._last_step = _LazyGauge(
+        self._last_step = LazyGauge(
             Gauge(
                 "trainsignals_last_step_timestamp_seconds",
                 "Unix time of this process's last completed step; absent before its first.",
@@ -278,7 +166,7 @@ class TrainingMetrics:
             ),
             values,
         )
-        self._last_checkpoint = _LazyGauge(
+        self._last_checkpoint = LazyGauge(
             Gauge(
                 "trainsignals_last_checkpoint_timestamp_seconds",
                 "Unix time of the newest checkpoint: the last one saved, or the one restored. "
@@ -355,13 +243,13 @@ class TrainingMetrics:
         return metrics
 
     # --- the hot path ------------------------------------------------------------------
-    def step(self, tokens: float = 0, samples: float = 0) -> _StepTimer:
+    def step(self, tokens: float = 0, samples: float = 0) -> StepTimer:
         """`with metrics.step(tokens=n, samples=b):` around one optimizer step.
 
         On normal exit: one step, its duration, tokens and samples, and the last-step time.
         When the block raises: one failed step (the exception propagates).
         """
-        return _StepTimer(self, tokens, samples)
+        return StepTimer(self, tokens, samples)
 
     def observe_step(
         self, seconds: float, tokens: float = 0, samples: float = 0, timestamp: float | None = None
@@ -387,9 +275,9 @@ class TrainingMetrics:
         else:
             self._nonfinite.inc()
 
-    def data_wait(self) -> _WaitTimer:
+    def data_wait(self) -> WaitTimer:
         """`with metrics.data_wait(): batch = next(it)`: time spent waiting for data."""
-        return _WaitTimer(self._data_wait, self._account)
+        return WaitTimer(self._data_wait, self._account)
 
     def add_data_wait(self, seconds: float) -> None:
         self._data_wait.inc(seconds)
@@ -419,7 +307,7 @@ class TrainingMetrics:
         if self._server is not None:
             self._server.wait_for_next_scrape(wait_for_scrape)
 
-    def phase(self, name: str) -> _PhaseScope:
+    def phase(self, name: str) -> PhaseScope:
         """Switch phase now; `with metrics.phase("eval"):` switches back on exit."""
         if name not in self._phases:
             raise ValueError(f"unknown phase {name!r}; use one of {', '.join(PHASES)}")
@@ -430,7 +318,7 @@ class TrainingMetrics:
             self._phases[previous].set(0)
             self._phase = name
             self._account.switch(PHASE_ACTIVITY[name])
-        return _PhaseScope(self, previous)
+        return PhaseScope(self, previous)
 
     @property
     def current_phase(self) -> str:
@@ -439,7 +327,7 @@ class TrainingMetrics:
     # --- goodput: checkpoints and the global step ---------------------------------------
     def checkpoint_restore(
         self, step: int | None = None, timestamp: float | None = None
-    ) -> _ActivityScope:
+    ) -> ActivityScope:
         """`with metrics.checkpoint_restore(step=N, timestamp=T): load()`: time it as
         checkpoint_restore.
 
@@ -454,12 +342,12 @@ class TrainingMetrics:
             self.set_global_step(step)
         if timestamp is not None:
             self._last_checkpoint.set_max(timestamp)
-        return _ActivityScope(self._account, "checkpoint_restore")
+        return ActivityScope(self._account, "checkpoint_restore")
 
-    def checkpoint_save(self) -> _CheckpointScope:
+    def checkpoint_save(self) -> CheckpointScope:
         """`with metrics.checkpoint_save(): save()`: phase "checkpoint" while it blocks,
         then checkpoint_saved() when the block exits without an exception."""
-        return _CheckpointScope(self)
+        return CheckpointScope(self)
 
     def set_global_step(self, step: int) -> None:
         """Set the trainer's global step now (it then advances by one per completed step)."""

@@ -1,4 +1,4 @@
-"""The alerts trainsignals knows, by name: a view of the definitions in generator/alertdefs/.
+"""The alerts trainsignals knows, by name: a view of generator/alerts/definitions/.
 
 Defaults follow one rule: page only when a human must act now (progress or data is being
 lost, or soon will be); everything that can wait for working hours is a ticket. A job whose

@@ -1,10 +1,11 @@
 """One alert, one definition.
 
-An alert is a function decorated with `@group.alert(...)` in one of generator/alertdefs/: the
-decorator says what the alert means, its severity per recovery mode, who owns it and which
-incident it belongs to (for inhibition); the function builds its PromQL from the spec and names
-the fault its generated promtool test injects. Adding an alert is one such definition plus its
-runbook template (generator/templates/runbook_<Alert>.md.j2).
+An alert is a function decorated with `@group.alert(...)` in a module of
+generator/alerts/definitions/: the decorator says what the alert means, its severity per
+recovery mode, who owns it and which incident it belongs to (for inhibition); the function
+builds its PromQL from the spec and names the fault its generated promtool test injects. Adding
+an alert is one such definition plus its runbook template
+(generator/templates/runbook_<Alert>.md.j2).
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ class AlertDef:
     default_severity: str  # with recovery.mode manual
     auto_severity: str | None  # with recovery.mode auto_restart; None: the same
     owner: str  # "job" (the job's team) or "infra" (who repairs hardware)
-    # Inhibition roles, read by generator/alertmanager.py.
+    # Inhibition roles, read by generator/routing/alertmanager.py.
     node_scoped: bool  # explained by NodeDown of its node
     progress_symptom: bool  # follows from ranks that stopped or slowed
     incident_consequence: bool  # part of a no-progress / crash-loop incident
@@ -145,7 +146,7 @@ class AlertGroup:
         return register
 
 
-EVALUATION_SECONDS = 60  # generator/prometheus_config.py EVALUATION_INTERVAL
+EVALUATION_SECONDS = 60  # generator/deploy/prometheus_config.py EVALUATION_INTERVAL
 
 
 def firing_expr(ctx: RuleContext, alert: AlertRule) -> str:

@@ -1,7 +1,7 @@
 """Alerting rules of one spec, rendered for Prometheus: severity and team per recovery mode.
 
-Each alert is defined once in generator/alertdefs/ (meaning, severities, owner, PromQL, test
-fault); this module turns the definitions into the spec's rules.
+Each alert is defined once in generator/alerts/definitions/ (meaning, severities, owner, PromQL,
+test fault); this module turns the definitions into the spec's rules.
 """
 
 from __future__ import annotations

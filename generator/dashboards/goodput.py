@@ -1,6 +1,6 @@
 """The dashboard's "Goodput" row: ETTR over 1h, 1d and the dashboard's range, and badput.
 
-Series from generator/goodput.py; the range figure averages the 1h ratios over `$__range`.
+Series from generator/signals/goodput.py; the range figure averages the 1h ratios over `$__range`.
 """
 
 from __future__ import annotations

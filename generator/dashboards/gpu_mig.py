@@ -2,7 +2,7 @@
 
 MIG: one series per GPU instance (`GPU_I_ID`, `GPU_I_PROFILE`), from either GPU source
 (`GpuSource.mig_recordings`). Empty on GPUs without MIG mode. The whole-GPU panels never count
-an instance (generator/dcgm_source.py says how dcgm-exporter's mixed series are kept apart).
+an instance (generator/signals/dcgm_source.py says how dcgm-exporter's mixed series are kept apart).
 """
 
 from __future__ import annotations

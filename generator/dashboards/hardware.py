@@ -1,6 +1,6 @@
 """The dashboard's hardware rows: the job's GPUs (with their activity, MIG instances, NVLink and
 the InfiniBand fabric) and its nodes (checkpoint disk, network). Split from
-generator/dashboard.py, which lays out the whole dashboard."""
+generator/dashboards/job.py, which lays out the whole dashboard."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The kit the dashboards are built with: threshold steps, the grid layout, a panel builder
 (stat and time-series panels with runbook links and stable ids), template variables, and
-readers for the finished JSON. generator/dashboard.py lays out the job's sections with it.
+readers for the finished JSON. generator/dashboards/job.py lays out the job's sections with it.
 """
 
 from __future__ import annotations

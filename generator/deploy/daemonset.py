@@ -1,7 +1,7 @@
 """The trainsignals-gpu-exporter DaemonSet (gpu_metrics: trainsignals) of deploy/kubernetes/.
 
 Everything a real GPU cluster needs comes from the spec's `deploy.kubernetes.gpu_exporter`
-(generator/deploy.py), with defaults after NVIDIA's own DaemonSets where they apply: the
+(generator/spec/deploy.py), with defaults after NVIDIA's own DaemonSets where they apply: the
 dcgm-exporter chart (deployment/templates/daemonset.yaml, values.yaml) and the GPU operator's
 (assets/state-dcgm-exporter/0800_daemonset.yaml: system-node-critical, NODE_NAME from
 spec.nodeName, no service account token; controllers/object_controls.go setRuntimeClassName

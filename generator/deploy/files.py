@@ -41,7 +41,7 @@ def deploy_files(
     sources = ", ".join(source for _, source in specs)
     meta_header = (
         f"# {GENERATED_MARK} {__version__} from {sources} and the monitoring settings.\n"
-        "# Do not edit: change the specs (deploy.kubernetes) or generator/monitoring.py and "
+        "# Do not edit: change the specs (deploy.kubernetes) or generator/spec/monitoring.py and "
         "regenerate.\n"
     )
     files |= monitoring_files([spec for spec, _ in specs], generated, meta_header, settings)

@@ -5,12 +5,12 @@ One multi-document file per spec with a `deploy.kubernetes` section:
   each alert (the operator's AlertmanagerConfig routes only alerts of its own namespace);
 - PodMonitor for the training pods: one endpoint per local rank (training_base_port + r);
 - PodMonitor for the GPU exporters, plus a DaemonSet of trainsignals-gpu-exporter on the job's
-  nodes (generator/kubernetes_daemonset.py; gpu_metrics: dcgm instead selects the cluster's
+  nodes (generator/deploy/daemonset.py; gpu_metrics: dcgm instead selects the cluster's
   dcgm-exporter pods on those nodes);
 - multi-node jobs: PodMonitor for the release's node_exporter pods on the job's nodes, keeping
   only the InfiniBand series the fabric alerts read (the release scrapes the rest already);
 - ConfigMap with the dashboard, labelled for the Grafana sidecar (`grafana_dashboard: "1"`);
-- AlertmanagerConfig (v1alpha1): generator/kubernetes_alertmanager.py.
+- AlertmanagerConfig (v1alpha1): generator/routing/kubernetes.py.
 
 The PodMonitors attach what the rules select on, as the plain scrape config does: `job` of
 the spec's scrape_jobs, the selector labels, and `node`: the Kubernetes node name from target
@@ -97,7 +97,7 @@ def _dcgm_host_is_node() -> list[dict]:
     """Rewrite dcgm-exporter's host label, where a series has one, to the target's `node`.
 
     Its pod labels must stay honored, so the target's `node` cannot simply win; the rules
-    take `node` from the host label (generator/dcgm_source.py)."""
+    take `node` from the host label (generator/signals/dcgm_source.py)."""
     return [
         {
             "action": "replace",

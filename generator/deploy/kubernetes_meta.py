@@ -1,13 +1,13 @@
 """The pipeline's own rules on Kubernetes: `deploy/kubernetes/meta.yaml`.
 
-The meta-monitoring rules (generator/meta.py: Watchdog, rule failures, vanished targets...)
+The meta-monitoring rules (generator/meta/rules.py: Watchdog, rule failures, vanished targets...)
 and `alerts/oncall.rules.yaml` (page load per team) as PrometheusRules, once per (namespace,
 release) that the specs' `deploy.kubernetes` sections name, so the Prometheus that evaluates
 the jobs' rules also evaluates the rules that say it is broken.
 
 The meta rules select Prometheus and Alertmanager by `job`, and kube-prometheus-stack names
 those jobs after its release (`<fullname>-prometheus`, `<fullname>-alertmanager`,
-generator/kube_prometheus_stack.py), not `prometheus` / `alertmanager` as a plain setup does:
+generator/deploy/kube_prometheus_stack.py), not `prometheus` / `alertmanager` as a plain setup does:
 with the plain names every rule-failure and notification alert would select nothing and
 AlertmanagerClusterDegraded (`or vector(0)`) would fire forever. So each release gets the meta
 rules rebuilt with its own job names and Alertmanager replicas (overridable in
@@ -26,7 +26,7 @@ import yaml
 from trainsignals.generator.deploy.kube_prometheus_stack import chart_jobs
 from trainsignals.generator.deploy.kubernetes import MONITORING
 from trainsignals.generator.meta.rules import NAME, rules_document
-from trainsignals.generator.oncall.load import NAME as ONCALL
+from trainsignals.generator.oncall.policy import NAME as ONCALL
 from trainsignals.generator.output.yaml import dump
 from trainsignals.generator.spec.deploy import Kubernetes
 from trainsignals.generator.spec.job import JobSpec

@@ -1,6 +1,6 @@
 """A complete `prometheus.yml` for plain Prometheus: `deploy/prometheus/prometheus.yml`.
 
-Every job's scrape configs (generator/scrape_config.py), every generated rule file, the
+Every job's scrape configs (generator/deploy/scrape_config.py), every generated rule file, the
 Alertmanagers, and the two scrape jobs the meta-monitoring rules read: Prometheus itself and
 its Alertmanagers, under the job names of the monitoring settings. Written by hand, those names
 drift, and a meta rule that selects `job="prometheus"` on a Prometheus scraped as `prom` never
@@ -65,7 +65,8 @@ def prometheus_config(
 def file_header(sources: str) -> str:
     return (
         f"# {GENERATED_MARK} {__version__} from {sources} and the monitoring settings.\n"
-        "# Do not edit: change the specs or generator/monitoring.py and run `make dashboards`.\n"
+        "# Do not edit: change the specs or generator/spec/monitoring.py and run "
+        "`make dashboards`.\n"
         "# Plain Prometheus (2.42+): the scrape configs and rules of every job without\n"
         "# deploy.kubernetes, the meta and on-call rules, the Alertmanagers, and the\n"
         f"# self-scrapes the meta rules read. Install alerts/*.rules.yaml in {RULES_DIR}/ and\n"

@@ -8,7 +8,7 @@ Each scrape job attaches what the rules select on: the Prometheus `job` label of
 `scrape_jobs`, the spec's selector labels, and `node` (from the target group, else the host of
 the address). `honor_labels: true` keeps the labels the exporters set themselves.
 
-The end-to-end stack (trainsignals/stack.py) builds its Prometheus config from the same
+The end-to-end stack (trainsignals/stacks/stack.py) builds its Prometheus config from the same
 function, pointed at the simulator's target folder.
 """
 

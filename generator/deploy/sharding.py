@@ -2,7 +2,7 @@
 
 N Prometheus shards each scrape a hashmod partition of the job's nodes and evaluate the edge
 rules (per-node and per-GPU recording rules, plus the per-node partials of every job-level
-aggregation: generator/sharding_split.py); only recorded series leave a shard (remote write).
+aggregation: generator/deploy/sharding_split.py); only recorded series leave a shard (remote write).
 One global store (VictoriaMetrics, or anything speaking remote write and PromQL) receives them,
 and one ruler (vmalert) evaluates the global rules (job-level recording rules and every alert)
 and notifies the Alertmanagers. Same spec, same alerts: names, labels and severities do not
@@ -150,7 +150,7 @@ def _shard_alert(ctx: RuleContext, stale: str, monitoring: MonitoringSettings) -
             "job": spec.name,
             "severity": "ticket",
             # The monitoring team's: a shard's Prometheus is theirs to restart, not the job
-            # team's (the meta route takes this alert by name, generator/meta_routing.py).
+            # team's (the meta route takes this alert by name, generator/routing/meta.py).
             "team": monitoring.team,
             "training_job": spec.name,
         },
@@ -187,7 +187,7 @@ def shard_config(
     """prometheus.yml of shard `shard`: the job's scrape configs kept to the nodes whose hash
     falls on it, the edge rules, and remote write of recorded series only. With
     `meta_rule_file`, the shard also scrapes itself and runs its meta alerts on itself
-    (generator/sharding_meta.py)."""
+    (generator/deploy/sharding_meta.py)."""
     shards = spec.deploy.shards
     partition = [
         {

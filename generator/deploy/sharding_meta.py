@@ -1,10 +1,10 @@
-"""Meta-monitoring on each shard of the sharded topology (generator/sharding.py).
+"""Meta-monitoring on each shard of the sharded topology (generator/deploy/sharding.py).
 
 A shard is a Prometheus of its own: its edge rules can fail, its rule groups can run slow,
 it can lose its Alertmanagers, and a configuration reload can fail, and the global ruler
 (vmalert) sees none of it; ShardNotReporting only covers a shard that stops remote-writing.
 So each shard scrapes itself (job `prometheus_job` of the monitoring settings, labelled with
-its `shard`) and evaluates the Prometheus meta alerts of generator/meta.py on itself; they go
+its `shard`) and evaluates the Prometheus meta alerts of generator/meta/rules.py on itself; they go
 to the monitoring team like every meta alert. The Alertmanager and scrape-target meta alerts
 stay with the Prometheus that scrapes those (a shard scrapes no Alertmanager, and sees only
 its own nodes).

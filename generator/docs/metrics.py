@@ -5,7 +5,10 @@ from __future__ import annotations
 from trainsignals.generator.output.files import GENERATED_MARK
 
 from trainsignals import __version__
-from trainsignals.metrics.catalog import DCGM_METRICS, METRICS, PHASES, THROTTLE_REASONS
+from trainsignals.metrics.catalog import METRICS
+from trainsignals.metrics.dcgm import DCGM_METRICS
+from trainsignals.metrics.gpu_exporter import THROTTLE_REASONS
+from trainsignals.metrics.training import PHASES
 
 
 def _table(metrics) -> list[str]:
@@ -18,7 +21,7 @@ def _table(metrics) -> list[str]:
 
 def metrics_markdown() -> str:
     lines = [
-        f"<!-- {GENERATED_MARK} {__version__} from trainsignals/metric_catalog.py. "
+        f"<!-- {GENERATED_MARK} {__version__} from trainsignals/metrics/catalog.py. "
         "Do not edit: change the catalogue and run `make dashboards`. -->",
         "# Metric table",
         "",

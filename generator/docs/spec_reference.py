@@ -2,7 +2,7 @@
 
 Editors read the schema (yaml-language-server: completion, hover, validation); people read
 docs/spec.md, rendered from that same schema so the two cannot disagree. Field descriptions
-come from each model's `Field(description=...)` (generator/spec.py, spec_sections.py, ...).
+come from each model's `Field(description=...)` (generator/spec/: job.py, sections.py, ...).
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def spec_schema() -> dict:
     }
     head = {
         "$schema": DRAFT,
-        "$comment": f"{GENERATED_MARK} {__version__} from generator/spec.py. Do not edit: "
+        "$comment": f"{GENERATED_MARK} {__version__} from generator/spec/. Do not edit: "
         "change the models and run `make dashboards`.",
         "title": "trainsignals job spec",
     }
@@ -192,7 +192,7 @@ def _sections(schema: dict) -> list[tuple[str, dict, list[str]]]:
 def spec_markdown(schema: dict) -> str:
     """docs/spec.md: every field of every section with type, default, unit and meaning."""
     lines = [
-        f"<!-- {GENERATED_MARK} {__version__} from generator/spec.py. "
+        f"<!-- {GENERATED_MARK} {__version__} from generator/spec/. "
         "Do not edit: change the models and run `make dashboards`. -->",
         "# Job spec reference",
         "",

@@ -1,7 +1,7 @@
 """The meta-monitoring files: rules, promtool tests and one runbook per meta alert.
 
-Runbooks use the runbook machinery's jinja2 environment (generator/runbooks.py) with one shared
-template, `runbook_meta.md.j2`: the alerts are about the pipeline, not a job, so there is no
+Runbooks use the runbook machinery's jinja2 environment (generator/runbooks/render.py) with one
+shared template, `runbook_meta.md.j2`: the alerts are about the pipeline, not a job, so there is no
 per-job section; the text for each alert lives here, next to nothing else.
 """
 
@@ -300,7 +300,8 @@ def meta_files(
     mark = f"{GENERATED_MARK} {__version__} from {sources} and the monitoring settings"
     header = (
         f"# {mark} (team {settings.team}).\n"
-        "# Do not edit: change generator/monitoring.py (or --monitoring FILE) and regenerate.\n"
+        "# Do not edit: change generator/spec/monitoring.py (or --monitoring FILE) and "
+        "regenerate.\n"
     )
     scale = Scale(options.time_scale, options.min_range_seconds)
     rules_file = f"{NAME}.rules.yaml"

@@ -2,7 +2,7 @@
 
 Alertmanager counts failed notifications per `integration` (pagerduty, slack, webhook,
 email) and nothing finer (no receiver label, prometheus/alertmanager#2527), so whether a
-failure loses pages depends on which receivers use that integration (generator/meta.py).
+failure loses pages depends on which receivers use that integration (generator/meta/rules.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One meta-monitoring alert rule and the time scale of its windows (generator/meta.py)."""
+"""One meta-monitoring alert rule and the time scale of its windows (generator/meta/rules.py)."""
 
 from __future__ import annotations
 

@@ -7,14 +7,14 @@ AlertmanagerFailedToSendAlerts, AlertmanagerMembersInconsistent), reduced to wha
 fleet's on-call needs, plus one check of our own: a running job's GPU or training targets
 vanishing from service discovery (its alerts can then never fire).
 
-Who acts: the pipeline's owners (generator/monitoring.py, `team`), never the job's team.
+Who acts: the pipeline's owners (generator/spec/monitoring.py, `team`), never the job's team.
 What pages: anything that silently disables paging (failing rules, no Alertmanager, failing
 page notifications, a running job's targets gone). What tickets: degraded but still delivering
 (a slow rule group, one Alertmanager of a cluster down, an integration that carries only
 tickets failing), and a configuration change that did not take effect (a failed reload, or
 Alertmanager replicas running different configurations): the old configuration still pages.
 The Watchdog fires always and goes to an external dead man's switch that pages when it stops
-(generator/meta_routing.py).
+(generator/routing/meta.py).
 
 Generated files: `alerts/meta.rules.yaml`, `alerts/meta.test.yaml` (promtool: each alert fires
 on its fault and stays silent on a healthy pipeline) and `runbooks/<Alert>.md`.

@@ -1,4 +1,4 @@
-"""ScrapeTargetsVanished: a running job's targets gone from service discovery (generator/meta.py).
+"""ScrapeTargetsVanished: a running job's targets gone from service discovery (meta/rules.py).
 
 `up` has no series at all for a target that left discovery, so no `up == 0` alert fires: the
 rule compares the job's scrape jobs with each other. One rule per group of specs sharing their
@@ -79,7 +79,7 @@ def completed_jobs(group: list[JobSpec], by: str, still: str) -> str:
 
 
 def fabric_specs(specs: list[JobSpec]) -> list[JobSpec]:
-    """Multi-node specs: their InfiniBand alerts read node_exporter (generator/fabric.py)."""
+    """Multi-node specs: their InfiniBand alerts read node_exporter (signals/fabric.py)."""
     return [spec for spec in specs if spec.shape.nodes > 1]
 
 

@@ -1,4 +1,4 @@
-"""promtool cases of the meta alerts (generator/meta_tests.py): the shared helpers, and the
+"""promtool cases of the meta alerts (generator/meta/unit_tests.py): the shared helpers, and the
 cases for configuration reloads, notification delivery and vanished targets."""
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ class Options:
     min_range_seconds: int = 60
     with_tests: bool = True
     with_dashboards: bool = True
-    monitoring: MonitoringSettings | None = None  # None: generator/monitoring.py's defaults
+    monitoring: MonitoringSettings | None = None  # None: generator/spec/monitoring.py's defaults
 
 
 def spec_hash(spec: JobSpec) -> str:

@@ -102,11 +102,11 @@ def alertmanager_config(
 
     `timing` overrides group_wait / group_interval / repeat_interval per key "default" (root),
     "page" or "ticket", e.g. {"page": {"group_wait": "1s"}} for end-to-end tests.
-    Raises RoutingError (generator/routing_check.py) when a severity some alert can have has no
+    Raises RoutingError (generator/routing/check.py) when a severity some alert can have has no
     receiver and no explicit `notify_nobody`, ValueError when a team's specs disagree on one.
     `local_webhook_base` (test and demo stacks only) replaces every receiver, whatever the specs
     name, by a webhook to `<base>/<team>/<severity>` that the stack listens on and prints.
-    `monitoring` adds the meta-monitoring routes and receivers first (generator/meta_routing.py)
+    `monitoring` adds the meta-monitoring routes and receivers first (generator/routing/meta.py)
     and makes its ticket receiver the root's: an alert no route matches reaches the pipeline's
     owners instead of a receiver that notifies nobody.
     """

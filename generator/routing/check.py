@@ -4,7 +4,7 @@ A page routed to a receiver without integration, or to a placeholder webhook on 
 worse than no monitoring: everyone believes they are covered. So generation fails, naming the
 spec (or monitoring-settings) field and the fix, unless the user opted in explicitly with
 `routing.notify_nobody`. The teams and severities come from the same functions that label the
-generated rules (generator/alerts.py), the meta rules and the on-call ticket.
+generated rules (generator/alerts/rules.py), the meta rules and the on-call ticket.
 """
 
 from __future__ import annotations

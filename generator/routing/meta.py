@@ -1,4 +1,4 @@
-"""Alertmanager routes and receivers for the meta-monitoring alerts (generator/meta.py).
+"""Alertmanager routes and receivers for the meta-monitoring alerts (generator/meta/rules.py).
 
 Two routes go before every team's: the Watchdog heartbeat to the dead man's switch, repeated
 every `heartbeat.interval` for as long as the pipeline works, and the other meta alerts to the
@@ -74,7 +74,7 @@ def switch_receiver(settings: MonitoringSettings, local_webhook_base: str | None
 
 
 def meta_receivers(settings: MonitoringSettings, local_webhook_base: str | None) -> list[dict]:
-    """The switch and the monitoring team's page / ticket receivers (generator/routing_check.py
+    """The switch and the monitoring team's page / ticket receivers (generator/routing/check.py
     refused missing ones, unless routing.notify_nobody lists them); with `local_webhook_base`,
     all post there instead (test and demo stacks)."""
     receivers = [switch_receiver(settings, local_webhook_base)]

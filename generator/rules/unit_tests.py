@@ -30,7 +30,8 @@ from trainsignals.generator.signals.series_notation import encode
 from trainsignals.generator.signals.xid_catalog import action_of
 
 HEALTHY_HORIZON = 600  # minutes the healthy test covers
-# The fault vocabulary lives in generator/faults.py; these names are part of this module's API.
+# The fault vocabulary lives in generator/signals/faults.py; these names are part of this
+# module's API.
 __all__ = [
     "FAULT_ONSET",
     "FaultCase",

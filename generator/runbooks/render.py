@@ -83,10 +83,10 @@ def _header(sources: list[str]) -> str:
 
 def pipeline_alerts() -> list[dict[str, str]]:
     """The meta-monitoring and on-call alerts, for the index (their runbooks are written by
-    generator/meta_files.py and generator/oncall.py)."""
+    generator/meta/files.py and generator/oncall/)."""
     from trainsignals.generator.meta.files import RUNBOOKS
     from trainsignals.generator.meta.rules import DEFAULT_SEVERITIES
-    from trainsignals.generator.oncall.load import ALERT, MEANING
+    from trainsignals.generator.oncall.policy import ALERT, MEANING
 
     rows = [
         {

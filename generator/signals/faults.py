@@ -1,5 +1,5 @@
 """The fault vocabulary of the generated promtool tests: a healthy job, minute by minute, and
-the ways an alert's definition bends it (generator/alertdefs/ names one fault per alert).
+the ways an alert's definition bends it (generator/alerts/definitions/ names one fault per alert).
 """
 
 from __future__ import annotations

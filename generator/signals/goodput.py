@@ -161,7 +161,7 @@ def goodput_recordings(ctx: RuleContext) -> list[dict]:
 
 def goodput_long_recordings(ctx: RuleContext) -> list[dict]:
     """1h, then 1d from the 1h ratios: dashboards, the CLI's neighbours and the fleet replay
-    read them, no alert does, so they go in the slow group (generator/recording.py)."""
+    read them, no alert does, so they go in the slow group (generator/signals/recording.py)."""
     rules = window_recordings(ctx, "1h", WINDOWS["1h"])
     day = ctx.range(86400)
     for name in (goodput_name, badput_name):

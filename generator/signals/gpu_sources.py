@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from trainsignals.generator.signals.promql import Op, RuleContext, matchers, not_regex, regex
 from trainsignals.generator.signals.xid_catalog import with_xid_action
 
-from trainsignals.metrics.catalog import POWER_THROTTLE_REASONS, THERMAL_THROTTLE_REASONS
+from trainsignals.metrics.gpu_exporter import POWER_THROTTLE_REASONS, THERMAL_THROTTLE_REASONS
 
 # MIG GPU instances, labelled as dcgm-exporter labels them; the own exporter does the same.
 MIG_BY = "node, gpu, GPU_I_ID, GPU_I_PROFILE"

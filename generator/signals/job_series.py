@@ -20,7 +20,7 @@ from trainsignals.generator.signals.gpu import gpu_source
 from trainsignals.generator.signals.gpu_sources import RawSeries
 from trainsignals.generator.signals.promql import RuleContext, le_label
 
-from trainsignals.metrics.catalog import PHASES
+from trainsignals.metrics.training import PHASES
 
 REPORTING_RANKS = 2  # ranks that carry job series in tests; rules aggregate over ranks
 DISK_SIZE = 10e12

@@ -37,7 +37,7 @@ PANEL_IDS: dict[str, int] = {
     "network": 31,
     "fabric": 32,
     "firing_alerts": 40,
-    # Goodput row (generator/goodput_panels.py).
+    # Goodput row (generator/dashboards/goodput.py).
     "goodput": 50,
     "badput": 51,
 }

@@ -52,7 +52,7 @@ def threshold(slo: Slo, factor: float) -> float:
 def _errors_expr(ctx: RuleContext, slo: Slo, name: str) -> str:
     window = ctx.range(WINDOWS[name])
     if slo.sli == "goodput":
-        # Goodput (generator/goodput.py) over 5m windows, averaged over the long window: a
+        # Goodput (generator/signals/goodput.py) over 5m windows, averaged over the long window: a
         # job younger than 3 days is judged on the time it has existed.
         ratio = SLO_STEPPING if name in SHORT_ONLY else SLO_GOODPUT
         return f"1 - avg_over_time({ratio}{ctx.recorded()}[{window}])"

@@ -1,8 +1,8 @@
 """The optional `deploy:` section of a spec: where the job's targets are found.
 
 Everything has a default, so a spec without `deploy:` still generates a plain Prometheus scrape
-config (generator/scrape_config.py). Kubernetes objects (generator/kubernetes.py) are generated
-only for specs with a `deploy.kubernetes` section.
+config (generator/deploy/scrape_config.py). Kubernetes objects (generator/deploy/kubernetes.py)
+are generated only for specs with a `deploy.kubernetes` section.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from trainsignals import __version__
 TRAINING_BASE_PORT = 9850
 GPU_EXPORTER_PORT = 9842
 FILE_SD_DIR = "/etc/prometheus/file_sd/trainsignals"
-# Label on the nodes a job runs on; its value is the job name (see generator/kubernetes.py).
+# Label on the nodes a job runs on; its value is the job name (see generator/deploy/kubernetes.py).
 NODE_LABEL = "trainsignals.io/job"
 # The image Containerfile builds (`make image` tags it with every spec's gpu_exporter_image);
 # by default tagged with the package version, so the DaemonSet runs the release it came from.
@@ -227,7 +227,7 @@ class Kubernetes(_Strict):
     dcgm_exporter_namespace: Annotated[str, Field(pattern=DNS_LABEL)] = Field(
         "gpu-operator", description="gpu_metrics: dcgm: namespace of the dcgm-exporter pods."
     )
-    # Multi-node jobs read the InfiniBand series from node_exporter (generator/fabric.py).
+    # Multi-node jobs read the InfiniBand series from node_exporter (generator/signals/fabric.py).
     node_exporter_labels: dict[str, str] = Field(
         default_factory=lambda: {"app.kubernetes.io/name": "prometheus-node-exporter"},
         description="Multi-node jobs: labels of the release's node_exporter pods, scraped "

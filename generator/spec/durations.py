@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-# As the spec's JSON Schema writes it (generator/spec_reference.py).
+# As the spec's JSON Schema writes it (generator/docs/spec_reference.py).
 DURATION_PATTERN = r"^([0-9]+[smhdw])+$"
 _PATTERN = re.compile(DURATION_PATTERN)
 _PART = re.compile(r"(\d+)([smhdw])")

@@ -1,6 +1,6 @@
 """Who owns the monitoring pipeline itself, and where its heartbeat goes: global settings.
 
-The meta-monitoring alerts (generator/meta.py) are not about any training job: they say that
+The meta-monitoring alerts (generator/meta/rules.py) are not about any training job: they say that
 Prometheus or Alertmanager cannot do their work. Whoever runs that pipeline must act, whatever
 job is affected, so their owner, receivers and heartbeat are one global setting instead of a
 field repeated in every job spec (where specs could disagree).
@@ -11,7 +11,7 @@ with the same fields; unknown keys are errors, as in job specs.
 
 No secret is written: the dead man's switch is a URL that is not itself the credential and,
 when the service wants a token, a secret reference (a file Alertmanager reads at run time,
-`http_config.authorization.credentials_file`), as for every receiver (generator/secrets.py).
+`http_config.authorization.credentials_file`), as for every receiver (generator/spec/secrets.py).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ class Heartbeat(StrictModel):
     when the pings stop: that covers what no alert from inside can, a dead Prometheus,
     Alertmanager or monitoring host. Alertmanager 0.25 has no `url_file` on webhooks, so the
     URL must not be the credential; a token goes in `secret` (a bearer token Alertmanager reads
-    from a file, generator/secrets.py).
+    from a file, generator/spec/secrets.py).
     """
 
     url: str = "https://deadmansswitch.example.com/ping/trainsignals"
@@ -109,7 +109,7 @@ class MonitoringSettings(StrictModel):
 
 
 # The repository's committed settings: example Secrets and an example heartbeat URL.
-# `trainsignals validate` / `generate` say so whenever they are used (generator/placeholders.py).
+# `trainsignals validate` / `generate` say so whenever they are used (spec/placeholders.py).
 DEFAULT_SETTINGS = MonitoringSettings(
     routing=Routing(
         page=Receiver(

@@ -1,6 +1,6 @@
 """Where a team's notifications go: the `routing` section of a spec.
 
-Credentials are references (generator/secrets.py): a PagerDuty routing key and a Slack webhook
+Credentials are references (generator/spec/secrets.py): a PagerDuty routing key and a Slack webhook
 URL are secrets in full, so those kinds take only `secret`; a plain webhook has a non-secret
 `target` URL plus an optional bearer token by `secret`.
 """
@@ -81,7 +81,7 @@ Severity = Literal["page", "ticket"]
 
 class Routing(BaseModel):
     """A team's receivers per severity. A severity the team's alerts can have needs a receiver
-    (generation fails otherwise, generator/routing_check.py) unless `notify_nobody` lists it:
+    (generation fails otherwise, generator/routing/check.py) unless `notify_nobody` lists it:
     the explicit opt-in for alerts that reach no one (e.g. a sandbox job)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

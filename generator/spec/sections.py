@@ -1,7 +1,7 @@
 """The spec's sections below the top level: shape, objectives, recovery, SLOs, scrape jobs, links.
 
 Every field carries a `description`: the JSON Schema editors read and docs/spec.md are generated
-from them (generator/spec_reference.py).
+from them (generator/docs/spec_reference.py).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ class Shape(StrictModel):
     )
     gpu_model: str = Field(
         description="GPU model, for its peak FLOP/s (MFU), e.g. H100-SXM; "
-        "trainsignals/gpu_models.py lists them."
+        "trainsignals/metrics/gpu_models.py lists them."
     )
     dtype: Literal["bf16", "fp16", "fp8", "tf32"] = Field(
         "bf16", description="Training precision: picks the peak FLOP/s that MFU divides by."
@@ -232,7 +232,7 @@ class Recovery(StrictModel):
 class Slo(StrictModel):
     """A service level objective on the job, alerted by multi-window burn rates.
 
-    goodput: share of wall time in steps that move the job forward (generator/goodput.py:
+    goodput: share of wall time in steps that move the job forward (generator/signals/goodput.py:
     start-up, checkpoints, eval, data wait, redone steps and recovery are bad time; the job's
     very first start-up is not counted). throughput: share of training time with
     throughput at or above the floor.

@@ -19,7 +19,7 @@ import pytest
 from trainsignals.generator.spec.job import JobSpec
 
 from tests.conftest import require_tool
-from trainsignals.stacks.ha import GaugeTarget, HAStack
+from tests.stacks.ha import GaugeTarget, HAStack
 from trainsignals.stacks.stack import FAST_TIMING
 
 JOB = "chaos"

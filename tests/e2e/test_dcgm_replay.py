@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from trainsignals.generator.dashboards.job import panel_queries
+from trainsignals.generator.dashboards.kit import panel_queries
 from trainsignals.generator.loader import load_specs
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.simulator.job import effective_spec

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from trainsignals.exporters.gpu.fake_backend import FakeBackend, FakeGpu, FakeMigInstance
 from trainsignals.exporters.gpu.server import build_exporter, serve
-from trainsignals.generator.dashboards.job import panel_queries
+from trainsignals.generator.dashboards.kit import panel_queries
 from trainsignals.generator.loader import load_specs
 from trainsignals.generator.signals.panels import PANEL_IDS
 from trainsignals.generator.spec.job import JobSpec

@@ -17,7 +17,7 @@ import re
 import time
 
 import pytest
-from trainsignals.generator.dashboards.job import panel_queries
+from trainsignals.generator.dashboards.kit import panel_queries
 from trainsignals.generator.signals.xid_catalog import action_of
 from trainsignals.generator.spec.durations import parse_duration
 from trainsignals.simulator.profile import JobProfile

@@ -27,8 +27,8 @@ from trainsignals.simulator.scenarios import SCENARIOS
 
 from tests.conftest import JOBS, require_tool
 from tests.e2e.matrix import GPUS_PER_NODE, NODES, Results, Run, run_matrix
-from trainsignals.stacks.sharded import ShardedStack
-from trainsignals.stacks.vm import BINARIES
+from tests.stacks.sharded import ShardedStack
+from tests.stacks.vm import BINARIES
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]
 

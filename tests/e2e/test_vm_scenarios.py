@@ -19,7 +19,7 @@ from trainsignals.simulator.scenarios import SCENARIOS, Scenario
 
 from tests.conftest import JOBS, require_tool
 from tests.e2e.matrix import GPUS_PER_NODE, NODES, Results, run_matrix
-from trainsignals.stacks.vm import BINARIES, VmStack
+from tests.stacks.vm import BINARIES, VmStack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]
 

@@ -2,7 +2,7 @@
 
 The Containerfile builds that image; `make image` tags the build with what this prints, so the
 name and tag live in one place, the specs' `deploy.kubernetes.gpu_exporter_image` (default
-generator/deploy.py's GPU_EXPORTER_IMAGE, tagged with the package version).
+generator/spec/deploy.py's GPU_EXPORTER_IMAGE, tagged with the package version).
 """
 
 from __future__ import annotations

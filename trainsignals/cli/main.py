@@ -33,8 +33,8 @@ monitoring_option = click.option(
     "monitoring_file",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Monitoring settings YAML (owner team, heartbeat URL; see generator/monitoring.py). "
-    "Default: the settings in generator/monitoring.py.",
+    help="Monitoring settings YAML (owner team, heartbeat URL; see generator/spec/monitoring.py). "
+    "Default: the settings in generator/spec/monitoring.py.",
 )
 
 
@@ -52,7 +52,7 @@ def _monitoring(path: Path | None):  # -> MonitoringSettings | None
 
 
 def _routed(specs: list, settings) -> None:  # settings: MonitoringSettings | None
-    """Refuse alerts that would reach no one (generator/routing_check.py); warn about
+    """Refuse alerts that would reach no one (generator/routing/check.py); warn about
     placeholders (example hosts, the built-in example monitoring settings)."""
     from trainsignals.generator.routing.check import routing_problems
     from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from trainsignals.exporters.training.metrics import STEP_BUCKETS
 from trainsignals.exporters.training.timeaccount import ACTIVITIES
-from trainsignals.metrics.catalog import PHASES
+from trainsignals.metrics.training import PHASES
 
 from .history import GPUS_PER_NODE, MINUTE, gpu_uuid
 from .timeline import Minute

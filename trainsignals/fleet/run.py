@@ -21,7 +21,7 @@ EPOCH = 1_767_571_200  # 2026-01-05T00:00:00Z, the replay's first second
 
 # Whole-run ETTR from the generated goodput recordings, first expression that answers wins.
 # `{job}` is the training_job label and `{wall}` the run length in seconds.
-# ETTR over the whole run: the hourly goodput recordings (generator/goodput.py) averaged.
+# ETTR over the whole run: the hourly goodput recordings (generator/signals/goodput.py) averaged.
 GOODPUT_QUERIES = (
     'avg_over_time(job:trainsignals_goodput:ratio_1h{{training_job="{job}"}}[{wall}s])',
 )

@@ -1,7 +1,8 @@
 """Series a job's rules read where they exist, with a fallback where they do not.
 
 `trainsignals readiness` notes them instead of failing: their absence is a hardware or
-configuration choice, not a broken label (generator/gpu_sources.py, generator/dcgm_source.py).
+configuration choice, not a broken label (generator/signals/gpu_sources.py and
+dcgm_source.py).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ _MIG = "only on GPUs in MIG mode; the MIG instance panels stay empty"
 _NVLINK = f"{_DCGM}; the NVLink errors panel stays empty without any of the four"
 
 # dcgm-exporter labels a MIG GPU instance's series GPU_I_ID (absent on whole GPUs): a selector
-# with GPU_I_ID!="" (generator/dcgm_source.py) reads only instances and is empty without MIG.
+# with GPU_I_ID!="" (generator/signals/dcgm_source.py) reads only instances, empty without MIG.
 MIG_INSTANCE_MATCHER = ("GPU_I_ID", "!=", "")
 MIG_INSTANCES = "MIG GPU instances only; empty on GPUs not in MIG mode (MIG panels stay empty)"
 

@@ -1,6 +1,6 @@
 """`trainsignals goodput`: a job's goodput (ETTR) and badput breakdown over any time range.
 
-The same definitions as the recording rules (generator/goodput.py), evaluated by Prometheus
+The same definitions as the recording rules (generator/signals/goodput.py), evaluated by Prometheus
 as instant queries at the range's end with the range as the window, on the raw counters: any
 range works, including ones older than the recording rules.
 """

@@ -152,7 +152,7 @@ def _alert_problems(rule: Rule) -> list[str]:
         if not rule.labels.get(label):
             problems.append(rule.problem(f"label {label} missing", f"add labels.{label}"))
     severity = rule.labels.get("severity")
-    # The always-firing heartbeat (generator/meta.py) notifies a dead man's switch, nobody.
+    # The always-firing heartbeat (generator/meta/rules.py) notifies a dead man's switch, nobody.
     heartbeat = severity == "none" and rule.expr.strip() == "vector(1)"
     if severity and severity not in SEVERITIES and not heartbeat:
         problems.append(
@@ -194,7 +194,7 @@ def _unknown_metric_problems(rule: Rule, known: frozenset[str] | set[str]) -> li
     return [
         rule.problem(
             f"reads {', '.join(unknown)}, which nothing exports or records",
-            "fix the name, record it, or add it to trainsignals/metric_catalog.py",
+            "fix the name, record it, or add it to the catalogue in trainsignals/metrics/",
         )
     ]
 

@@ -6,12 +6,12 @@ postmortem_query.py), and what Alertmanager suppressed from its inhibition rules
 - the incident timeline from `ALERTS{training_job="J"}` (query_range, ~200 points): for each
   alert name + labels the first pending, first firing and resolved times
   (postmortem_timeline.py); pages are the page alerts Alertmanager let through;
-- the golden signals (the recorded series of generator/recording.py) before, during and after
-  the window, up to the newest sample and never past now, drawn with matplotlib
-  (postmortem_plot.py): UTC time axis, units, thresholds, each alert's firing band and the
-  onset marked and named;
-- impact figures: longest time without step progress, tokens not processed vs the spec's
-  floor, GPU-hours affected.
+- the golden signals (postmortem_signals.py: the recorded series of
+  generator/signals/recording.py) before, during and after the window, up to the newest sample
+  and never past now, drawn with matplotlib (postmortem_plot.py): UTC time axis, units,
+  thresholds, each alert's firing band and the onset marked and named;
+- impact figures (postmortem_impact.py): longest time without step progress, tokens not
+  processed vs the spec's floor, GPU-hours affected.
 
 The draft is rendered with jinja2 from generator/templates/postmortem.md.j2. It fills what the
 data can fill and leaves prompts for the humans where judgement is needed.
@@ -35,6 +35,7 @@ from trainsignals.oncall.goodput import LABELS as BADPUT_LABELS
 from trainsignals.oncall.goodput import ROWS as BADPUT_ROWS
 from trainsignals.oncall.goodput import Breakdown, measure
 from trainsignals.oncall.postmortem_delivery import Suppression, load_suppression, mark_delivery
+from trainsignals.oncall.postmortem_impact import Impact, impact
 from trainsignals.oncall.postmortem_query import (
     DEFAULT_PROMETHEUS,
     Prometheus,
@@ -44,6 +45,7 @@ from trainsignals.oncall.postmortem_query import (
     points,
     step_for,
 )
+from trainsignals.oncall.postmortem_signals import LAST_STEP_AGE, SIGNALS, SignalView, threshold
 from trainsignals.oncall.postmortem_timeline import (
     AlertEvent,
     Detection,
@@ -71,41 +73,7 @@ __all__ = [
 TEMPLATES = Path(str(files("trainsignals.generator") / "templates"))
 
 
-@dataclass(frozen=True)
-class Signal:
-    key: str  # file name of the plot
-    title: str
-    record: str  # recording rule (generator/recording.py)
-    unit: str
-
-
-SIGNALS: tuple[Signal, ...] = (
-    Signal("tokens", "Throughput (tokens/s)", "job:trainsignals_tokens:rate5m", "tokens/s"),
-    Signal(
-        "step_time_p95",
-        "Step time p95 (s)",
-        "job:trainsignals_step_duration_seconds:p95_5m",
-        "s",
-    ),
-    Signal("mfu", "MFU", "job:trainsignals_mfu:ratio_rate5m", "ratio"),
-    Signal("loss", "Loss", "job:trainsignals_loss:avg", ""),
-    Signal("data_wait", "Data-wait share", "job:trainsignals_data_wait:ratio_rate5m", "ratio"),
-)
-LAST_STEP_AGE = "job:trainsignals_last_step:age_seconds"
-
-
 # --- the report -------------------------------------------------------------------------------
-@dataclass
-class SignalView:
-    signal: Signal
-    query: str
-    plot: str  # path relative to the Markdown file
-    before: float | None
-    during: float | None
-    after: float | None
-    low: float | None
-    high: float | None
-    newest: float | None = None  # newest sample: nothing is plotted or averaged past it
 
 
 def _mean(series: list[tuple[float, float]], lo: float, hi: float) -> float | None:
@@ -119,47 +87,6 @@ def fmt(value: float | None) -> str:
     if value == 0 or 0.01 <= abs(value) < 1e5:
         return f"{value:.3g}" if abs(value) < 1 else f"{value:,.1f}"
     return f"{value:.3g}"
-
-
-@dataclass
-class Impact:
-    duration: float
-    gpus: int | None
-    gpu_hours: float | None
-    max_step_age: float | None
-    floor: float | None
-    tokens_lost: float | None
-    seconds_below_floor: float
-    seconds_without_data: float
-
-
-def impact(
-    spec: JobSpec | None,
-    tokens: list[tuple[float, float]],
-    step_age: list[tuple[float, float]],
-    start: float,
-    end: float,
-    step: float,
-) -> Impact:
-    duration = end - start
-    gpus = spec.shape.gpus if spec else None
-    floor = spec.tokens_per_second_floor if spec else None
-    inside = [(t, v) for t, v in tokens if start <= t <= end]
-    # Each sample stands for one step of time; gaps are reported, not guessed.
-    below = [(t, v) for t, v in inside if floor is not None and v < floor]
-    lost = sum((floor - v) * step for _, v in below) if floor is not None else None
-    covered = len(inside) * step
-    ages = [v for t, v in step_age if start <= t <= end]
-    return Impact(
-        duration=duration,
-        gpus=gpus,
-        gpu_hours=gpus * duration / 3600 if gpus else None,
-        max_step_age=max(ages) if ages else None,
-        floor=floor,
-        tokens_lost=lost,
-        seconds_below_floor=len(below) * step,
-        seconds_without_data=max(0.0, duration - covered),
-    )
 
 
 @dataclass
@@ -202,21 +129,6 @@ class Postmortem:
 
 def default_out(job: str, start: float) -> Path:
     return Path("postmortems") / f"{job}-{datetime.fromtimestamp(start, UTC):%Y-%m-%d}.md"
-
-
-def threshold(spec: JobSpec | None, key: str) -> tuple[float | None, str]:
-    """The spec's bound the alerts use for this signal, and its legend label."""
-    if spec is None:
-        return None, ""
-    if key == "tokens":
-        return spec.tokens_per_second_floor, "throughput floor"
-    if key == "step_time_p95":
-        return spec.objectives.step_time_max_seconds, "step-time bound"
-    if key == "mfu":
-        return spec.objectives.mfu_min_ratio, "MFU floor"
-    if key == "data_wait":
-        return spec.objectives.data_wait_max_ratio, "data-wait ceiling"
-    return None, ""
 
 
 def newest_sample(prom: Prometheus, expr: str, at: float) -> float | None:

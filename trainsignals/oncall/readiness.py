@@ -23,7 +23,7 @@ from pathlib import Path
 import click
 import yaml
 
-from trainsignals.generator.dashboards.job import panel_queries
+from trainsignals.generator.dashboards.kit import panel_queries
 from trainsignals.generator.pipeline import Options, generate_job, header
 from trainsignals.generator.routing.alertmanager import alertmanager_config, team_receivers
 from trainsignals.generator.spec.job import JobSpec

@@ -1,4 +1,4 @@
-"""One line of the readiness checklist (trainsignals/readiness.py and its delivery checks)."""
+"""One line of the readiness checklist (oncall/readiness.py and its delivery checks)."""
 
 from __future__ import annotations
 

@@ -164,7 +164,7 @@ def prometheus_config(
     specs: Sequence[JobSpec], targets_dirs: Sequence[Path], rule_files: Sequence[Path], am: str
 ) -> str:
     """prometheus.yml: 1 s scrape/eval; each spec's generated scrape configs
-    (generator/scrape_config.py) read the file_sd files of its simulator's targets dir."""
+    (generator/deploy/scrape_config.py) read the file_sd files of its simulator's targets dir."""
     if len(specs) != len(targets_dirs):
         raise ValueError("give one targets dir per spec (the simulator's --targets-dir)")
     scrape_configs = [

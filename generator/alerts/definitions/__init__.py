@@ -1,4 +1,4 @@
-"""Every alert trainsignals knows, one definition each (see generator/alert_model.py).
+"""Every alert trainsignals knows, one definition each (see generator/alerts/model.py).
 
 The order here is the order of the generated rules, `explain` and the runbook index: the
 self-healing symptoms, then the training process, loss and checkpoints, nodes, GPUs, SLOs.
@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from trainsignals.generator.alerts.definitions import (
     fabric,
+    gpu_conditions,
+    gpu_faults,
     inputs,
     loss_checkpoint,
-    node,
     reachability,
     recovery,
     slo_burn,
@@ -23,7 +24,8 @@ DEFINITIONS: tuple[AlertDef, ...] = (
     *training.GROUP.definitions,
     *loss_checkpoint.GROUP.definitions,
     *reachability.GROUP.definitions,
-    *node.GROUP.definitions,
+    *gpu_faults.GROUP.definitions,
+    *gpu_conditions.GROUP.definitions,
     *fabric.GROUP.definitions,
     *slo_burn.GROUP.definitions,
     *inputs.GROUP.definitions,

@@ -1,10 +1,10 @@
-"""The InfiniBand fabric of multi-node jobs (generator/fabric.py): infra tickets.
+"""The InfiniBand fabric of multi-node jobs (generator/signals/fabric.py): infra tickets.
 
 A port that is down or flapping stalls or slows the job's collectives; the job's team cannot
 fix a cable or a switch port, so both are tickets for the infra team. When the fault stalls
 the job, the stall (or TrainingNoProgress for self-healing jobs) is the one page. NodeDown
 explains them (node_scoped); a port that is down inhibits its own flap ticket
-(generator/alertmanager.py).
+(generator/routing/alertmanager.py).
 """
 
 from __future__ import annotations

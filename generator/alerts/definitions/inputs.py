@@ -4,9 +4,9 @@ An alert whose input series does not exist can never fire, and nobody notices: a
 without the step-time bucket, a node whose GPU exporter is not in service discovery, a
 checkpoint directory the instrumentation was not given. The inputs come from the definitions
 themselves: every raw series selector the job's other page and ticket alerts read, directly
-or through recording rules (parsed with promql-parser, trainsignals/series_check.py). Series
+or through recording rules (parsed with promql-parser, trainsignals/metrics/series_check.py). Series
 that exist only after an event, or are read with a fallback, are left out
-(series_check.EVENT_ONLY, trainsignals/optional_series.py).
+(series_check.EVENT_ONLY, trainsignals/metrics/optional_series.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Service level objectives: multi-window, multi-burn-rate alerts (see generator/slo.py)."""
+"""Service level objectives: multi-window, multi-burn-rate alerts (see generator/signals/slo.py)."""
 
 from __future__ import annotations
 

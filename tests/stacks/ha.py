@@ -1,6 +1,6 @@
 """The monitoring pipeline as production runs it, on 127.0.0.1: an Alertmanager cluster.
 
-`HAStack` extends `Stack` (trainsignals/stack.py) with:
+`HAStack` extends `Stack` (trainsignals/stacks/stack.py) with:
 - N Alertmanagers gossiping on loopback (`--cluster.listen-address`, `--cluster.peer`), each
   with its own `--storage.path` (silences and notification log survive a restart) and its own
   `--web.external-url`, so a notification says which member sent it;
@@ -9,7 +9,7 @@
   with the rule-restore flags (`--rules.alert.for-grace-period`, `--rules.alert.resend-delay`)
   scaled like the rules;
 - processes that can be killed, stopped and restarted by name; with the receiver's `failing`
-  paths (answered 500, trainsignals/stack.py) the fault tests (tests/chaos/) use those.
+  paths (answered 500, trainsignals/stacks/stack.py) the fault tests (tests/chaos/) use those.
 
 Production-like defaults are the real ones divided by the test's time scale; see `flags`.
 """
@@ -27,10 +27,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import yaml
-
 from trainsignals.generator.meta.files import meta_files
 from trainsignals.generator.pipeline import Options
 from trainsignals.generator.spec.monitoring import Heartbeat, MonitoringSettings
+
 from trainsignals.stacks.stack import (
     ALERTMANAGER,
     HOST,

@@ -1,6 +1,6 @@
 """The sharded topology on 127.0.0.1: N Prometheus shards -> VictoriaMetrics <- vmalert -> AM.
 
-Each shard is a real Prometheus 2.42 with the generated shard config (generator/sharding.py:
+Each shard is a real Prometheus 2.42 with the generated shard config (generator/deploy/sharding.py:
 the job's scrape configs kept to its hashmod partition of the nodes, the edge rules, remote
 write of recorded series only, 1 s deadline) pointed at the simulators' file_sd folders. The
 global VictoriaMetrics single-node store and vmalert (the global rules) are started as
@@ -25,8 +25,9 @@ from pathlib import Path
 from trainsignals.generator.deploy.sharding import shard_config
 from trainsignals.generator.output.yaml import dump
 from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS, MonitoringSettings
+
+from tests.stacks.vm import BINARIES, HEALTH, VICTORIA_METRICS, binary, vmalert_command
 from trainsignals.stacks.stack import HOST, PROMETHEUS, SCRAPE_SECONDS, Stack, free_port
-from trainsignals.stacks.vm import BINARIES, HEALTH, VICTORIA_METRICS, binary, vmalert_command
 
 
 def split_files(rule_file: Path) -> tuple[Path, Path]:

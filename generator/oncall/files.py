@@ -1,0 +1,52 @@
+"""The on-call files for all specs: rules, promtool tests, dashboard and runbook."""
+
+from __future__ import annotations
+
+from trainsignals.generator.oncall.dashboard import build_dashboard
+from trainsignals.generator.oncall.policy import ALERT, NAME, OncallPolicy
+from trainsignals.generator.oncall.rules import rules_document
+from trainsignals.generator.oncall.runbook import runbook
+from trainsignals.generator.oncall.unit_tests import rule_tests
+from trainsignals.generator.output.files import GENERATED_MARK, Options, dashboard_text
+from trainsignals.generator.output.yaml import dump
+from trainsignals.generator.spec.job import JobSpec, Links
+
+from trainsignals import __version__
+
+
+def oncall_files(
+    specs: list[tuple[JobSpec, str]],
+    options: Options | None = None,
+    policy: OncallPolicy | None = None,
+) -> dict[str, str]:
+    """The on-call rules, tests, dashboard and runbook for all these specs.
+
+    Links (runbook and Grafana base URLs) come from the first spec; `policy` defaults to a
+    12h shift with a budget of two pages, scaled by `options.time_scale`.
+    """
+    if any(spec.name == NAME for spec, _ in specs):
+        raise ValueError(
+            f"a job may not be named {NAME!r}: the on-call files use that name; rename the job"
+        )
+    options = options or Options()
+    if policy is None:
+        policy = OncallPolicy(time_scale=options.time_scale)
+    links = specs[0][0].links if specs else Links()
+    sources = ", ".join(source for _, source in specs) or "no spec"
+    mark = (
+        f"{GENERATED_MARK} {__version__} from {sources} (on-call policy: at most "
+        f"{policy.max_pages_per_shift} pages per {policy.shift} shift)."
+    )
+    header = f"# {mark}\n# Do not edit: change the specs or generator/oncall/ and regenerate.\n"
+    files = {f"alerts/{NAME}.rules.yaml": dump(rules_document(policy, links), header)}
+    if options.with_tests and policy.time_scale == 1:
+        files[f"alerts/{NAME}.test.yaml"] = dump(rule_tests(policy), header)
+    if options.with_dashboards:
+        dashboard = build_dashboard(
+            policy, links, f"Pages and tickets per team. {mark} Do not edit."
+        )
+        files[f"dashboards/{NAME}.json"] = dashboard_text(dashboard)
+    files[f"runbooks/{ALERT}.md"] = runbook(
+        policy, links, [spec for spec, _ in specs], f"<!-- {mark} Do not edit. -->"
+    )
+    return files

@@ -1,0 +1,48 @@
+"""A postmortem's impact figures: time without step progress, tokens below the floor, GPU-hours."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainsignals.generator.spec.job import JobSpec
+
+
+@dataclass
+class Impact:
+    duration: float
+    gpus: int | None
+    gpu_hours: float | None
+    max_step_age: float | None
+    floor: float | None
+    tokens_lost: float | None
+    seconds_below_floor: float
+    seconds_without_data: float
+
+
+def impact(
+    spec: JobSpec | None,
+    tokens: list[tuple[float, float]],
+    step_age: list[tuple[float, float]],
+    start: float,
+    end: float,
+    step: float,
+) -> Impact:
+    duration = end - start
+    gpus = spec.shape.gpus if spec else None
+    floor = spec.tokens_per_second_floor if spec else None
+    inside = [(t, v) for t, v in tokens if start <= t <= end]
+    # Each sample stands for one step of time; gaps are reported, not guessed.
+    below = [(t, v) for t, v in inside if floor is not None and v < floor]
+    lost = sum((floor - v) * step for _, v in below) if floor is not None else None
+    covered = len(inside) * step
+    ages = [v for t, v in step_age if start <= t <= end]
+    return Impact(
+        duration=duration,
+        gpus=gpus,
+        gpu_hours=gpus * duration / 3600 if gpus else None,
+        max_step_age=max(ages) if ages else None,
+        floor=floor,
+        tokens_lost=lost,
+        seconds_below_floor=len(below) * step,
+        seconds_without_data=max(0.0, duration - covered),
+    )
