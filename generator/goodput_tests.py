@@ -17,7 +17,7 @@ from trainsignals.exporters.training.timeaccount import ACTIVITIES
 from .goodput import CATEGORIES, badput_name, goodput_name
 from .gpu_sources import RawSeries
 from .promql import RuleContext, matchers
-from .series_notation import encode
+from .series_notation import encode_shared
 
 PHASE_ACTIVITY = {
     "startup": "startup",
@@ -234,7 +234,8 @@ def goodput_tests(ctx: RuleContext) -> list[dict]:
             "name": "goodput: a healthy job's goodput is its time in steps; the pauses are badput",
             "interval": "1m",
             "input_series": [
-                {"series": s.selector(), "values": encode(s.values)} for s in healthy.series(ctx)
+                {"series": s.selector(), "values": encode_shared(s.values)}
+                for s in healthy.series(ctx)
             ],
             "promql_expr_test": _checks(ctx, healthy, 120) + _checks(ctx, healthy, 180),
         },
@@ -242,7 +243,8 @@ def goodput_tests(ctx: RuleContext) -> list[dict]:
             "name": "goodput: a restart moves time to recovery, start-up, restore, lost progress",
             "interval": "1m",
             "input_series": [
-                {"series": s.selector(), "values": encode(s.values)} for s in restart.series(ctx)
+                {"series": s.selector(), "values": encode_shared(s.values)}
+                for s in restart.series(ctx)
             ],
             "promql_expr_test": _checks(ctx, restart, 160) + _checks(ctx, restart, 169),
         },

@@ -23,7 +23,7 @@ from .goodput_tests import goodput_tests, timeline_series
 from .gpu_sources import RawSeries, gpu_source, test_uuid
 from .promql import RuleContext, le_label, matchers
 from .recording import group_names
-from .series_notation import encode
+from .series_notation import encode_shared, shared_encodings
 from .xid_catalog import action_of
 
 REPORTING_RANKS = 2  # ranks that carry job series in tests; rules aggregate over ranks
@@ -205,7 +205,7 @@ def gpu_series(
 
 
 def _input(series: list[RawSeries]) -> list[dict]:
-    return [{"series": s.selector(), "values": encode(s.values)} for s in series]
+    return [{"series": s.selector(), "values": encode_shared(s.values)} for s in series]
 
 
 def _alerts_query(ctx: RuleContext, alert: str, state: str | None = None) -> str:
@@ -478,6 +478,11 @@ def node_outage_test(ctx: RuleContext) -> dict:
 
 
 def rule_tests(ctx: RuleContext, alerts: list[AlertRule], rule_file: str) -> dict:
+    with shared_encodings():  # the healthy series recur in every test: encode each once
+        return _rule_tests(ctx, alerts, rule_file)
+
+
+def _rule_tests(ctx: RuleContext, alerts: list[AlertRule], rule_file: str) -> dict:
     cases = [case for alert in alerts for case in alert.faults]
     fabric = any(a.name.startswith("Infiniband") for a in alerts)
     tests = [healthy_test(ctx, fabric=fabric)]
