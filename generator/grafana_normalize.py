@@ -188,4 +188,24 @@ def _variable(variable: dict, datasource_type: str) -> dict:
 
 def grafanalib_json(dashboard: Any) -> dict:
     """grafanalib's Dashboard as plain JSON data (before normalising)."""
-    return json.loads(json.dumps(dashboard.to_json_data(), cls=DashboardEncoder))
+    return _plain(dashboard.to_json_data())
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _plain(value: Any) -> Any:
+    """`json.loads(json.dumps(value, cls=DashboardEncoder))` without writing the text: new
+    dicts and lists, grafanalib objects as their `to_json_data()`. Anything else (a dict with
+    keys other than strings, a subclass of a JSON type) takes the JSON round trip itself."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is dict:
+        if all(type(k) is str for k in value):
+            return {k: _plain(v) for k, v in value.items()}
+    elif kind is list or kind is tuple:
+        return [_plain(v) for v in value]
+    elif hasattr(value, "to_json_data") and not isinstance(value, (*_SCALARS, dict, list, tuple)):
+        return _plain(value.to_json_data())
+    return json.loads(json.dumps(value, cls=DashboardEncoder))
