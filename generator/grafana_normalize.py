@@ -191,7 +191,7 @@ def grafanalib_json(dashboard: Any) -> dict:
     return _plain(dashboard.to_json_data())
 
 
-_SCALARS = (str, int, float, bool, type(None))
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def _plain(value: Any) -> Any:
@@ -201,11 +201,12 @@ def _plain(value: Any) -> Any:
     kind = type(value)
     if kind in _SCALARS:
         return value
+    # Scalars are kept in place rather than passed down: a dashboard has ~4,000 values.
     if kind is dict:
-        if all(type(k) is str for k in value):
-            return {k: _plain(v) for k, v in value.items()}
+        if not value or {*map(type, value)} == {str}:
+            return {k: v if type(v) in _SCALARS else _plain(v) for k, v in value.items()}
     elif kind is list or kind is tuple:
-        return [_plain(v) for v in value]
+        return [v if type(v) in _SCALARS else _plain(v) for v in value]
     elif hasattr(value, "to_json_data") and not isinstance(value, (*_SCALARS, dict, list, tuple)):
         return _plain(value.to_json_data())
     return json.loads(json.dumps(value, cls=DashboardEncoder))
