@@ -75,13 +75,14 @@ class JobTimeline:
         )
 
     def build(self) -> JobTimeline:
+        tokens, steps = self.healthy_tokens, self.healthy_steps  # once, not once a minute
         for minute in range(self.minutes + 1):
             phase = healthy_phase(minute)
             stepping = phase in ("warmup", "train")
             speed = 0.6 if phase == "warmup" else 1.0
             self.phase.append(phase)
-            self.tokens_per_second.append(self.healthy_tokens * speed if stepping else 0.0)
-            self.steps_per_second.append(self.healthy_steps * speed if stepping else 0.0)
+            self.tokens_per_second.append(tokens * speed if stepping else 0.0)
+            self.steps_per_second.append(steps * speed if stepping else 0.0)
             self.slow_step_share.append(HEALTHY_SLOW_STEPS)
             self.data_wait_share.append(0.05 if stepping else 0.0)
             self.loss.append(2 + 8 / math.sqrt(minute + 10) if minute >= 5 else None)
