@@ -47,8 +47,8 @@ def encode_shared(values: Sequence[float | str | None]) -> str:
     except (TypeError, OverflowError):  # gaps (None), staleness markers: rare, not memoised
         return encode(values)
     text = _memo.get(key)
-    if text is None:
-        text = _memo[key] = encode(values)
+    if text is None:  # numbers only (array() took them all): no gaps to look for
+        text = _memo[key] = " ".join(_runs(list(values)))
     return text
 
 
