@@ -34,7 +34,7 @@ from .dashboard_kit import (  # noqa: F401  (iter_panels, panel_queries: the das
 )
 from .durations import format_duration
 from .goodput_panels import goodput_panels
-from .grafana_normalize import grafanalib_json, normalize_dashboard
+from .grafana_normalize import grafanalib_json, normalized_grafanalib
 from .panels import PANEL_IDS, dashboard_uid
 from .promql import RuleContext, regex
 from .spec import CRASH_LOOP_RESTARTS
@@ -350,13 +350,19 @@ def build_dashboard(
     ctx: RuleContext, alerts: list[AlertRule], spec_hash: str, generator_version: str
 ) -> dict:
     """The job's dashboard as Grafana JSON (schema-valid, deterministic)."""
-    return normalize_dashboard(raw_dashboard(ctx, alerts, spec_hash, generator_version))
+    return normalized_grafanalib(_dashboard(ctx, alerts, spec_hash, generator_version))
 
 
 def raw_dashboard(
     ctx: RuleContext, alerts: list[AlertRule], spec_hash: str, generator_version: str
 ) -> dict:
     """grafanalib's JSON before normalisation (the tests show why the normaliser exists)."""
+    return grafanalib_json(_dashboard(ctx, alerts, spec_hash, generator_version))
+
+
+def _dashboard(
+    ctx: RuleContext, alerts: list[AlertRule], spec_hash: str, generator_version: str
+) -> g.Dashboard:
     spec = ctx.spec
     b = _Builder(ctx, alerts)
     panels = [
@@ -448,4 +454,4 @@ def raw_dashboard(
             ]
         ),
     )
-    return grafanalib_json(dashboard)
+    return dashboard
