@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate
+from operator import methodcaller
 
 from trainsignals.exporters.training.timeaccount import ACTIVITIES
 
@@ -56,7 +57,7 @@ def timeline_series(
         RawSeries(
             "trainsignals_time_seconds_total",
             {**labels, "activity": a},
-            list(accumulate((m.get(a, 0.0) for m in minutes[1:]), initial=0.0)),
+            list(accumulate(map(methodcaller("get", a, 0.0), minutes[1:]), initial=0.0)),
         )
         for a in ACTIVITIES
     ]

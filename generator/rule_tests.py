@@ -111,17 +111,17 @@ def _rank_signals(t: JobTimeline) -> list[tuple[str, dict, list]]:
         "trainsignals_step_duration_seconds_sum",
         _cumulative([60.0 if s > 0 else 0.0 for s in steps_pm]),
     )
+    # Buckets with the same (healthy, slow) shares have the same counts: each pair once.
+    counts: dict[tuple[float, float], list[float]] = {}
     for le, (healthy, slow) in buckets.items():
-        add(
-            "trainsignals_step_duration_seconds_bucket",
-            _cumulative(
+        if (healthy, slow) not in counts:
+            counts[healthy, slow] = _cumulative(
                 [
-                    s * ((1 - t.slow_step_share[m]) * healthy + t.slow_step_share[m] * slow)
-                    for m, s in enumerate(steps_pm)
+                    s * ((1 - share) * healthy + share * slow)
+                    for s, share in zip(steps_pm, t.slow_step_share, strict=False)
                 ]
-            ),
-            {"le": le},
-        )
+            )
+        add("trainsignals_step_duration_seconds_bucket", [*counts[healthy, slow]], {"le": le})
     add("trainsignals_data_wait_seconds_total", _cumulative([v * 60 for v in t.data_wait_share]))
     add("trainsignals_loss", t.loss)
     add("trainsignals_nonfinite_losses_total", _cumulative(t.nonfinite_per_minute))
