@@ -5,7 +5,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from itertools import compress, count
+from itertools import compress, count, groupby, repeat
 from operator import ne, sub
 
 
@@ -22,7 +22,7 @@ STALE = "stale"
 # Encodings of one job's test file, keyed by the samples' exact bits (None: not collecting).
 # A job's fault tests repeat the healthy series (llama-8b: 1,970 series, 450 distinct), so each
 # distinct one is encoded once; the memo lives only as long as one `shared_encodings()` block.
-_memo: dict[bytes, str] | None = None
+_memo: dict[bytes | tuple[bytes, bytes], str] | None = None
 
 
 @contextmanager
@@ -43,13 +43,28 @@ def encode_shared(values: Sequence[float | str | None]) -> str:
         return encode(values)
     try:
         # The float64 bits: exact (unlike a tuple, which equates 0.0 and -0.0), cheap to hash.
-        key = array("d", values).tobytes()
-    except (TypeError, OverflowError):  # gaps (None), staleness markers: rare, not memoised
+        key: bytes | tuple[bytes, bytes] = array("d", values).tobytes()
+        numbers_only = True
+    except TypeError:  # gaps (None) or staleness markers
+        key, numbers_only = _gap_key(values), False
+    except OverflowError:  # an int past float64: not memoised
         return encode(values)
     text = _memo.get(key)
     if text is None:  # numbers only (array() took them all): no gaps to look for
-        text = _memo[key] = " ".join(_runs(list(values)))
+        text = " ".join(_runs(list(values))) if numbers_only else encode(values)
+        _memo[key] = text
     return text
+
+
+def _gap_key(values: Sequence[float | str | None]) -> tuple[bytes, bytes]:
+    """An exact key for samples with gaps: the numbers' bits (0.0 in a gap) and each sample's
+    kind (0 a number, 1 missing, 2 stale), both built in C."""
+    numbers = array("d", map(_GAP_AS_ZERO.get, values, values)).tobytes()
+    return numbers, bytes(map(_GAP_CODE.get, values, repeat(0)))
+
+
+_GAP_AS_ZERO = {None: 0.0, STALE: 0.0}
+_GAP_CODE = {None: 1, STALE: 2}
 
 
 def encode(values: Sequence[float | str | None]) -> str:
@@ -62,23 +77,20 @@ def encode(values: Sequence[float | str | None]) -> str:
     if None not in values and STALE not in values:  # most series: one stretch of numbers
         return " ".join(_runs(values))
     parts: list[str] = []
-    i = 0
-    while i < len(values):
-        if values[i] == STALE:  # promtool has no `stalexn`: one marker vanishes the series
-            parts.append(STALE)
-            i += 1
-            continue
-        j = i
-        if values[i] is None:
-            while j + 1 < len(values) and values[j + 1] is None:
-                j += 1
-            parts.append("_" if j == i else f"_x{j - i + 1}")
+    # Stretches of numbers, of missing samples and of staleness markers, told apart in C.
+    for gap, stretch in groupby(values, _GAPS.get):
+        samples = list(stretch)
+        if gap is None:
+            parts += _runs(samples)
+        elif gap == STALE:  # promtool has no `stalexn`: one marker vanishes the series
+            parts += [STALE] * len(samples)
         else:
-            while j + 1 < len(values) and values[j + 1] is not None and values[j + 1] != STALE:
-                j += 1
-            parts += _runs(values[i : j + 1])
-        i = j + 1
+            parts.append("_" if len(samples) == 1 else f"_x{len(samples)}")
     return " ".join(parts)
+
+
+# A sample's kind for encode(): None for a number.
+_GAPS = {None: "_", STALE: STALE}
 
 
 def _runs(values: list[float]) -> list[str]:
