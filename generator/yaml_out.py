@@ -203,7 +203,10 @@ def _value(value: object, indent: str, lines: list[str], memo: dict[str, str]) -
         _sequence(value, indent, lines, memo)  # libyaml does not indent it under its key
     else:
         text = _empty_or_scalar(value, memo)
-        lines[-1] += " " + _fold(text, len(lines[-1]) + 1, len(indent) + 2)
+        column = len(lines[-1]) + 1
+        if column + len(text) > _WIDTH:  # it may have a space past the width
+            text = _fold(text, column, len(indent) + 2)
+        lines[-1] += " " + text
 
 
 def _item(value: object, indent: str, lines: list[str], memo: dict[str, str]) -> None:
@@ -214,7 +217,10 @@ def _item(value: object, indent: str, lines: list[str], memo: dict[str, str]) ->
     elif (kind is list or kind is tuple) and value:
         _sequence(value, indent, lines, memo)
     else:
-        lines[-1] += _fold(_empty_or_scalar(value, memo), len(lines[-1]), len(indent))
+        text = _empty_or_scalar(value, memo)
+        if len(lines[-1]) + len(text) > _WIDTH:  # it may have a space past the width
+            text = _fold(text, len(lines[-1]), len(indent))
+        lines[-1] += text
 
 
 def _empty_or_scalar(value: object, memo: dict[str, str]) -> str:
