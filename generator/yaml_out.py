@@ -69,9 +69,10 @@ def dump(data: object, header: str = "") -> str:
 # The direct writer. A job's rules and test files (dicts, lists, one-line strings, numbers) in
 # the text libyaml writes for them, without libyaml: its Python side builds a node per value
 # and resolves each scalar twice, ~3 us per value (40 ms of a 450 KB test file). Whatever it
-# is not sure to write as libyaml does (a line break, a non-ASCII or long string, a key that
-# is not a plain word, a type other than these) sends the whole document to libyaml.
-# tests/test_yaml_out.py compares both on every generated file and on awkward strings.
+# is not sure to write as libyaml does (a line break, a tab or non-ASCII character, a long
+# quoted string, a key that is not plain, a float or any other type) sends the whole document
+# to libyaml. tests/test_yaml_out.py compares both on the example specs' rules and test files
+# and on random documents of awkward strings.
 
 
 class _Unsupported(Exception):
@@ -122,9 +123,9 @@ def _string(value: str, memo: dict[str, str]) -> str:
 def _fold(text: str, column: int, indent: int) -> str:
     """A scalar written from `column` on, as libyaml's write_plain folds it: at a single space
     (no space before or after it) that lies past the line width, a line break and `indent`
-    spaces instead of the space. Quoted text never gets here long enough to fold."""
-    if column > _WIDTH // 2:
-        raise _Unsupported  # a line already that long before it: not worth the cases
+    spaces instead of the space. Quoted text folds by other rules: left to libyaml."""
+    if column > _WIDTH // 2 or text.startswith("'"):
+        raise _Unsupported  # (or a line already that long before it: not worth the cases)
     start, parts = 0, []
     while True:
         # Column of text[i] on the current line: column + i - start; past the width beyond:
