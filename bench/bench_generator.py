@@ -4,8 +4,9 @@ Prints per-spec milliseconds beside the goal of issue 18 (rules + dashboard <= 1
 with the promtool tests <= 20 ms; flat from 1 to 1,000 specs) for rules + dashboard alone and
 for the whole pipeline (rules, promtool tests, dashboard). Specs are copies of
 jobs/llama-8b-finetune.yaml with distinct names (training_job=<name> is in every selector).
-Nothing the generator memoises outlives one spec except a bounded cache of parsed selector
-texts, which carry the name: the copies cost what distinct specs of that shape cost.
+What the generator memoises lives for one spec, except bounded caches of parsed selector
+texts (which carry the name) and of the healthy test timeline's phases and loss per length
+(the same for every spec): the copies cost what distinct specs of that shape cost.
 """
 
 from __future__ import annotations
