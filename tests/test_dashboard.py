@@ -137,6 +137,15 @@ def test_raw_grafanalib_output_needs_the_normaliser(spec: JobSpec) -> None:
     assert list(Draft7Validator(_schema("dashboard")).iter_errors(normalized)) == []
 
 
+def test_the_one_pass_build_equals_raw_then_normalised(spec: JobSpec) -> None:
+    # build_dashboard converts and normalises grafanalib's data in one pass (generation speed).
+    ctx = RuleContext(spec)
+    alerts = alert_rules(ctx)
+    raw = raw_dashboard(ctx, alerts, _hash(spec), VERSION)
+    built = build_dashboard(ctx, alerts, _hash(spec), VERSION)
+    assert json.dumps(built) == json.dumps(normalize_dashboard(raw))
+
+
 def test_normaliser_is_pure(spec: JobSpec) -> None:
     ctx = RuleContext(spec)
     raw = raw_dashboard(ctx, alert_rules(ctx), _hash(spec), VERSION)

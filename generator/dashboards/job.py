@@ -11,7 +11,10 @@ from __future__ import annotations
 from grafanalib import core as g
 from trainsignals.generator.alerts.rules import AlertRule
 from trainsignals.generator.dashboards.goodput import goodput_panels
-from trainsignals.generator.dashboards.grafana_normalize import grafanalib_json, normalize_dashboard
+from trainsignals.generator.dashboards.grafana_normalize import (
+    grafanalib_json,
+    normalized_grafanalib,
+)
 from trainsignals.generator.dashboards.hardware import gpu_panels, node_panels
 
 # Package-internal: job_panels builds this dashboard's own rows, this module lays them out.
@@ -30,13 +33,19 @@ def build_dashboard(
     ctx: RuleContext, alerts: list[AlertRule], spec_hash: str, generator_version: str
 ) -> dict:
     """The job's dashboard as Grafana JSON (schema-valid, deterministic)."""
-    return normalize_dashboard(raw_dashboard(ctx, alerts, spec_hash, generator_version))
+    return normalized_grafanalib(_dashboard(ctx, alerts, spec_hash, generator_version))
 
 
 def raw_dashboard(
     ctx: RuleContext, alerts: list[AlertRule], spec_hash: str, generator_version: str
 ) -> dict:
     """grafanalib's JSON before normalisation (the tests show why the normaliser exists)."""
+    return grafanalib_json(_dashboard(ctx, alerts, spec_hash, generator_version))
+
+
+def _dashboard(
+    ctx: RuleContext, alerts: list[AlertRule], spec_hash: str, generator_version: str
+) -> g.Dashboard:
     spec = ctx.spec
     b = _Builder(ctx, alerts)
     panels = [
@@ -128,4 +137,4 @@ def raw_dashboard(
             ]
         ),
     )
-    return grafanalib_json(dashboard)
+    return dashboard

@@ -2,15 +2,44 @@
 
 from __future__ import annotations
 
+import re
+
 import yaml
+from yaml.nodes import MappingNode, ScalarNode, SequenceNode
+from yaml.resolver import Resolver
 
 # libyaml's emitter is ~10x faster than the pure-Python one and writes the same text.
 _Base = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+_STR = "tag:yaml.org,2002:str"
+_MAP = "tag:yaml.org,2002:map"
+_SEQ = "tag:yaml.org,2002:seq"
+_WIDTH = 10_000
 
 
 class _Dumper(_Base):
     def ignore_aliases(self, data: object) -> bool:
         return True
+
+    def represent_data(self, data: object) -> yaml.Node:
+        # The generated files are dicts, lists and strings all the way down: their nodes are
+        # built here directly, as _str and PyYAML's dict and list representers (flow style off)
+        # would, without the per-object type and alias bookkeeping. Anything else as before.
+        kind = type(data)
+        if kind is str:
+            return ScalarNode(_STR, data, style="|" if "\n" in data else None)
+        if kind is dict:
+            pairs = [(self.represent_data(k), self.represent_data(v)) for k, v in data.items()]
+            return MappingNode(_MAP, pairs, flow_style=False)
+        if kind is list or kind is tuple:
+            return SequenceNode(_SEQ, [self.represent_data(v) for v in data], flow_style=False)
+        return super().represent_data(data)
+
+    def resolve(self, kind: type, value: object, implicit: tuple[bool, bool]) -> str:
+        # A string whose first character starts no implicit type (bool, int, float, null...)
+        # is a plain string: what Resolver.resolve returns after finding no resolver for it.
+        if kind is ScalarNode and value and value[0] not in self.yaml_implicit_resolvers:
+            return _STR
+        return super().resolve(kind, value, implicit)
 
 
 def _str(dumper: _Base, value: str) -> yaml.ScalarNode:
@@ -20,15 +49,185 @@ def _str(dumper: _Base, value: str) -> yaml.ScalarNode:
 
 _Dumper.add_representer(str, _str)
 _Dumper.add_representer(tuple, lambda d, v: d.represent_list(list(v)))
+assert None not in _Dumper.yaml_implicit_resolvers and not _Dumper.yaml_path_resolvers
 
 
 def dump(data: object, header: str = "") -> str:
-    body = yaml.dump(
-        data,
-        Dumper=_Dumper,
-        sort_keys=False,
-        width=10_000,
-        allow_unicode=True,
-        default_flow_style=False,
-    )
+    body = _block_yaml(data)
+    if body is None:  # something the direct writer leaves to libyaml
+        body = yaml.dump(
+            data,
+            Dumper=_Dumper,
+            sort_keys=False,
+            width=_WIDTH,
+            allow_unicode=True,
+            default_flow_style=False,
+        )
     return header + body
+
+
+# The direct writer. A job's rules and test files (dicts, lists, one-line strings, numbers) in
+# the text libyaml writes for them, without libyaml: its Python side builds a node per value
+# and resolves each scalar twice, ~3 us per value (40 ms of a 450 KB test file). Whatever it
+# is not sure to write as libyaml does (a line break, a tab or non-ASCII character, a long
+# quoted string, a key that is not plain, a float or any other type) sends the whole document
+# to libyaml. tests/test_yaml_out.py compares both on the example specs' rules and test files
+# and on random documents of awkward strings.
+
+
+class _Unsupported(Exception):
+    """The document holds something only libyaml writes."""
+
+
+_RESOLVER = Resolver()
+_PRINTABLE = re.compile(r"[ -~]*", re.ASCII)
+# libyaml's analyze_scalar: a first character that is an indicator rules plain style out.
+_INDICATOR_START = frozenset("#,[]{}&*!|>'\"%@`")
+# A quoted string this long may fold (libyaml breaks at a space past the width): not written.
+_MAX_QUOTED = _WIDTH - 3_000
+_MAX_KEY = 128  # libyaml writes a longer key as a complex (`? key`) key
+
+
+def _block_yaml(data: object) -> str | None:
+    """`data` as libyaml writes it with dump()'s options; None where unsure."""
+    if type(data) is not dict or not data:
+        return None
+    lines: list[str] = []
+    try:
+        _mapping(data, "", lines, {})
+    except (_Unsupported, RecursionError):
+        return None
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _string(value: str, memo: dict[str, str]) -> str:
+    """A one-line string's text: plain, or single-quoted where plain would read otherwise."""
+    text = memo.get(value)
+    if text is not None:
+        return text
+    if not value:
+        return "''"
+    if not _PRINTABLE.fullmatch(value):
+        raise _Unsupported  # a line break, a tab, non-ASCII
+    if _plain_allowed(value) and _RESOLVER.resolve(ScalarNode, value, (True, False)) == _STR:
+        text = value  # folded where it is written (_fold)
+    elif len(value) <= _MAX_QUOTED:  # libyaml's choice where plain is not allowed or would
+        text = "'" + value.replace("'", "''") + "'"  # not read back as a string
+    else:
+        raise _Unsupported
+    memo[value] = text
+    return text
+
+
+def _fold(text: str, column: int, indent: int) -> str:
+    """A scalar written from `column` on, as libyaml's write_plain folds it: at a single space
+    (no space before or after it) that lies past the line width, a line break and `indent`
+    spaces instead of the space. Quoted text folds by other rules: left to libyaml."""
+    if column > _WIDTH // 2 or text.startswith("'"):
+        raise _Unsupported  # (or a line already that long before it: not worth the cases)
+    start, parts = 0, []
+    while True:
+        # Column of text[i] on the current line: column + i - start; past the width beyond:
+        i = text.find(" ", start + _WIDTH - column + 1)
+        while i != -1 and (text[i - 1] == " " or text[i + 1 : i + 2] in (" ", "")):
+            i = text.find(" ", i + 1)
+        if i == -1:
+            parts.append(text[start:])
+            return ("\n" + " " * indent).join(parts)
+        parts.append(text[start:i])
+        start, column = i + 1, indent
+
+
+def _plain_allowed(value: str) -> bool:
+    """libyaml's rules for a plain one-line printable ASCII scalar in block context: no
+    indicator at its start, no `: ` or ` #` inside, no space at either end, no `:` at its end."""
+    first = value[0]
+    if first == " " or first in _INDICATOR_START or value.startswith(("---", "...")):
+        return False
+    if first in "-?:" and (len(value) == 1 or value[1] == " "):
+        return False
+    return value[-1] not in " :" and ": " not in value and " #" not in value
+
+
+def _scalar(value: object, memo: dict[str, str]) -> str:
+    kind = type(value)
+    if kind is str:
+        return _string(value, memo)
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is int:
+        return str(value)
+    if value is None:
+        return "null"
+    raise _Unsupported  # floats, and anything else, as PyYAML represents them
+
+
+def _key(key: object, memo: dict[str, str]) -> str:
+    if type(key) is not str or len(key) > _MAX_KEY:
+        raise _Unsupported
+    text = _string(key, memo)
+    if text != key:  # quoted keys: left to libyaml
+        raise _Unsupported
+    return text
+
+
+def _mapping(data: dict, indent: str, lines: list[str], memo: dict[str, str]) -> None:
+    """A non-empty block mapping; its first key goes on the line `lines` ends with when that
+    is a sequence item's `- ` (libyaml writes `- key: value`)."""
+    first = True
+    for key, value in data.items():
+        head = _key(key, memo) + ":"
+        if first and lines and lines[-1].endswith("- ") and len(lines[-1]) == len(indent):
+            lines[-1] += head
+        else:
+            lines.append(indent + head)
+        first = False
+        _value(value, indent, lines, memo)
+
+
+def _sequence(data: list | tuple, indent: str, lines: list[str], memo: dict[str, str]) -> None:
+    for item in data:
+        if lines and lines[-1].endswith("- ") and len(lines[-1]) == len(indent):
+            lines[-1] += "- "  # a sequence in a sequence: `- - item`
+        else:
+            lines.append(indent + "- ")
+        _item(item, indent + "  ", lines, memo)
+
+
+def _value(value: object, indent: str, lines: list[str], memo: dict[str, str]) -> None:
+    """A mapping's value after `key:` on the last line."""
+    kind = type(value)
+    if kind is dict and value:
+        _mapping(value, indent + "  ", lines, memo)
+    elif (kind is list or kind is tuple) and value:
+        _sequence(value, indent, lines, memo)  # libyaml does not indent it under its key
+    else:
+        text = _empty_or_scalar(value, memo)
+        column = len(lines[-1]) + 1
+        if column + len(text) > _WIDTH:  # it may have a space past the width
+            text = _fold(text, column, len(indent) + 2)
+        lines[-1] += " " + text
+
+
+def _item(value: object, indent: str, lines: list[str], memo: dict[str, str]) -> None:
+    """A sequence item after `- ` on the last line."""
+    kind = type(value)
+    if kind is dict and value:
+        _mapping(value, indent, lines, memo)
+    elif (kind is list or kind is tuple) and value:
+        _sequence(value, indent, lines, memo)
+    else:
+        text = _empty_or_scalar(value, memo)
+        if len(lines[-1]) + len(text) > _WIDTH:  # it may have a space past the width
+            text = _fold(text, len(lines[-1]), len(indent))
+        lines[-1] += text
+
+
+def _empty_or_scalar(value: object, memo: dict[str, str]) -> str:
+    kind = type(value)
+    if kind is dict:
+        return "{}"
+    if kind is list or kind is tuple:
+        return "[]"
+    return _scalar(value, memo)

@@ -26,7 +26,7 @@ from trainsignals.generator.signals.job_series import (
 )
 from trainsignals.generator.signals.promql import RuleContext, matchers
 from trainsignals.generator.signals.recording import group_names
-from trainsignals.generator.signals.series_notation import encode
+from trainsignals.generator.signals.series_notation import encode_shared, shared_encodings
 from trainsignals.generator.signals.xid_catalog import action_of
 
 HEALTHY_HORIZON = 600  # minutes the healthy test covers
@@ -44,7 +44,7 @@ __all__ = [
 
 
 def _input(series: list[RawSeries]) -> list[dict]:
-    return [{"series": s.selector(), "values": encode(s.values)} for s in series]
+    return [{"series": s.selector(), "values": encode_shared(s.values)} for s in series]
 
 
 def _alerts_query(ctx: RuleContext, alert: str, state: str | None = None) -> str:
@@ -329,6 +329,11 @@ def node_outage_test(ctx: RuleContext) -> dict:
 
 
 def rule_tests(ctx: RuleContext, alerts: list[AlertRule], rule_file: str) -> dict:
+    with shared_encodings():  # the healthy series recur in every test: encode each once
+        return _rule_tests(ctx, alerts, rule_file)
+
+
+def _rule_tests(ctx: RuleContext, alerts: list[AlertRule], rule_file: str) -> dict:
     cases = [case for alert in alerts for case in alert.faults]
     fabric = any(a.name.startswith("Infiniband") for a in alerts)
     tests = [healthy_test(ctx, fabric=fabric)]

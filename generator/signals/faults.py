@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from trainsignals.generator.signals.promql import RuleContext
 
@@ -75,25 +76,42 @@ class JobTimeline:
         )
 
     def build(self) -> JobTimeline:
-        for minute in range(self.minutes + 1):
-            phase = healthy_phase(minute)
-            stepping = phase in ("warmup", "train")
-            speed = 0.6 if phase == "warmup" else 1.0
-            self.phase.append(phase)
-            self.tokens_per_second.append(self.healthy_tokens * speed if stepping else 0.0)
-            self.steps_per_second.append(self.healthy_steps * speed if stepping else 0.0)
-            self.slow_step_share.append(HEALTHY_SLOW_STEPS)
-            self.data_wait_share.append(0.05 if stepping else 0.0)
-            self.loss.append(2 + 8 / math.sqrt(minute + 10) if minute >= 5 else None)
-            self.nonfinite_per_minute.append(0.0)
-            self.dropped_per_minute.append(0.0)
-            self.checkpoint_ok.append(True)
-            self.disk_free_ratio.append(0.5)
-            self.process_start.append(0.0)
+        count = self.minutes + 1
+        phases = _healthy_phases(count)
+        tokens, steps = self.healthy_tokens, self.healthy_steps
+        # Column by column: every value of a minute follows from its phase alone (and the loss
+        # from the minute), as when this was one loop over the minutes.
+        self.phase += phases
+        self.tokens_per_second += [tokens * _SPEED[p] if p in _SPEED else 0.0 for p in phases]
+        self.steps_per_second += [steps * _SPEED[p] if p in _SPEED else 0.0 for p in phases]
+        self.slow_step_share += [HEALTHY_SLOW_STEPS] * count
+        self.data_wait_share += [0.05 if p in _SPEED else 0.0 for p in phases]
+        self.loss += _healthy_loss(count)
+        self.nonfinite_per_minute += [0.0] * count
+        self.dropped_per_minute += [0.0] * count
+        self.checkpoint_ok += [True] * count
+        self.disk_free_ratio += [0.5] * count
+        self.process_start += [0.0] * count
         if self.fault:
             for minute in range(self.minutes + 1):
                 self.fault(self, minute)
         return self
+
+
+# Phases a job steps in, and its speed there (warm-up runs at 0.6x).
+_SPEED = {"warmup": 0.6, "train": 1.0}
+
+
+# The healthy phases and loss of the first `count` minutes: the same for every spec, asked
+# for at a few dozen lengths (one per test): each length computed once.
+@lru_cache(maxsize=256)
+def _healthy_phases(count: int) -> tuple[str, ...]:
+    return tuple(healthy_phase(minute) for minute in range(count))
+
+
+@lru_cache(maxsize=256)
+def _healthy_loss(count: int) -> tuple[float | None, ...]:
+    return tuple(2 + 8 / math.sqrt(minute + 10) if minute >= 5 else None for minute in range(count))
 
 
 def healthy_phase(minute: int) -> str:

@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate
+from operator import methodcaller
 
 from trainsignals.exporters.training.timeaccount import ACTIVITIES
 from trainsignals.generator.signals.goodput import CATEGORIES, badput_name, goodput_name
 from trainsignals.generator.signals.gpu_sources import RawSeries
 from trainsignals.generator.signals.promql import RuleContext, matchers
-from trainsignals.generator.signals.series_notation import encode
+from trainsignals.generator.signals.series_notation import encode_shared
 
 PHASE_ACTIVITY = {
     "startup": "startup",
@@ -55,7 +56,7 @@ def timeline_series(
         RawSeries(
             "trainsignals_time_seconds_total",
             {**labels, "activity": a},
-            list(accumulate((m.get(a, 0.0) for m in minutes[1:]), initial=0.0)),
+            list(accumulate(map(methodcaller("get", a, 0.0), minutes[1:]), initial=0.0)),
         )
         for a in ACTIVITIES
     ]
@@ -233,7 +234,8 @@ def goodput_tests(ctx: RuleContext) -> list[dict]:
             "name": "goodput: a healthy job's goodput is its time in steps; the pauses are badput",
             "interval": "1m",
             "input_series": [
-                {"series": s.selector(), "values": encode(s.values)} for s in healthy.series(ctx)
+                {"series": s.selector(), "values": encode_shared(s.values)}
+                for s in healthy.series(ctx)
             ],
             "promql_expr_test": _checks(ctx, healthy, 120) + _checks(ctx, healthy, 180),
         },
@@ -241,7 +243,8 @@ def goodput_tests(ctx: RuleContext) -> list[dict]:
             "name": "goodput: a restart moves time to recovery, start-up, restore, lost progress",
             "interval": "1m",
             "input_series": [
-                {"series": s.selector(), "values": encode(s.values)} for s in restart.series(ctx)
+                {"series": s.selector(), "values": encode_shared(s.values)}
+                for s in restart.series(ctx)
             ],
             "promql_expr_test": _checks(ctx, restart, 160) + _checks(ctx, restart, 169),
         },

@@ -8,7 +8,8 @@ generator/signals/faults.py's JobTimeline, bent by each fault.
 from __future__ import annotations
 
 from collections.abc import Callable
-from itertools import accumulate
+from itertools import accumulate, repeat
+from operator import mul, truediv
 
 from trainsignals.exporters.training.metrics import STEP_BUCKETS
 from trainsignals.generator.signals.faults import (
@@ -45,7 +46,10 @@ def _cumulative(per_minute: list[float]) -> list[float]:
     expands `a+bxn` as a + i*b, and that must equal our running sum to the last bit, or the
     counter would seem to step backwards where one run ends and the next begins.
     """
-    return list(accumulate((round(v * 64) / 64 for v in per_minute[1:]), initial=0.0))
+    # The same arithmetic through map(), without a Python frame per sample.
+    sixty_fours = repeat(64)
+    increments = map(truediv, map(round, map(mul, per_minute[1:], sixty_fours)), sixty_fours)
+    return list(accumulate(increments, initial=0.0))
 
 
 def step_buckets(t: JobTimeline) -> dict[str, tuple[float, float]]:
@@ -59,62 +63,71 @@ def step_buckets(t: JobTimeline) -> dict[str, tuple[float, float]]:
 
 def job_series(ctx: RuleContext, t: JobTimeline) -> list[RawSeries]:
     """Series of the ranks that report; each carries 1/REPORTING_RANKS of the job's work."""
+    # Every rank reports the same values: computed once, each rank's series gets a copy.
+    signals = _rank_signals(t)
     series: list[RawSeries] = []
+    for rank in range(REPORTING_RANKS):
+        labels = {**ctx.spec.selector_labels, "node": "node-0", "rank": str(rank)}
+        series += [
+            RawSeries(name, {**labels, **extra}, [*values]) for name, extra, values in signals
+        ]
+    if t.completed is not None:  # the ranks exited cleanly: their series end
+        series = [RawSeries(s.name, s.labels, [*s.values[: t.completed + 1]]) for s in series]
+    return series
+
+
+def _rank_signals(t: JobTimeline) -> list[tuple[str, dict, list]]:
+    """(name, labels beyond the rank's, values) of every series one reporting rank has."""
+    signals: list[tuple[str, dict, list]] = []
     share = 1 / REPORTING_RANKS
     steps_pm = [s * 60 for s in t.steps_per_second]
     last_step, last_ckpt, global_step = progress_series(t)
     buckets = step_buckets(t)
-    for rank in range(REPORTING_RANKS):
-        labels = {**ctx.spec.selector_labels, "node": "node-0", "rank": str(rank)}
 
-        def add(name: str, values: list, extra: dict | None = None, *, _labels=labels) -> None:
-            values = _incarnations(t, values, counter=name.endswith(("_total", "_sum", "_bucket")))
-            series.append(RawSeries(name, {**_labels, **(extra or {})}, values))
+    def add(name: str, values: list, extra: dict | None = None) -> None:
+        values = _incarnations(t, values, counter=name.endswith(("_total", "_sum", "_bucket")))
+        signals.append((name, extra or {}, values))
 
-        add("trainsignals_tokens_total", _cumulative([v * 60 * share for v in t.tokens_per_second]))
-        add("trainsignals_steps_total", _cumulative(steps_pm))
-        add("trainsignals_step_duration_seconds_count", _cumulative(steps_pm))
-        # Seconds inside steps: steps run back to back while the job is stepping.
-        add(
-            "trainsignals_step_duration_seconds_sum",
-            _cumulative([60.0 if s > 0 else 0.0 for s in steps_pm]),
-        )
-        for le, (healthy, slow) in buckets.items():
-            add(
-                "trainsignals_step_duration_seconds_bucket",
-                _cumulative(
-                    [
-                        s * ((1 - t.slow_step_share[m]) * healthy + t.slow_step_share[m] * slow)
-                        for m, s in enumerate(steps_pm)
-                    ]
-                ),
-                {"le": le},
+    add("trainsignals_tokens_total", _cumulative([v * 60 * share for v in t.tokens_per_second]))
+    add("trainsignals_steps_total", _cumulative(steps_pm))
+    add("trainsignals_step_duration_seconds_count", _cumulative(steps_pm))
+    # Seconds inside steps: steps run back to back while the job is stepping.
+    add(
+        "trainsignals_step_duration_seconds_sum",
+        _cumulative([60.0 if s > 0 else 0.0 for s in steps_pm]),
+    )
+    # Buckets with the same (healthy, slow) shares have the same counts: each pair once.
+    counts: dict[tuple[float, float], list[float]] = {}
+    for le, (healthy, slow) in buckets.items():
+        if (healthy, slow) not in counts:
+            counts[healthy, slow] = _cumulative(
+                [
+                    s * ((1 - share) * healthy + share * slow)
+                    for s, share in zip(steps_pm, t.slow_step_share, strict=False)
+                ]
             )
-        add(
-            "trainsignals_data_wait_seconds_total", _cumulative([v * 60 for v in t.data_wait_share])
-        )
-        add("trainsignals_loss", t.loss)
-        add("trainsignals_nonfinite_losses_total", _cumulative(t.nonfinite_per_minute))
-        add("trainsignals_batches_dropped_total", _cumulative(t.dropped_per_minute))
-        add("trainsignals_last_step_timestamp_seconds", last_step)
-        add("trainsignals_last_checkpoint_timestamp_seconds", last_ckpt)
-        add("trainsignals_process_start_time_seconds", t.process_start)
-        for phase in PHASES:
-            add("trainsignals_phase", [1 if p == phase else 0 for p in t.phase], {"phase": phase})
-        disk = {"path": "/checkpoints"}
-        add(
-            "trainsignals_checkpoint_disk_free_bytes",
-            [r * DISK_SIZE for r in t.disk_free_ratio],
-            disk,
-        )
-        add("trainsignals_checkpoint_disk_size_bytes", [DISK_SIZE] * (t.minutes + 1), disk)
-        for extra in timeline_series({}, t.phase, t.steps_per_second, t.data_wait_share):
-            if extra.name == "trainsignals_global_step":
-                extra = RawSeries(extra.name, extra.labels, global_step)
-            add(extra.name, extra.values, extra.labels)
-    if t.completed is not None:  # the ranks exited cleanly: their series end
-        series = [RawSeries(s.name, s.labels, [*s.values[: t.completed + 1]]) for s in series]
-    return series
+        add("trainsignals_step_duration_seconds_bucket", [*counts[healthy, slow]], {"le": le})
+    add("trainsignals_data_wait_seconds_total", _cumulative([v * 60 for v in t.data_wait_share]))
+    add("trainsignals_loss", t.loss)
+    add("trainsignals_nonfinite_losses_total", _cumulative(t.nonfinite_per_minute))
+    add("trainsignals_batches_dropped_total", _cumulative(t.dropped_per_minute))
+    add("trainsignals_last_step_timestamp_seconds", last_step)
+    add("trainsignals_last_checkpoint_timestamp_seconds", last_ckpt)
+    add("trainsignals_process_start_time_seconds", t.process_start)
+    for phase in PHASES:
+        add("trainsignals_phase", [1 if p == phase else 0 for p in t.phase], {"phase": phase})
+    disk = {"path": "/checkpoints"}
+    add(
+        "trainsignals_checkpoint_disk_free_bytes",
+        [r * DISK_SIZE for r in t.disk_free_ratio],
+        disk,
+    )
+    add("trainsignals_checkpoint_disk_size_bytes", [DISK_SIZE] * (t.minutes + 1), disk)
+    for extra in timeline_series({}, t.phase, t.steps_per_second, t.data_wait_share):
+        if extra.name == "trainsignals_global_step":
+            extra = RawSeries(extra.name, extra.labels, global_step)
+        add(extra.name, extra.values, extra.labels)
+    return signals
 
 
 def progress_series(t: JobTimeline) -> tuple[list, list, list]:

@@ -32,10 +32,11 @@ def le_label(bound: float) -> str:
 
 def matchers(labels: dict[str, str | Op]) -> str:
     """`{a="1",b=~"2|3"}`, sorted so output is stable. Values were validated as safe by the spec."""
-    parts = []
-    for name, value in sorted(labels.items()):
-        op = value if isinstance(value, Op) else Op("=", value)
-        parts.append(f'{name}{op.operator}"{op.value}"')
+    # Equality written directly, without an Op per label: every test series is a selector.
+    parts = [
+        f'{name}{value.operator}"{value.value}"' if isinstance(value, Op) else f'{name}="{value}"'
+        for name, value in sorted(labels.items())
+    ]
     return "{" + ",".join(parts) + "}"
 
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from array import array
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from itertools import compress, count, groupby, repeat
+from operator import ne, sub
 
 
 def _number(value: float) -> str:
@@ -15,6 +19,53 @@ def _number(value: float) -> str:
 # A staleness marker, as Prometheus writes when a target leaves service discovery.
 STALE = "stale"
 
+# Encodings of one job's test file, keyed by the samples' exact bits (None: not collecting).
+# A job's fault tests repeat the healthy series (llama-8b: 1,970 series, 450 distinct), so each
+# distinct one is encoded once; the memo lives only as long as one `shared_encodings()` block.
+_memo: dict[bytes | tuple[bytes, bytes], str] | None = None
+
+
+@contextmanager
+def shared_encodings() -> Iterator[None]:
+    """Within this block `encode_shared` encodes each distinct list of samples once."""
+    global _memo
+    outer = _memo
+    _memo = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _memo = outer
+
+
+def encode_shared(values: Sequence[float | str | None]) -> str:
+    """`encode`, memoised inside a `shared_encodings()` block."""
+    if _memo is None:
+        return encode(values)
+    try:
+        # The float64 bits: exact (unlike a tuple, which equates 0.0 and -0.0), cheap to hash.
+        key: bytes | tuple[bytes, bytes] = array("d", values).tobytes()
+        numbers_only = True
+    except TypeError:  # gaps (None) or staleness markers
+        key, numbers_only = _gap_key(values), False
+    except OverflowError:  # an int past float64: not memoised
+        return encode(values)
+    text = _memo.get(key)
+    if text is None:  # numbers only (array() took them all): no gaps to look for
+        text = " ".join(_runs(list(values))) if numbers_only else encode(values)
+        _memo[key] = text
+    return text
+
+
+def _gap_key(values: Sequence[float | str | None]) -> tuple[bytes, bytes]:
+    """An exact key for samples with gaps: the numbers' bits (0.0 in a gap) and each sample's
+    kind (0 a number, 1 missing, 2 stale), both built in C."""
+    numbers = array("d", map(_GAP_AS_ZERO.get, values, values)).tobytes()
+    return numbers, bytes(map(_GAP_CODE.get, values, repeat(0)))
+
+
+_GAP_AS_ZERO = {None: 0.0, STALE: 0.0}
+_GAP_CODE = {None: 1, STALE: 2}
+
 
 def encode(values: Sequence[float | str | None]) -> str:
     """Run-length encode samples as arithmetic runs; None is a missing sample (`_`), STALE a
@@ -22,43 +73,61 @@ def encode(values: Sequence[float | str | None]) -> str:
 
     promtool's `a+bxn` stands for n+1 samples a, a+b, ..., a+n*b; `_xn` for n missing ones.
     """
+    values = list(values)
+    if None not in values and STALE not in values:  # most series: one stretch of numbers
+        return " ".join(_runs(values))
     parts: list[str] = []
-    i = 0
-    while i < len(values):
-        if values[i] == STALE:  # promtool has no `stalexn`: one marker vanishes the series
-            parts.append(STALE)
-            i += 1
-            continue
-        if values[i] is None:
-            j = i
-            while j + 1 < len(values) and values[j + 1] is None:
-                j += 1
-            parts.append("_" if j == i else f"_x{j - i + 1}")
-            i = j + 1
-            continue
-        start = values[i]
-        step: float | None = None
-        tolerance = 0.0
-        j = i
-        # One pass with locals only: this runs for every sample of every test series.
-        while j + 1 < len(values):
-            following = values[j + 1]
-            if following is None or following == STALE:
-                break
-            delta = following - values[j]
-            if step is None:
-                step = delta
-                tolerance = 1e-9 * (abs(step) if abs(step) > 1 else 1.0)
-            elif delta - step > tolerance or step - delta > tolerance:
-                break
-            j += 1
-        count = j - i
-        if count == 0:
-            parts.append(_number(start))
-        elif step == 0:
-            parts.append(f"{_number(start)}x{count}")
+    # Stretches of numbers, of missing samples and of staleness markers, told apart in C.
+    for gap, stretch in groupby(values, _GAPS.get):
+        samples = list(stretch)
+        if gap is None:
+            parts += _runs(samples)
+        elif gap == STALE:  # promtool has no `stalexn`: one marker vanishes the series
+            parts += [STALE] * len(samples)
         else:
-            sign = "+" if step >= 0 else "-"
-            parts.append(f"{_number(start)}{sign}{_number(abs(step))}x{count}")
-        i = j + 1
+            parts.append("_" if len(samples) == 1 else f"_x{len(samples)}")
     return " ".join(parts)
+
+
+# A sample's kind for encode(): None for a number.
+_GAPS = {None: "_", STALE: STALE}
+
+
+def _runs(values: list[float]) -> list[str]:
+    """Samples without gaps as greedy arithmetic runs: each run takes the step between its
+    first two samples and extends while the next step is within 1e-9 (relative) of it."""
+    deltas = list(map(sub, values[1:], values[:-1]))
+    # Where each stretch of equal steps ends (exclusive, in delta indices): the run test then
+    # runs once per stretch instead of once per sample, with the same greedy outcome.
+    ends = [*compress(count(1), map(ne, deltas[1:], deltas[:-1])), len(deltas)]
+    parts: list[str] = []
+    i = stretch = 0
+    last = len(values) - 1
+    while i <= last:
+        if i == last:
+            parts.append(_number(values[i]))
+            break
+        step = deltas[i]
+        tolerance = 1e-9 * (abs(step) if abs(step) > 1 else 1.0)
+        while ends[stretch] <= i:
+            stretch += 1
+        j = ends[stretch]  # every step of this stretch equals `step`: values i..j are a run
+        following = stretch + 1
+        while following < len(ends):
+            delta = deltas[ends[following - 1]]
+            if delta - step > tolerance or step - delta > tolerance:
+                break
+            j = ends[following]
+            following += 1
+        parts.append(_run(values[i], step, j - i))
+        i = j + 1
+    return parts
+
+
+def _run(start: float, step: float, count: int) -> str:
+    if count == 0:
+        return _number(start)
+    if step == 0:
+        return f"{_number(start)}x{count}"
+    sign = "+" if step >= 0 else "-"
+    return f"{_number(start)}{sign}{_number(abs(step))}x{count}"

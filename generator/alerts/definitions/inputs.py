@@ -12,6 +12,7 @@ that exist only after an event, or are read with a fallback, are left out
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 from trainsignals.generator.alerts.model import AlertGroup, AlertRule, Rule, firing_expr
 from trainsignals.generator.signals.fabric_series import ib_series
@@ -27,16 +28,20 @@ FOR_SECONDS = 1800
 STALENESS = 5  # minutes Prometheus still returns a series after its last sample
 
 
-def firm_inputs(expr: str, records: dict[str, str]) -> frozenset[tuple[str, tuple]]:
+def firm_inputs(
+    expr: str, records: dict[str, str], memo: dict[str, frozenset] | None = None
+) -> frozenset[tuple[str, tuple]]:
     """(name, matchers) of the raw selectors `expr` cannot do without, directly or through
     the recording rules it reads: of `a or b` only what both sides read (each side is a
     fallback for the other, as `x or vector(0)`, or dcgm-exporter's optional throttle
-    reasons or SM clocks), of `a unless b` only what `a` reads (`b` absent is normal)."""
+    reasons or SM clocks), of `a unless b` only what `a` reads (`b` absent is normal).
+
+    `memo`: what each of `records` reads, shared by calls with the same `records` (every
+    alert of a job reads the same recording rules: each is parsed once per job, not per alert).
+    """
     import promql_parser
 
-    from trainsignals.metrics.series_check import parse_selectors
-
-    memo: dict[str, frozenset[tuple[str, tuple]]] = {}
+    memo = {} if memo is None else memo
 
     def of_record(name: str) -> frozenset[tuple[str, tuple]]:
         if name not in memo:
@@ -47,7 +52,7 @@ def firm_inputs(expr: str, records: dict[str, str]) -> frozenset[tuple[str, tupl
     def visit(node: object) -> frozenset[tuple[str, tuple]]:
         if isinstance(node, promql_parser.VectorSelector):
             found: set[tuple[str, tuple]] = set()
-            for name, matchers in parse_selectors(node.prettify()):
+            for name, matchers in _selectors(node.prettify()):
                 if name in records:
                     found |= of_record(name)
                 elif name:
@@ -71,6 +76,15 @@ def firm_inputs(expr: str, records: dict[str, str]) -> frozenset[tuple[str, tupl
     return visit(promql_parser.parse(expr))
 
 
+@lru_cache(maxsize=4096)
+def _selectors(text: str) -> tuple[tuple[str, tuple], ...]:
+    """parse_selectors of one selector's text; alerts of a job repeat the same selectors.
+    A pure function of the text, bounded."""
+    from trainsignals.metrics.series_check import parse_selectors
+
+    return tuple(parse_selectors(text))
+
+
 def required_inputs(
     ctx: RuleContext, others: Sequence[AlertRule]
 ) -> list[tuple[str, str, tuple[str, ...]]]:
@@ -89,12 +103,13 @@ def required_inputs(
     }
     needed: dict[str, set[str]] = {}
     names: dict[str, str] = {}
+    memo: dict[str, frozenset] = {}  # what each recording rule reads, for every alert
     mig = Matcher(*MIG_INSTANCE_MATCHER)
     gate = f"up{ctx.training_targets()}"
     for rule in others:
         if rule.name == NAME:
             continue
-        for name, matchers in firm_inputs(firing_expr(ctx, rule), records):
+        for name, matchers in firm_inputs(firing_expr(ctx, rule), records, memo):
             text = Selector(name, matchers).text()
             if (
                 name in EVENT_ONLY

@@ -1,0 +1,84 @@
+"""The direct YAML writer (generator/yaml_out.py) writes what libyaml writes, or leaves it to it."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+import yaml
+from trainsignals.generator.alerts import alert_rules
+from trainsignals.generator.loader import load_specs
+from trainsignals.generator.pipeline import rules_document
+from trainsignals.generator.promql import RuleContext
+from trainsignals.generator.rule_tests import rule_tests
+from trainsignals.generator.yaml_out import _block_yaml, _Dumper, dump
+
+ROOT = Path(__file__).resolve().parent.parent
+AWKWARD = [
+    *("", " ", "a", "-", "- a", "-a", "--", "---", "--- a", "...", "?", "? a", "?a", ":", ": a"),
+    *(":a", "a:", "a: b", "a:b", "a #b", "a#b", "#a", "a ", " a", "a  b", "'", "a'b", "'a'"),
+    *('"a"', 'a"b', "{}", "{a}", "[a]", "a,b", ",a", "&a", "*a", "!a", "|a", ">a", "%a", "@a"),
+    *("`a", "\\a", "a\\b", "yes", "No", "on", "OFF", "true", "False", "null", "Null", "~"),
+    *("1", "-1", "+1", "1.5", "1e3", "1.0e+3", ".5", ".inf", "-.inf", ".nan", "0x1F", "0o17"),
+    *("017", "0b101", "1_000", "1:20", "190:20:30", "2001-12-14", "2001-12-14t21:59:43.10-05:00"),
+    *("<<", "=", "a\tb", "a\nb", "a\n", "é", "\ue000", "x" * 8_000, "a " * 4_000, "(a)", "/a"),
+    # Long enough to fold (at a single space past the 10,000 column width), or nearly.
+    *("w " * 5_000 + "end", "x" * 9_990 + " y z", "0+1x5 " * 2_000 + "9", "ab  " * 2_600 + "c"),
+    *(("a" * 9_985 + " b  c d" + " e" * 3), "a" * 9_990, "a " * 12_000 + "b"),
+    *('up{job="x"}', "0+60x10 _x5 stale", "_x5", "1x600", '{node="node-0"}', "a- ", "- "),
+]
+
+
+def _libyaml(data: object) -> str:
+    return yaml.dump(
+        data,
+        Dumper=_Dumper,
+        sort_keys=False,
+        width=10_000,
+        allow_unicode=True,
+        default_flow_style=False,
+    )
+
+
+KEYS = ["a", "name", "series", "values", "k-1", "x_y", "-a", "a:b", "(a)", "/a", "1m", "yes"]
+
+
+def _key(rnd: random.Random) -> str:
+    return rnd.choice(KEYS) if rnd.random() < 0.9 else rnd.choice(AWKWARD)
+
+
+def _random_value(rnd: random.Random, depth: int) -> object:
+    roll = rnd.random()
+    if depth > 4 or roll < 0.55:
+        return rnd.choice([*AWKWARD, 0, 1, -7, True, False, None, 2**70, 1.5])
+    if roll < 0.8:
+        return {
+            rnd.choice(AWKWARD[:40]): _random_value(rnd, depth + 1)
+            for _ in range(rnd.randint(0, 4))
+        }
+    return [_random_value(rnd, depth + 1) for _ in range(rnd.randint(0, 4))]
+
+
+def test_same_text_as_libyaml_on_awkward_documents() -> None:
+    rnd = random.Random(18)
+    written = 0
+    for _ in range(3_000):
+        data = {_key(rnd): _random_value(rnd, 0) for _ in range(rnd.randint(1, 4))}
+        direct = _block_yaml(data)
+        written += direct is not None
+        assert dump(data) == _libyaml(data)
+        if direct is not None:
+            assert direct == _libyaml(data), data
+    assert written > 200  # the direct writer did write a good share of them
+
+
+@pytest.mark.parametrize("job", ["minimal", "llama-8b-finetune", "gpt-70b-pretrain"])
+def test_a_jobs_rules_and_tests_take_the_direct_writer(job: str) -> None:
+    spec = load_specs([ROOT / f"jobs/{job}.yaml"])[0]
+    ctx = RuleContext(spec)
+    alerts = alert_rules(ctx)
+    for document in (rules_document(ctx, alerts), rule_tests(ctx, alerts, "x.rules.yaml")):
+        direct = _block_yaml(document)
+        assert direct is not None
+        assert direct == _libyaml(document)
