@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import random
 
-from trainsignals.generator.series_notation import STALE, encode, encode_shared, shared_encodings
+from trainsignals.generator.signals.series_notation import (
+    STALE,
+    encode,
+    encode_shared,
+    shared_encodings,
+)
 
 
 def _number(value: float) -> str:

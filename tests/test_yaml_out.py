@@ -1,4 +1,4 @@
-"""The direct YAML writer (generator/yaml_out.py) writes what libyaml writes, or leaves it to it."""
+"""The direct YAML writer (generator/output/yaml.py) writes what libyaml does, or defers to it."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from trainsignals.generator.alerts import alert_rules
+from trainsignals.generator.alerts.rules import alert_rules
 from trainsignals.generator.loader import load_specs
+from trainsignals.generator.output.yaml import _block_yaml, _Dumper, dump
 from trainsignals.generator.pipeline import rules_document
-from trainsignals.generator.promql import RuleContext
-from trainsignals.generator.rule_tests import rule_tests
-from trainsignals.generator.yaml_out import _block_yaml, _Dumper, dump
+from trainsignals.generator.rules.unit_tests import rule_tests
+from trainsignals.generator.signals.promql import RuleContext
 
 ROOT = Path(__file__).resolve().parent.parent
 AWKWARD = [
