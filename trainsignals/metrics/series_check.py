@@ -74,18 +74,21 @@ def parse_selectors(expr: str) -> list[tuple[str, tuple[Matcher, ...]]]:
 
     def visit(node: object) -> None:
         if isinstance(node, promql_parser.VectorSelector):
-            matchers = [
-                Matcher(m.name, _OPS[str(m.op).rsplit(".", 1)[-1]], m.value)
-                for m in node.matchers.matchers
-                if m.name != "__name__"
-            ]
-            name = node.name or next(
-                (m.value for m in node.matchers.matchers if m.name == "__name__"), ""
-            )
-            found.append((name, tuple(sorted(matchers, key=str))))
+            found.append(vector_selector(node))
 
     promql_parser.walk(promql_parser.parse(expr), visit)
     return found
+
+
+def vector_selector(node: promql_parser.VectorSelector) -> tuple[str, tuple[Matcher, ...]]:
+    """(metric name, matchers other than the name, sorted) of one parsed vector selector."""
+    matchers = [
+        Matcher(m.name, _OPS[str(m.op).rsplit(".", 1)[-1]], m.value)
+        for m in node.matchers.matchers
+        if m.name != "__name__"
+    ]
+    name = node.name or next((m.value for m in node.matchers.matchers if m.name == "__name__"), "")
+    return name, tuple(sorted(matchers, key=str))
 
 
 def _recorded_inputs(expr: str, records: dict[str, str]) -> set[str]:

@@ -12,7 +12,6 @@ that exist only after an event, or are read with a fallback, are left out
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import lru_cache
 
 from trainsignals.generator.alerts.model import AlertGroup, AlertRule, Rule, firing_expr
 from trainsignals.generator.signals.fabric_series import ib_series
@@ -41,6 +40,8 @@ def firm_inputs(
     """
     import promql_parser
 
+    from trainsignals.metrics.series_check import vector_selector
+
     memo = {} if memo is None else memo
 
     def of_record(name: str) -> frozenset[tuple[str, tuple]]:
@@ -51,13 +52,10 @@ def firm_inputs(
 
     def visit(node: object) -> frozenset[tuple[str, tuple]]:
         if isinstance(node, promql_parser.VectorSelector):
-            found: set[tuple[str, tuple]] = set()
-            for name, matchers in _selectors(node.prettify()):
-                if name in records:
-                    found |= of_record(name)
-                elif name:
-                    found.add((name, matchers))
-            return frozenset(found)
+            name, matchers = vector_selector(node)
+            if name in records:
+                return of_record(name)
+            return frozenset({(name, matchers)}) if name else frozenset()
         if isinstance(node, promql_parser.BinaryExpr):
             op = str(node.op).lower()
             if op == "or":
@@ -65,10 +63,8 @@ def firm_inputs(
             if op == "unless":
                 return visit(node.lhs)
             return visit(node.lhs) | visit(node.rhs)
-        children = [getattr(node, a, None) for a in ("expr", "vector_selector", "param")]
-        children += list(getattr(node, "args", None) or ())
         out: frozenset[tuple[str, tuple]] = frozenset()
-        for child in children:
+        for child in _children(node):
             if child is not None and not isinstance(child, (str, int, float)):
                 out |= visit(child)
         return out
@@ -76,13 +72,22 @@ def firm_inputs(
     return visit(promql_parser.parse(expr))
 
 
-@lru_cache(maxsize=4096)
-def _selectors(text: str) -> tuple[tuple[str, tuple], ...]:
-    """parse_selectors of one selector's text; alerts of a job repeat the same selectors.
-    A pure function of the text, bounded."""
-    from trainsignals.metrics.series_check import parse_selectors
+def _children(node: object) -> list:
+    """The sub-expressions of a parsed node other than a selector or binary expression.
+    By type: asking a node for an attribute it lacks raises inside the Rust binding, slowly."""
+    import promql_parser
 
-    return tuple(parse_selectors(text))
+    if isinstance(node, promql_parser.Call):
+        return list(node.args or ())
+    if isinstance(node, promql_parser.AggregateExpr):
+        return [node.expr, node.param]
+    if isinstance(node, promql_parser.MatrixSelector):
+        return [node.vector_selector]
+    if isinstance(
+        node, (promql_parser.ParenExpr, promql_parser.UnaryExpr, promql_parser.SubqueryExpr)
+    ):
+        return [node.expr]
+    return []  # literals
 
 
 def required_inputs(
