@@ -4,7 +4,7 @@ An alert whose input series does not exist can never fire, and nobody notices: a
 without the step-time bucket, a node whose GPU exporter is not in service discovery, a
 checkpoint directory the instrumentation was not given. The inputs come from the definitions
 themselves: every raw series selector the job's other page and ticket alerts read, directly
-or through recording rules (parsed with promql-parser, trainsignals/metrics/series_check.py). Series
+or through recording rules (parsed with promql-parser, generator/signals/promql_inputs.py). Series
 that exist only after an event, or are read with a fallback, are left out
 (series_check.EVENT_ONLY, trainsignals/metrics/optional_series.py).
 """
@@ -18,6 +18,7 @@ from trainsignals.generator.signals.fabric_series import ib_series
 from trainsignals.generator.signals.faults import FAULT_ONSET, FaultCase
 from trainsignals.generator.signals.job_series import gpu_series, target_series
 from trainsignals.generator.signals.promql import RuleContext
+from trainsignals.generator.signals.promql_inputs import firm_inputs
 from trainsignals.generator.signals.recording import recording_groups
 
 GROUP = AlertGroup()
@@ -25,69 +26,6 @@ NAME = "AlertInputMissing"
 # A slow start-up (loading a large checkpoint) reports its loss only after the first step.
 FOR_SECONDS = 1800
 STALENESS = 5  # minutes Prometheus still returns a series after its last sample
-
-
-def firm_inputs(
-    expr: str, records: dict[str, str], memo: dict[str, frozenset] | None = None
-) -> frozenset[tuple[str, tuple]]:
-    """(name, matchers) of the raw selectors `expr` cannot do without, directly or through
-    the recording rules it reads: of `a or b` only what both sides read (each side is a
-    fallback for the other, as `x or vector(0)`, or dcgm-exporter's optional throttle
-    reasons or SM clocks), of `a unless b` only what `a` reads (`b` absent is normal).
-
-    `memo`: what each of `records` reads, shared by calls with the same `records` (every
-    alert of a job reads the same recording rules: each is parsed once per job, not per alert).
-    """
-    import promql_parser
-
-    from trainsignals.metrics.series_check import vector_selector
-
-    memo = {} if memo is None else memo
-
-    def of_record(name: str) -> frozenset[tuple[str, tuple]]:
-        if name not in memo:
-            memo[name] = frozenset()  # a cycle reads nothing more
-            memo[name] = visit(promql_parser.parse(records[name]))
-        return memo[name]
-
-    def visit(node: object) -> frozenset[tuple[str, tuple]]:
-        if isinstance(node, promql_parser.VectorSelector):
-            name, matchers = vector_selector(node)
-            if name in records:
-                return of_record(name)
-            return frozenset({(name, matchers)}) if name else frozenset()
-        if isinstance(node, promql_parser.BinaryExpr):
-            op = str(node.op).lower()
-            if op == "or":
-                return visit(node.lhs) & visit(node.rhs)
-            if op == "unless":
-                return visit(node.lhs)
-            return visit(node.lhs) | visit(node.rhs)
-        out: frozenset[tuple[str, tuple]] = frozenset()
-        for child in _children(node):
-            if child is not None and not isinstance(child, (str, int, float)):
-                out |= visit(child)
-        return out
-
-    return visit(promql_parser.parse(expr))
-
-
-def _children(node: object) -> list:
-    """The sub-expressions of a parsed node other than a selector or binary expression.
-    By type: asking a node for an attribute it lacks raises inside the Rust binding, slowly."""
-    import promql_parser
-
-    if isinstance(node, promql_parser.Call):
-        return list(node.args or ())
-    if isinstance(node, promql_parser.AggregateExpr):
-        return [node.expr, node.param]
-    if isinstance(node, promql_parser.MatrixSelector):
-        return [node.vector_selector]
-    if isinstance(
-        node, (promql_parser.ParenExpr, promql_parser.UnaryExpr, promql_parser.SubqueryExpr)
-    ):
-        return [node.expr]
-    return []  # literals
 
 
 def required_inputs(
