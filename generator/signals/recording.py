@@ -267,6 +267,39 @@ def recording_groups(ctx: RuleContext, readers: Iterable[str] = ()) -> list[dict
     increase() over an hour of every rank's activity counters), and the job-level rules no
     alert needs (dashboard rates, the 5m badput breakdown). Per-node and per-GPU rules stay
     fast: their panels drill into one node or GPU at full resolution."""
+    fast, slow = _job_rules(ctx)
+    needed = _needed(fast, readers)
+    dashboard_only = [
+        r for r in fast if r["record"].startswith("job:") and r["record"] not in needed
+    ]
+    fast_name, slow_name = group_names(ctx)
+    return [
+        {"name": fast_name, "rules": [{**r} for r in fast if r not in dashboard_only]},
+        {
+            "name": slow_name,
+            "interval": ctx.duration(SLOW_INTERVAL),
+            "rules": [{**r} for r in (*dashboard_only, *slow)],
+        },
+    ]
+
+
+def recorded_exprs(ctx: RuleContext) -> dict[str, str]:
+    """{record: expr} of every recording rule of the job, whichever group it lands in."""
+    fast, slow = _job_rules(ctx)
+    return {rule["record"]: rule["expr"] for rule in (*fast, *slow)}
+
+
+# The last job's rules: generating a job asks for them twice (AlertInputMissing reads what
+# they read, then the rules file writes them), and building them is ~1 ms. Callers get copies.
+_last_built: tuple[RuleContext, tuple[dict, ...], tuple[dict, ...]] | None = None
+
+
+def _job_rules(ctx: RuleContext) -> tuple[tuple[dict, ...], tuple[dict, ...]]:
+    """(fast candidates, slow) recording rules of the job, before the split by readers."""
+    global _last_built
+    last = _last_built  # one read: another thread may replace it meanwhile
+    if last is not None and last[0] is ctx:
+        return last[1], last[2]
     source = gpu_source(ctx)
     gpu = source.recordings() | source.mig_recordings()
     gpu["gpu:trainsignals_gpu_uuid:info"] = source.identity()
@@ -285,19 +318,8 @@ def recording_groups(ctx: RuleContext, readers: Iterable[str] = ()) -> list[dict
         {"record": name, "expr": expr, "labels": ctx.job_label}
         for name, expr in step_time_quantiles(ctx).items()
     ] + goodput_long_recordings(ctx)
-    needed = _needed(fast, readers)
-    dashboard_only = [
-        r for r in fast if r["record"].startswith("job:") and r["record"] not in needed
-    ]
-    fast_name, slow_name = group_names(ctx)
-    return [
-        {"name": fast_name, "rules": [r for r in fast if r not in dashboard_only]},
-        {
-            "name": slow_name,
-            "interval": ctx.duration(SLOW_INTERVAL),
-            "rules": dashboard_only + slow,
-        },
-    ]
+    _last_built = (ctx, tuple(fast), tuple(slow))
+    return _last_built[1], _last_built[2]
 
 
 # A series name as PromQL spells it: a maximal run of word characters and colons.

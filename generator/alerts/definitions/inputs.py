@@ -19,7 +19,7 @@ from trainsignals.generator.signals.faults import FAULT_ONSET, FaultCase
 from trainsignals.generator.signals.job_series import gpu_series, target_series
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.signals.promql_inputs import firm_inputs
-from trainsignals.generator.signals.recording import recording_groups
+from trainsignals.generator.signals.recording import recorded_exprs
 
 GROUP = AlertGroup()
 NAME = "AlertInputMissing"
@@ -38,12 +38,7 @@ def required_inputs(
     from trainsignals.metrics.optional_series import MIG_INSTANCE_MATCHER
     from trainsignals.metrics.series_check import EVENT_ONLY, Matcher, Selector
 
-    records = {
-        rule["record"]: rule["expr"]
-        for group in recording_groups(ctx)
-        for rule in group["rules"]
-        if "record" in rule
-    }
+    records = recorded_exprs(ctx)
     needed: dict[str, set[str]] = {}
     names: dict[str, str] = {}
     memo: dict[str, frozenset] = {}  # what each recording rule reads, for every alert
