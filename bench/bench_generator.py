@@ -4,9 +4,13 @@ Prints per-spec milliseconds beside the goal of issue 18 (rules + dashboard <= 1
 with the promtool tests <= 20 ms; flat from 1 to 1,000 specs) for rules + dashboard alone and
 for the whole pipeline (rules, promtool tests, dashboard). Specs are copies of
 jobs/llama-8b-finetune.yaml with distinct names (training_job=<name> is in every selector).
-What the generator memoises lives for one spec, except bounded caches of parsed selector
-texts (which carry the name) and of the healthy test timeline's phases and loss per length
-(the same for every spec): the copies cost what distinct specs of that shape cost.
+What the generator memoises lives for one spec, except bounded caches keyed on what jobs of
+one shape share: parsed selector texts, the healthy test timeline's phases and loss per
+length, and what each PromQL expression reads, parsed once per *template* (the expression
+with its string literals, the job name among them, as placeholders:
+generator/signals/promql_inputs.py). Renamed copies therefore reuse those templates as
+distinct jobs of one shape do; a last row gives each copy its own objectives (thresholds and
+windows), so every expression that carries one is parsed again, per spec.
 """
 
 from __future__ import annotations
@@ -21,17 +25,30 @@ from trainsignals.generator.pipeline import Options, generate
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def specs(count: int) -> list:
+def specs(count: int, distinct_objectives: bool = False) -> list:
     base = load_specs([ROOT / "jobs/llama-8b-finetune.yaml"])[0]
-    return [
-        (base.model_copy(update={"name": f"job-{i:04d}"}), f"jobs/job-{i:04d}.yaml")
-        for i in range(count)
-    ]
+    out = []
+    for i in range(count):
+        update: dict = {"name": f"job-{i:04d}"}
+        if distinct_objectives:  # every threshold and window its own: no template shared
+            objectives = base.objectives
+            update["objectives"] = objectives.model_copy(
+                update={
+                    "step_time_max_seconds": 2.5 + i / 1000,
+                    "tokens_per_second_min": 25000 + i,
+                    "mfu_min_ratio": 0.30 + i / 100_000,
+                    "stall_after": objectives.stall_after + i,
+                    "max_pause": objectives.max_pause + i,
+                    "checkpoint_max_age": objectives.checkpoint_max_age + i,
+                }
+            )
+        out.append((base.model_copy(update=update), f"jobs/job-{i:04d}.yaml"))
+    return out
 
 
-def measure(count: int, options: Options) -> tuple[float, float]:
+def measure(count: int, options: Options, distinct: bool = False) -> tuple[float, float]:
     """ms per spec (timed alone: tracemalloc slows Python several-fold) and peak MiB."""
-    batch = specs(count)
+    batch = specs(count, distinct)
     started = time.perf_counter()
     files = generate(batch, options)
     elapsed = time.perf_counter() - started
@@ -56,6 +73,9 @@ def main() -> None:
                 count = 300  # keeps `make bench` short; per-spec cost is already flat
             per_spec, peak = measure(count, options)
             print(f"{count:>6} {label:<28} {per_spec:>9.2f} {f'<={goal}':>6} {peak:>9.1f}")
+    per_spec, peak = measure(100, Options(with_tests=False), distinct=True)
+    label = "  same, distinct objectives"
+    print(f"{100:>6} {label:<28} {per_spec:>9.2f} {'':>6} {peak:>9.1f}")
 
 
 if __name__ == "__main__":
