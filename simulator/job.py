@@ -16,66 +16,23 @@ import math
 import random
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from prometheus_client.exposition import generate_latest
-from trainsignals.exporters.gpu.fake_backend import FakeBackend, FakeGpu
-from trainsignals.exporters.gpu.server import Exporter, MetricsServer, build_exporter, serve
 from trainsignals.exporters.training import TrainingMetrics
 from trainsignals.exporters.training.disk import DiskUsage
 from trainsignals.generator.spec.job import JobSpec
 
-from .fabric import NodeFabric
-from .gpus import GpuLoad, make_gpus, update_gpu
+from .cluster import MAX_GPUS_PER_NODE, MAX_NODES, Node, Rank, build_cluster, effective_spec
+from .onset import fault_onset
 from .profile import JobProfile
-from .scenarios import RESTART, SCENARIOS, Conditions, Scenario
-from .targets import Target, write_file_sd
+from .scenarios import Conditions, Scenario, scenario_named
+from .serving import Endpoints
+from .targets import Target
+from .truth import GroundTruth
+
+__all__ = ["MAX_GPUS_PER_NODE", "MAX_NODES", "Simulation", "effective_spec"]
 
 HEALTHY = Conditions()
-MAX_NODES, MAX_GPUS_PER_NODE = 4, 8  # default caps: at most 32 rank endpoints
-
-
-@dataclass
-class _Rank:
-    rank: int
-    node: int
-    local_rank: int
-    metrics: TrainingMetrics
-    target: Target
-    up: bool = True
-
-
-@dataclass
-class _Node:
-    index: int
-    name: str
-    gpus: list[FakeGpu]
-    backend: FakeBackend
-    exporter: Exporter
-    target: Target
-    disk_free: int
-    up: bool = True
-    server: MetricsServer | None = None
-    ranks: list[_Rank] = field(default_factory=list)
-    # node_exporter's InfiniBand series (simulator/fabric.py), served as the node's own target.
-    fabric: NodeFabric = field(default_factory=NodeFabric)
-    fabric_target: Target | None = None
-    fabric_server: MetricsServer | None = None
-
-
-def effective_spec(spec: JobSpec, nodes: int | None, gpus_per_node: int | None) -> JobSpec:
-    """The spec with the simulated shape (defaults: the spec's, capped at 4 x 8)."""
-    n = nodes if nodes is not None else min(spec.shape.nodes, MAX_NODES)
-    g = (
-        gpus_per_node
-        if gpus_per_node is not None
-        else min(spec.shape.gpus_per_node, MAX_GPUS_PER_NODE)
-    )
-    if n < 1 or g < 1:
-        raise ValueError("nodes and gpus_per_node must be at least 1")
-    shape = spec.shape.model_copy(update={"nodes": n, "gpus_per_node": g})
-    return spec.model_copy(update={"shape": shape})
 
 
 class Simulation:
@@ -100,12 +57,7 @@ class Simulation:
         targets_dir: Path | None = None,
         start_time: float | None = None,
     ) -> None:
-        if isinstance(scenario, str):
-            scenario = RESTART if scenario == RESTART.name else scenario
-        if isinstance(scenario, str):
-            if scenario not in SCENARIOS:
-                raise ValueError(f"unknown scenario {scenario!r}; one of {', '.join(SCENARIOS)}")
-            scenario = SCENARIOS[scenario]
+        scenario = scenario_named(scenario)
         if time_scale <= 0:
             raise ValueError("time_scale must be positive")
         self.spec = effective_spec(spec, nodes, gpus_per_node)
@@ -146,51 +98,32 @@ class Simulation:
         self._restoring = False
         self._restore_scopes: list = []
         self._stepped = False  # a step completed since the processes (re)started
-        self._serving = False
         # The ranks' clock: a tick's state covers the tick's interval, so what changes at a
         # tick (phase, restart) happens at its start; scrapes see its end.
         self._metrics_now = self.start_time
-        self.truth: dict[str, float] = {}
+        self.truth = GroundTruth()
         self._stop = threading.Event()
         self.finished = threading.Event()
         self._build()
 
     # --- construction ------------------------------------------------------------------
     def _build(self) -> None:
-        shape, labels = self.spec.shape, self.spec.selector_labels
-        self.nodes: list[_Node] = []
-        self.ranks: list[_Rank] = []
-        for n in range(shape.nodes):
-            name = f"{self.spec.name}-node{n}"
-            gpus = make_gpus(self.profile, n, shape.gpus_per_node)
-            backend = FakeBackend(gpus)
-            exporter = build_exporter(backend, name, labels)
-            free = int(self.profile.disk_size_bytes * self.profile.disk_free_ratio)
-            node = _Node(
-                n,
-                name,
-                gpus,
-                backend,
-                exporter,
-                Target("gpu", name, None, exporter.registry, self.host),
-                free,
-            )
-            node.fabric_target = Target("node", name, None, node.fabric.registry, self.host)
-            for local in range(shape.gpus_per_node):
-                rank = n * shape.gpus_per_node + local
-                metrics = self._metrics(node, rank, local, self.start_time)
-                r = _Rank(
-                    rank,
-                    n,
-                    local,
-                    metrics,
-                    Target("training", name, rank, metrics.registry, self.host),
-                )
-                node.ranks.append(r)
-                self.ranks.append(r)
-            self.nodes.append(node)
+        self.nodes, self.ranks = build_cluster(
+            self.spec,
+            self.profile,
+            self.host,
+            lambda node, rank, local: self._metrics(node, rank, local, self.start_time),
+        )
+        self.endpoints = Endpoints(
+            self.nodes,
+            self.ranks,
+            self.spec.selector_labels,
+            self.host,
+            self.base_port,
+            self.targets_dir,
+        )
 
-    def _metrics(self, node: _Node, rank: int, local: int, started: float) -> TrainingMetrics:
+    def _metrics(self, node: Node, rank: int, local: int, started: float) -> TrainingMetrics:
         return TrainingMetrics(
             rank=rank,
             local_rank=local,
@@ -214,12 +147,11 @@ class Simulation:
                 r.metrics = self._metrics(node, r.rank, r.local_rank, started)
                 r.target.registry = r.metrics.registry
                 r.up = True
-                if self._serving:
-                    port = r.target.port or self._port(r.rank)
-                    r.target.port = r.metrics.start_http_server(port, addr=self.host)
+                if self.endpoints.serving:
+                    self.endpoints.serve_rank(r)
         self._phase = "startup"
 
-    def _restart_phase(self, t: float, c: Conditions, live: list[_Rank]) -> str | None:
+    def _restart_phase(self, t: float, c: Conditions, live: list[Rank]) -> str | None:
         """startup, then the checkpoint restore, after a restart; None once training again."""
         if self._restarted_at is None:
             return None
@@ -242,39 +174,6 @@ class Simulation:
                 scope.__exit__()
         # A restart loop's incarnations die in start-up: they never reach a step.
         return "startup" if t < restore_at + c.restore_seconds or c.restart_loop else None
-
-    def _account(self, live: list[_Rank], phase: str, stepping: bool, dt: float) -> None:
-        """Ground truth: a tick's real seconds into one goodput category.
-
-        Stepping ticks are counted per completed step (_truth_step); the part of a step
-        that never completes counts when it is dropped (other, or recovery in a crash).
-        """
-        if stepping:
-            return
-        if self._step_progress > 0:
-            self._add_truth("other" if live else "recovery", self._step_progress)
-        if not live:
-            category = "recovery"
-        elif self._restoring:
-            category = "checkpoint_restore"
-        elif phase == "startup":
-            category = "startup"
-        elif phase in ("eval", "checkpoint"):
-            category = "eval" if phase == "eval" else "checkpoint_save"
-        else:
-            category = "other"  # in phase train without stepping: a hang
-        self._add_truth(category, dt)
-
-    def _add_truth(self, category: str, seconds: float) -> None:
-        self.truth[category] = self.truth.get(category, 0.0) + seconds
-
-    def _truth_step(self, seconds: float, wait: float) -> None:
-        if not self._stepped:  # start-up lasts until the process's first step
-            self._add_truth("startup", seconds)
-            return
-        self._add_truth("data_wait", wait * seconds)
-        new = self._global_step + 1 > self._high_water
-        self._add_truth("goodput" if new else "lost_progress", (1.0 - wait) * seconds)
 
     # --- clock -------------------------------------------------------------------------
     def real_time_at(self, sim_seconds: float) -> float:
@@ -304,37 +203,6 @@ class Simulation:
         return self.scenario.fault if self.fault_active else HEALTHY
 
     # --- one tick ----------------------------------------------------------------------
-    def _resolve_gpu(self, node: int, gpu: int) -> FakeGpu:
-        return self.nodes[node].gpus[gpu]
-
-    def _onset(self, c: Conditions) -> None:
-        """One-time effects of the fault (processes dying, errors counted once)."""
-        self._onset_done = True
-        if c.crash_job:
-            for r in self.ranks:
-                self._take_down(r)
-        for r in c.crashed_ranks:
-            self._take_down(self.ranks[r])
-        for n in c.down_nodes:
-            node = self.nodes[n]
-            node.up = False
-            for server in (node.server, node.fabric_server):
-                if server:
-                    server.close()
-            node.server = node.fabric_server = None
-            for r in node.ranks:
-                self._take_down(r)
-        for n in c.ib_down:
-            self.nodes[n].fabric.port_down()
-        for n, g in c.lost_gpus:
-            self._resolve_gpu(n, g).lost = True
-        for n, g in c.ecc_gpus:
-            gpu = self._resolve_gpu(n, g)
-            with self.nodes[n].backend.lock:
-                gpu.ecc_uncorrected_total += 2
-                gpu.ecc_corrected_total += 16
-                gpu.remapped_rows_pending = True
-
     def _complete(self) -> None:
         """Training ended cleanly: each rank marks phase done and waits for its next scrape
         (TrainingMetrics.finish()), then exits; the scheduler releases the nodes, and the
@@ -344,19 +212,15 @@ class Simulation:
             if r.up:
                 r.metrics.finish()
         for r in self.ranks:
-            self._take_down(r)
-        if self.targets_dir is not None:
-            write_file_sd(self.targets_dir, [], self.spec.selector_labels)
-
-    def _take_down(self, rank: _Rank) -> None:
-        rank.up = False
-        rank.metrics.stop_http_server()
+            r.take_down()
+        self.endpoints.withdraw()
 
     def _step(self, t: float, dt_real: float) -> None:
         self._metrics_now = self.real_time_at(t - self.tick)
         c = self.conditions()
         if self.fault_active and not self._onset_done:
-            self._onset(c)
+            self._onset_done = True
+            fault_onset(c, self.nodes, self.ranks, self.endpoints)
         elapsed_h = max(0.0, t - self.fault_at) / 3600 if self.fault_active else 0.0
         for i, (n, g, xid, after) in enumerate(c.xids):
             if i not in self._xids_sent and t >= self.fault_at + after:
@@ -402,7 +266,14 @@ class Simulation:
 
         self._metrics_now = now
         stepping = phase in ("train", "warmup") and not c.stalled and bool(live)
-        self._account(live, phase, stepping, dt_real)
+        self.truth.tick(
+            live=bool(live),
+            restoring=self._restoring,
+            phase=phase,
+            stepping=stepping,
+            seconds=dt_real,
+            unfinished_step=self._step_progress,
+        )
         if stepping:
             self._step_progress += dt_real
             while True:
@@ -419,22 +290,16 @@ class Simulation:
             self._step_progress, self._next_step = 0.0, None
 
         for node in self.nodes:
-            if not node.up:
-                continue
-            fill = c.disk_fill_per_hour * elapsed_h
-            ratio = max(0.0, self.profile.disk_free_ratio - fill)
-            node.disk_free = int(self.profile.disk_size_bytes * ratio)
-            hot = {g for n, g in c.hot_gpus if self.nodes[n] is node}
-            with node.backend.lock:
-                for rank, gpu in zip(node.ranks, node.gpus, strict=True):
-                    load = GpuLoad(
-                        alive=rank.up,
-                        phase=phase,
-                        stalled=c.stalled,
-                        data_wait_ratio=wait,
-                        hot=gpu.index in {node.gpus[g].index for g in hot},
-                    )
-                    update_gpu(gpu, load, 10_000 + rank.rank, dt_real, self._rng)
+            node.tick_hardware(
+                self.profile,
+                phase=phase,
+                stalled=c.stalled,
+                data_wait_ratio=wait,
+                hot_gpus={node.gpus[g].index for n, g in c.hot_gpus if self.nodes[n] is node},
+                disk_filled=c.disk_fill_per_hour * elapsed_h,
+                seconds=dt_real,
+                rng=self._rng,
+            )
 
     def _checkpoint_succeeds(self, c: Conditions) -> bool:
         if c.checkpoints_fail:
@@ -443,10 +308,15 @@ class Simulation:
         return all(n.disk_free > 0.01 * self.profile.disk_size_bytes for n in self.nodes if n.up)
 
     def _complete_step(
-        self, live: list[_Rank], t: float, now: float, seconds: float, wait: float, c: Conditions
+        self, live: list[Rank], t: float, now: float, seconds: float, wait: float, c: Conditions
     ) -> None:
         p = self.profile
-        self._truth_step(seconds, wait)
+        self.truth.step(
+            seconds,
+            wait,
+            first=not self._stepped,
+            new_progress=self._global_step + 1 > self._high_water,
+        )
         self._global_step += 1
         self._high_water = max(self._high_water, self._global_step)
         self._stepped = True
@@ -457,67 +327,25 @@ class Simulation:
             m = r.metrics
             m.add_data_wait(wait * seconds * (1.0 + self._rng.uniform(-0.1, 0.1)))
             m.observe_step(seconds, p.tokens_per_step, p.samples_per_step, timestamp=now)
-            m.loss(self._loss(t, c))
+            m.loss(p.faulty_loss(t, c.loss, self.fault_at, 1.0 + self._rng.gauss(0.0, 0.01)))
             if dropped:
                 m.batch_dropped(dropped)
 
-    def _loss(self, t: float, c: Conditions) -> float:
-        noise = 1.0 + self._rng.gauss(0.0, 0.01)
-        train_t = t - self.profile.startup_seconds
-        if c.loss == "nan":
-            return math.nan
-        if c.loss == "plateau":
-            return self.profile.loss_at(self.fault_at - self.profile.startup_seconds) * noise
-        value = self.profile.loss_at(train_t) * noise
-        if c.loss == "diverge":
-            value *= min(math.exp((t - self.fault_at) / 600.0), 1e6)
-        return value
-
-    # --- endpoints ---------------------------------------------------------------------
+    # --- endpoints (simulator/serving.py) ----------------------------------------------
     def targets(self) -> list[Target]:
         """Every endpoint, training ranks first; `port` is set once start() served them."""
-        fabric = [n.fabric_target for n in self.nodes if n.fabric_target is not None]
-        return [r.target for r in self.ranks] + [n.target for n in self.nodes] + fabric
+        return self.endpoints.targets()
 
     def is_up(self, target: Target) -> bool:
-        if target.kind == "gpu":
-            return next(n for n in self.nodes if n.target is target).up
-        if target.kind == "node":
-            return next(n for n in self.nodes if n.fabric_target is target).up
-        return self.ranks[target.rank or 0].up
+        return self.endpoints.is_up(target)
 
     def scrape(self, target: Target) -> str | None:
         """What the endpoint answers now (without HTTP); None when it is down."""
-        if not self.is_up(target):
-            return None
-        return generate_latest(target.registry).decode()
-
-    # --- serving -----------------------------------------------------------------------
-    def _port(self, offset: int) -> int:
-        return 0 if self.base_port == 0 else self.base_port + offset
+        return self.endpoints.scrape(target)
 
     def serve(self) -> None:
         """Open the HTTP endpoints and write the file_sd files (no clock thread)."""
-        world = self.spec.shape.gpus
-        self._serving = True
-        for r in self.ranks:
-            if r.up:
-                r.target.port = r.metrics.start_http_server(self._port(r.rank), addr=self.host)
-        for node in self.nodes:
-            if node.up:
-                node.server = serve(
-                    node.exporter.registry, self.host, self._port(world + node.index)
-                )
-                node.target.port = node.server.port
-                node.fabric_server = serve(
-                    node.fabric.registry,
-                    self.host,
-                    self._port(world + len(self.nodes) + node.index),
-                )
-                if node.fabric_target is not None:
-                    node.fabric_target.port = node.fabric_server.port
-        if self.targets_dir is not None:
-            write_file_sd(self.targets_dir, self.targets(), self.spec.selector_labels)
+        self.endpoints.serve()
 
     def start(self, duration: float | None = None) -> None:
         """Serve, then advance with the wall clock in a daemon thread until stop().
@@ -546,14 +374,7 @@ class Simulation:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
-        for r in self.ranks:
-            r.metrics.stop_http_server()
-        for node in self.nodes:
-            for server in (node.server, node.fabric_server):
-                if server:
-                    server.close()
-            node.server = node.fabric_server = None
-            node.exporter.close()
+        self.endpoints.close()
 
     def __enter__(self) -> Simulation:
         return self

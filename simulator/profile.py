@@ -7,6 +7,7 @@ quarter of checkpoint_max_age.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from trainsignals.generator.spec.job import JobSpec
@@ -111,6 +112,18 @@ class JobProfile:
             return 1.0
         share = max(0.0, warm) / self.warmup_seconds
         return self.warmup_start_speed + (1.0 - self.warmup_start_speed) * share
+
+    def faulty_loss(self, t: float, mode: str, fault_at: float, noise: float) -> float:
+        """The loss at simulated second t, times `noise`, under the loss fault `mode` from
+        `fault_at`: normal (none), nan, plateau (the onset's value), diverge (exponential)."""
+        if mode == "nan":
+            return math.nan
+        if mode == "plateau":
+            return self.loss_at(fault_at - self.startup_seconds) * noise
+        value = self.loss_at(t - self.startup_seconds) * noise
+        if mode == "diverge":
+            value *= min(math.exp((t - fault_at) / 600.0), 1e6)
+        return value
 
     @staticmethod
     def loss_at(t: float) -> float:

@@ -352,3 +352,14 @@ RESTART = Scenario(
     duration=3 * HOUR,
     fault_at=HOUR + 35 * MINUTE,
 )
+
+
+def scenario_named(scenario: str | Scenario) -> Scenario:
+    """A scenario given by name (the matrix's or "restart") or as itself."""
+    if not isinstance(scenario, str):
+        return scenario
+    if scenario == RESTART.name:
+        return RESTART
+    if scenario not in SCENARIOS:
+        raise ValueError(f"unknown scenario {scenario!r}; one of {', '.join(SCENARIOS)}")
+    return SCENARIOS[scenario]
