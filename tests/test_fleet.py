@@ -20,6 +20,9 @@ from trainsignals.fleet.timeline import simulate
 
 # The shortest run the six incidents and the interruptions between them fit in.
 REDUCED_DAYS = 2.5
+# One worker for the module: the reduced replay (a module fixture, ~90 s of CPU) runs once, not
+# once per worker its tests land on.
+pytestmark = pytest.mark.xdist_group("fleet-replay")
 
 
 def test_full_history_has_llama3_interruption_mix() -> None:
