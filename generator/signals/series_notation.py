@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from itertools import compress, count, groupby, repeat
@@ -56,6 +57,15 @@ def encode_shared(values: Sequence[float | str | None]) -> str:
     return text
 
 
+def exact_key(values: Sequence[float | str | None]) -> bytes | tuple[bytes, bytes]:
+    """Equal keys, equal samples to the last bit (and equal encodings): TypeError for
+    anything but numbers, None and STALE."""
+    try:
+        return array("d", values).tobytes()
+    except TypeError:
+        return _gap_key(values)
+
+
 def _gap_key(values: Sequence[float | str | None]) -> tuple[bytes, bytes]:
     """An exact key for samples with gaps: the numbers' bits (0.0 in a gap) and each sample's
     kind (0 a number, 1 missing, 2 stale), both built in C."""
@@ -96,16 +106,21 @@ _GAPS = {None: "_", STALE: STALE}
 def _runs(values: list[float]) -> list[str]:
     """Samples without gaps as greedy arithmetic runs: each run takes the step between its
     first two samples and extends while the next step is within 1e-9 (relative) of it."""
+    return [_run(values[i], step, j - i) for i, j, step in _run_spans(values)]
+
+
+def _run_spans(values: list[float]) -> list[tuple[int, int, float]]:
+    """_runs' runs as (index of the first sample, index of the last, step)."""
     deltas = list(map(sub, values[1:], values[:-1]))
     # Where each stretch of equal steps ends (exclusive, in delta indices): the run test then
     # runs once per stretch instead of once per sample, with the same greedy outcome.
     ends = [*compress(count(1), map(ne, deltas[1:], deltas[:-1])), len(deltas)]
-    parts: list[str] = []
+    spans: list[tuple[int, int, float]] = []
     i = stretch = 0
     last = len(values) - 1
     while i <= last:
         if i == last:
-            parts.append(_number(values[i]))
+            spans.append((i, i, 0.0))
             break
         step = deltas[i]
         tolerance = 1e-9 * (abs(step) if abs(step) > 1 else 1.0)
@@ -119,9 +134,9 @@ def _runs(values: list[float]) -> list[str]:
                 break
             j = ends[following]
             following += 1
-        parts.append(_run(values[i], step, j - i))
+        spans.append((i, j, step))
         i = j + 1
-    return parts
+    return spans
 
 
 def _run(start: float, step: float, count: int) -> str:
@@ -131,3 +146,53 @@ def _run(start: float, step: float, count: int) -> str:
         return f"{_number(start)}x{count}"
     sign = "+" if step >= 0 else "-"
     return f"{_number(start)}{sign}{_number(abs(step))}x{count}"
+
+
+class Prefixes:
+    """One series' encoding, and that of each of its prefixes without encoding again.
+
+    The greedy runs never look back: the first n samples encode as the whole series' runs up
+    to the one holding sample n-1, that one cut short there. A test job's healthy series are
+    encoded once at the longest length any test asks for; each test takes its prefix.
+    """
+
+    def __init__(self, values: Sequence[float | str | None]) -> None:
+        # Per part: (first sample, last sample, start, step); start None for a gap, STALE
+        # for a staleness marker, else the run's first value.
+        self._spans: list[tuple[int, int, float | str | None, float]] = []
+        first = 0
+        for gap, stretch in groupby(values, _GAPS.get):
+            samples = list(stretch)
+            if gap is None:
+                self._spans += [
+                    (first + i, first + j, samples[i], step) for i, j, step in _run_spans(samples)
+                ]
+            elif gap == STALE:  # one part per marker, as encode() writes them
+                self._spans += [(first + i, first + i, STALE, 0.0) for i in range(len(samples))]
+            else:
+                self._spans.append((first, first + len(samples) - 1, None, 0.0))
+            first += len(samples)
+        self._parts = [_part(*span) for span in self._spans]
+        self._lasts = [span[1] for span in self._spans]
+        self._texts: dict[int, str] = {}
+        self.length = first
+
+    def text(self, length: int) -> str:
+        """encode() of the first `length` samples (1 <= length <= self.length)."""
+        text = self._texts.get(length)
+        if text is None:
+            last = length - 1
+            k = bisect_left(self._lasts, last)  # the part holding the last sample
+            first, end, start, step = self._spans[k]
+            tail = self._parts[k] if end == last else _part(first, last, start, step)
+            text = " ".join([*self._parts[:k], tail])
+            self._texts[length] = text
+        return text
+
+
+def _part(first: int, last: int, start: float | str | None, step: float) -> str:
+    if start is None:
+        return "_" if first == last else f"_x{last - first + 1}"
+    if start == STALE:
+        return STALE
+    return _run(start, step, last - first)
