@@ -190,9 +190,33 @@ def _sequence(data: list | tuple, indent: str, lines: list[str], memo: dict[str,
     for item in data:
         if lines and lines[-1].endswith("- ") and len(lines[-1]) == len(indent):
             lines[-1] += "- "  # a sequence in a sequence: `- - item`
-        else:
-            lines.append(indent + "- ")
+            _item(item, indent + "  ", lines, memo)
+            continue
+        if type(item) is dict:
+            block = _strings_item(item, indent, memo)
+            if block is not None:
+                lines += block
+                continue
+        lines.append(indent + "- ")
         _item(item, indent + "  ", lines, memo)
+
+
+def _strings_item(item: dict, indent: str, memo: dict[str, str]) -> list[str] | None:
+    """A sequence item that is a mapping of strings, as `- ` and _mapping would write it,
+    without their dispatch (a test file has thousands: its input series); None for another
+    mapping."""
+    block = []
+    head = indent + "- "
+    for key, value in item.items():
+        if type(value) is not str:
+            return None
+        prefix = head + _key(key, memo) + ": "
+        text = _string(value, memo)
+        if len(prefix) + len(text) > _WIDTH:  # it may have a space past the width
+            text = _fold(text, len(prefix), len(indent) + 4)
+        block.append(prefix + text)
+        head = indent + "  "
+    return block or None
 
 
 def _value(value: object, indent: str, lines: list[str], memo: dict[str, str]) -> None:
