@@ -233,9 +233,10 @@ def progress_series(t: JobTimeline) -> tuple[list, list, list]:
 def target_series(
     ctx: RuleContext,
     minutes: int,
-    down: Callable[[str, str, int], bool] = lambda kind, node, m: False,
+    down: Callable[[str, str, int], bool] | None = None,
 ) -> list[RawSeries]:
-    """`up` of every training rank and every node's GPU exporter."""
+    """`up` of every training rank and every node's GPU exporter; `down(kind, node, minute)`
+    (None: never) says which targets are down when."""
     spec = ctx.spec
     series = []
     for n in range(spec.shape.nodes):
@@ -244,12 +245,16 @@ def target_series(
             ("gpu", spec.scrape_jobs.gpu, 1),
             ("training", spec.scrape_jobs.training, spec.shape.gpus_per_node),
         ):
+            # The same for every target of the node and kind: asked once.
+            if down is None:
+                up = [1] * (minutes + 1)
+            else:
+                up = [0 if down(kind, node, m) else 1 for m in range(minutes + 1)]
             for i in range(count):
                 labels = {**spec.selector_labels, "job": job, "node": node}
                 if kind == "training":
                     labels["rank"] = str(n * spec.shape.gpus_per_node + i)
-                values = [0 if down(kind, node, m) else 1 for m in range(minutes + 1)]
-                series.append(RawSeries("up", labels, values))
+                series.append(RawSeries("up", labels, [*up]))  # a copy each: callers bend them
     return series
 
 
@@ -269,7 +274,10 @@ def gpu_series(
         values = {}
         for signal in wanted:
             bend = overrides.get(signal) if gpu == 0 else None
-            values[signal] = [bend(m) if bend else GPU_HEALTHY[signal] for m in range(minutes + 1)]
+            if bend:
+                values[signal] = [bend(m) for m in range(minutes + 1)]
+            else:
+                values[signal] = [GPU_HEALTHY[signal]] * (minutes + 1)
         series += source.gpu_test_series("node-0", gpu, values)
     for signal, bend in overrides.items():
         if signal.startswith("xid:"):
