@@ -5,8 +5,10 @@ with the promtool tests <= 20 ms; flat from 1 to 1,000 specs) for rules + dashbo
 for the whole pipeline (rules, promtool tests, dashboard). Specs are copies of
 jobs/llama-8b-finetune.yaml with distinct names (training_job=<name> is in every selector).
 What the generator memoises lives for one spec, except bounded caches of parsed selector
-texts (which carry the name) and of the healthy test timeline's phases and loss per length
-(the same for every spec): the copies cost what distinct specs of that shape cost.
+texts (which carry the name), of the healthy test timeline's phases and loss per length and
+the loss's encoding (signals/test_inputs.py), and of the two goodput test replays and their
+encodings (signals/goodput_tests.py): all the same for every spec. The copies cost what
+distinct specs of that shape cost.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from itertools import compress, count, groupby, repeat
+from itertools import compress, count, groupby, islice, repeat
+from math import isfinite
 from operator import ne, sub
 
 
@@ -40,6 +41,10 @@ def shared_encodings() -> Iterator[None]:
 
 def encode_shared(values: Sequence[float | str | None]) -> str:
     """`encode`, memoised inside a `shared_encodings()` block."""
+    first = values[0] if values else None
+    # A constant (most test series): one run. (Not NaN or inf: their steps are NaN.)
+    if type(first) in (int, float) and isfinite(first) and values.count(first) == len(values):
+        return _run(first, 0, len(values) - 1)
     if _memo is None:
         return encode(values)
     try:
@@ -84,7 +89,7 @@ def encode(values: Sequence[float | str | None]) -> str:
     promtool's `a+bxn` stands for n+1 samples a, a+b, ..., a+n*b; `_xn` for n missing ones.
     """
     values = list(values)
-    if None not in values and STALE not in values:  # most series: one stretch of numbers
+    if _numbers_only(values):  # most series: one stretch of numbers
         return " ".join(_runs(values))
     parts: list[str] = []
     # Stretches of numbers, of missing samples and of staleness markers, told apart in C.
@@ -99,6 +104,10 @@ def encode(values: Sequence[float | str | None]) -> str:
     return " ".join(parts)
 
 
+def _numbers_only(values: Sequence[float | str | None]) -> bool:
+    return None not in values and STALE not in values
+
+
 # A sample's kind for encode(): None for a number.
 _GAPS = {None: "_", STALE: STALE}
 
@@ -111,10 +120,10 @@ def _runs(values: list[float]) -> list[str]:
 
 def _run_spans(values: list[float]) -> list[tuple[int, int, float]]:
     """_runs' runs as (index of the first sample, index of the last, step)."""
-    deltas = list(map(sub, values[1:], values[:-1]))
+    deltas = list(map(sub, islice(values, 1, None), values))  # (islice: no copies)
     # Where each stretch of equal steps ends (exclusive, in delta indices): the run test then
     # runs once per stretch instead of once per sample, with the same greedy outcome.
-    ends = [*compress(count(1), map(ne, deltas[1:], deltas[:-1])), len(deltas)]
+    ends = [*compress(count(1), map(ne, islice(deltas, 1, None), deltas)), len(deltas)]
     spans: list[tuple[int, int, float]] = []
     i = stretch = 0
     last = len(values) - 1
@@ -161,7 +170,9 @@ class Prefixes:
         # for a staleness marker, else the run's first value.
         self._spans: list[tuple[int, int, float | str | None, float]] = []
         first = 0
-        for gap, stretch in groupby(values, _GAPS.get):
+        # Numbers only (most series): one stretch, no gaps to look for.
+        stretches = [(None, values)] if _numbers_only(values) else groupby(values, _GAPS.get)
+        for gap, stretch in stretches:
             samples = list(stretch)
             if gap is None:
                 self._spans += [

@@ -43,17 +43,22 @@ class TestInputs:
         in full)."""
         self.ctx = ctx
         self.horizon = horizon
-        self._healthy = JobTimeline(ctx, horizon).build()
-        # Per group, per series: name, extra labels and the healthy encoding's prefixes.
-        self._healthy_groups = [
-            [(name, extra, Prefixes(values)) for name, extra, values in group(self._healthy)]
-            for _, group in SIGNAL_GROUPS
-        ]
+        healthy = JobTimeline(ctx, horizon).build()
         self._selectors: dict[tuple, str] = {}
         self._rank_labels = [
             {**ctx.spec.selector_labels, "node": "node-0", "rank": str(rank)}
             for rank in range(REPORTING_RANKS)
         ]
+        # Per group, per series: its selector for each rank and the healthy encoding.
+        self._healthy_groups = [
+            [
+                (self._rank_selectors(name, extra), _prefixes(fields, values))
+                for name, extra, values in group(healthy)
+            ]
+            for fields, group in SIGNAL_GROUPS
+        ]
+        names = {field for fields, _ in SIGNAL_GROUPS for field in fields}
+        self._healthy_fields = {name: _fingerprint(getattr(healthy, name)) for name in names}
 
     def raw(self, series: list[RawSeries]) -> list[Input]:
         """Series as built: each encoded (memoised) with its selector."""
@@ -74,19 +79,21 @@ class TestInputs:
         changed = self._changed(t, length)
         if length <= t.minutes and t.outage is None:  # a job that ended: its first minutes
             t = _first(t, length)
-        signals: list[tuple[str, dict, str]] = []
+        selectors: list[tuple[str, ...]] = []  # of each rank
+        texts: list[str] = []
         for (fields, group), healthy in zip(SIGNAL_GROUPS, self._healthy_groups, strict=True):
             if changed is not None and changed.isdisjoint(fields):
-                signals += [(name, extra, p.text(length)) for name, extra, p in healthy]
+                for rank_selectors, prefixes in healthy:
+                    selectors.append(rank_selectors)
+                    texts.append(prefixes.text(length))
             else:
-                signals += [
-                    (name, extra, encode_shared(incarnations(t, name, values)[:length]))
-                    for name, extra, values in group(t)
-                ]
+                for name, extra, values in group(t):
+                    selectors.append(self._rank_selectors(name, extra))
+                    texts.append(encode_shared(incarnations(t, name, values)[:length]))
         return [
-            {"series": self._rank_selector(rank, name, extra), "values": text}
+            {"series": rank_selectors[rank], "values": text}
             for rank in range(REPORTING_RANKS)
-            for name, extra, text in signals
+            for rank_selectors, text in zip(selectors, texts, strict=True)
         ]
 
     def _changed(self, t: JobTimeline, length: int) -> set[str] | None:
@@ -94,15 +101,43 @@ class TestInputs:
         minutes; None: every series must be computed (an outage, or past the horizon)."""
         if t.outage is not None or length > self.horizon + 1:
             return None
-        fields = {field for fields, _ in SIGNAL_GROUPS for field in fields}
-        return {f for f in fields if _differs(getattr(t, f), getattr(self._healthy, f), length)}
+        changed = set()
+        for name, healthy in self._healthy_fields.items():
+            value = getattr(t, name)
+            if isinstance(value, list):
+                value = _fingerprint(value if len(value) == length else value[:length])
+                healthy = _cut(healthy, length)
+            if value != healthy:
+                changed.add(name)
+        return changed
 
-    def _rank_selector(self, rank: int, name: str, extra: dict) -> str:
-        key = (rank, name, *extra.items())
-        text = self._selectors.get(key)
-        if text is None:
-            text = self._selectors[key] = name + matchers({**self._rank_labels[rank], **extra})
-        return text
+    def _rank_selectors(self, name: str, extra: dict) -> tuple[str, ...]:
+        """The selector of each reporting rank's series `name` with `extra` labels."""
+        key = (name, *extra.items())
+        selectors = self._selectors.get(key)
+        if selectors is None:
+            selectors = self._selectors[key] = tuple(
+                name + matchers({**labels, **extra}) for labels in self._rank_labels
+            )
+        return selectors
+
+
+# The healthy loss is the same for every spec (a function of the minute alone): its encoding
+# is kept for a few horizons, keyed on its samples. (It has a run per two minutes: ~15% of
+# the healthy job's encoding work.)
+_LOSS_PREFIXES: dict[object, Prefixes] = {}
+
+
+def _prefixes(fields: tuple[str, ...], values: list) -> Prefixes:
+    if fields != ("loss",):
+        return Prefixes(values)
+    key = exact_key(values)
+    prefixes = _LOSS_PREFIXES.get(key)
+    if prefixes is None:
+        if len(_LOSS_PREFIXES) >= 8:
+            _LOSS_PREFIXES.clear()
+        prefixes = _LOSS_PREFIXES[key] = Prefixes(values)
+    return prefixes
 
 
 def _first(t: JobTimeline, length: int) -> JobTimeline:
@@ -112,17 +147,22 @@ def _first(t: JobTimeline, length: int) -> JobTimeline:
     return dataclasses.replace(t, minutes=length - 1, **cut)
 
 
-def _differs(value: object, healthy: object, length: int) -> bool:
-    """Does a timeline field differ from the healthy job's in its first `length` minutes?"""
-    if not isinstance(value, list):
-        return value != healthy
-    value, healthy = value[:length], healthy[:length]
-    if value != healthy:
-        return True
-    if isinstance(value[0], str):  # phases: == is exact
-        return False
-    # == takes 0.0 for -0.0, which a series passed on as is (a loss) would write as "-0".
+Fingerprint = bytes | tuple[bytes, bytes] | list
+
+
+def _fingerprint(values: list) -> Fingerprint:
+    """What tells a timeline field's values apart exactly: == alone takes 0.0 for -0.0, which
+    a series passed on as is (a loss) writes as "-0". Phases (strings) are their own."""
     try:
-        return exact_key(value) != exact_key(healthy)
-    except (TypeError, OverflowError):  # not samples: computed, to be safe
-        return True
+        return exact_key(values)
+    except (TypeError, OverflowError):
+        return values
+
+
+def _cut(fingerprint: Fingerprint, length: int) -> Fingerprint:
+    """The fingerprint of the first `length` values."""
+    if isinstance(fingerprint, bytes):  # float64 bits
+        return fingerprint[: 8 * length]
+    if isinstance(fingerprint, tuple):  # float64 bits (0 in a gap) and each value's kind
+        return fingerprint[0][: 8 * length], fingerprint[1][:length]
+    return fingerprint[:length]
