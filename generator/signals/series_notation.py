@@ -105,7 +105,14 @@ def encode(values: Sequence[float | str | None]) -> str:
 
 
 def _numbers_only(values: Sequence[float | str | None]) -> bool:
-    return None not in values and STALE not in values
+    """No gaps (None) or staleness markers: what array() takes (faster than two scans)."""
+    try:
+        array("d", values)
+    except TypeError:
+        return False
+    except OverflowError:  # an int past float64: a number all the same
+        pass
+    return True
 
 
 # A sample's kind for encode(): None for a number.

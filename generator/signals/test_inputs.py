@@ -49,10 +49,12 @@ class TestInputs:
             {**ctx.spec.selector_labels, "node": "node-0", "rank": str(rank)}
             for rank in range(REPORTING_RANKS)
         ]
-        # Per group, per series: its selector for each rank and the healthy encoding.
+        # Per group, per series: its selector for each rank and the healthy encoding (one
+        # per distinct list of samples: the step count is the step total, buckets repeat).
+        distinct: dict[object, Prefixes] = {}
         self._healthy_groups = [
             [
-                (self._rank_selectors(name, extra), _prefixes(fields, values))
+                (self._rank_selectors(name, extra), _prefixes(fields, values, distinct))
                 for name, extra, values in group(healthy)
             ]
             for fields, group in SIGNAL_GROUPS
@@ -128,15 +130,23 @@ class TestInputs:
 _LOSS_PREFIXES: dict[object, Prefixes] = {}
 
 
-def _prefixes(fields: tuple[str, ...], values: list) -> Prefixes:
-    if fields != ("loss",):
+def _prefixes(fields: tuple[str, ...], values: list, distinct: dict[object, Prefixes]) -> Prefixes:
+    """The healthy encoding of `values`: from `distinct` (this spec's) if it holds them, or
+    from the loss's (every spec's) cache."""
+    try:
+        key = exact_key(values)
+    except (TypeError, OverflowError):  # not plain samples: not shared
         return Prefixes(values)
-    key = exact_key(values)
-    prefixes = _LOSS_PREFIXES.get(key)
+    prefixes = distinct.get(key)
+    if prefixes is None and fields == ("loss",):
+        prefixes = _LOSS_PREFIXES.get(key)
+        if prefixes is None:
+            if len(_LOSS_PREFIXES) >= 8:
+                _LOSS_PREFIXES.clear()
+            prefixes = _LOSS_PREFIXES[key] = Prefixes(values)
     if prefixes is None:
-        if len(_LOSS_PREFIXES) >= 8:
-            _LOSS_PREFIXES.clear()
-        prefixes = _LOSS_PREFIXES[key] = Prefixes(values)
+        prefixes = Prefixes(values)
+    distinct[key] = prefixes
     return prefixes
 
 
