@@ -8,6 +8,7 @@ generator/signals/faults.py's JobTimeline, bent by each fault.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache, partial
 from itertools import accumulate, repeat
 from operator import mul, truediv
 
@@ -77,11 +78,19 @@ def job_series(ctx: RuleContext, t: JobTimeline) -> list[RawSeries]:
 
 
 Signal = tuple[str, dict, list]  # a series of one reporting rank: name, extra labels, values
+Progress = Callable[[], tuple[list, list, list]]  # progress_series(t) of the group's timeline
+Group = Callable[[JobTimeline, Progress], list[Signal]]
+
+
+def progress_once(t: JobTimeline) -> Progress:
+    """progress_series(t), worked out at most once: two groups read it."""
+    return cache(partial(progress_series, t))
 
 
 def _rank_signals(t: JobTimeline) -> list[Signal]:
     """(name, labels beyond the rank's, values) of every series one reporting rank has."""
-    signals = [signal for _, group in SIGNAL_GROUPS for signal in group(t)]
+    progress = progress_once(t)
+    signals = [signal for _, group in SIGNAL_GROUPS for signal in group(t, progress)]
     return [(name, extra, incarnations(t, name, values)) for name, extra, values in signals]
 
 
@@ -90,13 +99,13 @@ def incarnations(t: JobTimeline, name: str, values: list) -> list:
     return _incarnations(t, values, counter=name.endswith(("_total", "_sum", "_bucket")))
 
 
-def _tokens(t: JobTimeline) -> list[Signal]:
+def _tokens(t: JobTimeline, _progress: Progress) -> list[Signal]:
     share = 1 / REPORTING_RANKS
     tokens = _cumulative([v * 60 * share for v in t.tokens_per_second])
     return [("trainsignals_tokens_total", {}, tokens)]
 
 
-def _steps(t: JobTimeline) -> list[Signal]:
+def _steps(t: JobTimeline, _progress: Progress) -> list[Signal]:
     steps_pm = [s * 60 for s in t.steps_per_second]
     return [
         ("trainsignals_steps_total", {}, _cumulative(steps_pm)),
@@ -110,7 +119,7 @@ def _steps(t: JobTimeline) -> list[Signal]:
     ]
 
 
-def _buckets(t: JobTimeline) -> list[Signal]:
+def _buckets(t: JobTimeline, _progress: Progress) -> list[Signal]:
     steps_pm = [s * 60 for s in t.steps_per_second]
     signals: list[Signal] = []
     # Buckets with the same (healthy, slow) shares have the same counts: each pair once.
@@ -129,22 +138,22 @@ def _buckets(t: JobTimeline) -> list[Signal]:
     return signals
 
 
-def _last_step_and_checkpoint(t: JobTimeline) -> list[Signal]:
-    last_step, last_ckpt, _ = progress_series(t)
+def _last_step_and_checkpoint(t: JobTimeline, progress: Progress) -> list[Signal]:
+    last_step, last_ckpt, _ = progress()
     return [
         ("trainsignals_last_step_timestamp_seconds", {}, last_step),
         ("trainsignals_last_checkpoint_timestamp_seconds", {}, last_ckpt),
     ]
 
 
-def _phases(t: JobTimeline) -> list[Signal]:
+def _phases(t: JobTimeline, _progress: Progress) -> list[Signal]:
     return [
         ("trainsignals_phase", {"phase": phase}, [1 if p == phase else 0 for p in t.phase])
         for phase in PHASES
     ]
 
 
-def _disk(t: JobTimeline) -> list[Signal]:
+def _disk(t: JobTimeline, _progress: Progress) -> list[Signal]:
     disk = {"path": "/checkpoints"}
     return [
         (
@@ -156,30 +165,30 @@ def _disk(t: JobTimeline) -> list[Signal]:
     ]
 
 
-def _time_accounts(t: JobTimeline) -> list[Signal]:
+def _time_accounts(t: JobTimeline, _progress: Progress) -> list[Signal]:
     series = timeline_series({}, t.phase, t.steps_per_second, t.data_wait_share)
     return [(s.name, s.labels, s.values) for s in series if s.name != "trainsignals_global_step"]
 
 
-def _global_step(t: JobTimeline) -> list[Signal]:
-    return [("trainsignals_global_step", {}, progress_series(t)[2])]
+def _global_step(t: JobTimeline, progress: Progress) -> list[Signal]:
+    return [("trainsignals_global_step", {}, progress()[2])]
 
 
-def _as_is(name: str, field: str) -> Callable[[JobTimeline], list[Signal]]:
+def _as_is(name: str, field: str) -> Group:
     """A series that is one field of the timeline as it is."""
-    return lambda t: [(name, {}, getattr(t, field))]
+    return lambda t, _progress: [(name, {}, getattr(t, field))]
 
 
-def _running_sum(name: str, field: str, factor: float = 1.0) -> Callable[..., list[Signal]]:
+def _running_sum(name: str, field: str, factor: float = 1.0) -> Group:
     """A counter: the running sum of one per-minute field (times `factor`)."""
-    return lambda t: [(name, {}, _cumulative([v * factor for v in getattr(t, field)]))]
+    return lambda t, _progress: [(name, {}, _cumulative([v * factor for v in getattr(t, field)]))]
 
 
 # A rank's series, in order, in groups: the JobTimeline fields a group is computed from, and
 # how. A group reads no other field: the test inputs (job_inputs.py) take a group's healthy
 # encoding where a fault left those fields as they are in the healthy job.
 PROGRESS = ("process_start", "steps_per_second", "phase", "checkpoint_ok")
-SIGNAL_GROUPS: tuple[tuple[tuple[str, ...], Callable[[JobTimeline], list[Signal]]], ...] = (
+SIGNAL_GROUPS: tuple[tuple[tuple[str, ...], Group], ...] = (
     (("tokens_per_second",), _tokens),
     (("steps_per_second",), _steps),
     (("steps_per_second", "slow_step_share", "bound_bucket"), _buckets),

@@ -18,6 +18,7 @@ from trainsignals.generator.signals.job_series import (
     REPORTING_RANKS,
     SIGNAL_GROUPS,
     incarnations,
+    progress_once,
 )
 from trainsignals.generator.signals.promql import RuleContext, matchers
 from trainsignals.generator.signals.series_notation import (
@@ -52,10 +53,11 @@ class TestInputs:
         # Per group, per series: its selector for each rank and the healthy encoding (one
         # per distinct list of samples: the step count is the step total, buckets repeat).
         distinct: dict[object, Prefixes] = {}
+        progress = progress_once(healthy)
         self._healthy_groups = [
             [
                 (self._rank_selectors(name, extra), _prefixes(fields, values, distinct))
-                for name, extra, values in group(healthy)
+                for name, extra, values in group(healthy, progress)
             ]
             for fields, group in SIGNAL_GROUPS
         ]
@@ -81,6 +83,7 @@ class TestInputs:
         changed = self._changed(t, length)
         if length <= t.minutes and t.outage is None:  # a job that ended: its first minutes
             t = _first(t, length)
+        progress = progress_once(t)
         selectors: list[tuple[str, ...]] = []  # of each rank
         texts: list[str] = []
         for (fields, group), healthy in zip(SIGNAL_GROUPS, self._healthy_groups, strict=True):
@@ -89,7 +92,7 @@ class TestInputs:
                     selectors.append(rank_selectors)
                     texts.append(prefixes.text(length))
             else:
-                for name, extra, values in group(t):
+                for name, extra, values in group(t, progress):
                     selectors.append(self._rank_selectors(name, extra))
                     texts.append(encode_shared(incarnations(t, name, values)[:length]))
         return [
