@@ -1,5 +1,6 @@
-"""The promtool tests' encoded inputs (generator/signals/test_inputs.py) are what the plain path
-writes: every series of job_series(), target_series() and gpu_series(), encoded in full."""
+"""The promtool tests' encoded job series (generator/signals/test_inputs.py) are what the plain
+path writes: every series of job_series(), encoded in full. (The whole test files are compared
+with the committed ones by `trainsignals check`.)"""
 
 from __future__ import annotations
 
