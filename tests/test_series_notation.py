@@ -6,6 +6,7 @@ import random
 
 from trainsignals.generator.signals.series_notation import (
     STALE,
+    Prefixes,
     encode,
     encode_shared,
     shared_encodings,
@@ -97,3 +98,16 @@ def test_shared_encodings_tell_equal_looking_series_apart() -> None:
             assert encode_shared(values) == _reference(values), values
         assert encode_shared([-0.0, 1.0]) == "-0+1x1"
         assert encode_shared([0.0, 1.0]) == "0+1x1"
+
+
+def test_prefixes_encode_every_prefix_as_the_greedy_loop_does() -> None:
+    rnd = random.Random(20)
+    for _ in range(3_000):
+        values = _series(rnd)
+        if not values:
+            continue
+        prefixes = Prefixes(values)
+        assert prefixes.length == len(values)
+        for length in rnd.sample(range(1, len(values) + 1), min(len(values), 8)):
+            assert prefixes.text(length) == _reference(values[:length]), (values, length)
+        assert prefixes.text(len(values)) == _reference(values), values

@@ -79,6 +79,14 @@ class _Unsupported(Exception):
     """The document holds something only libyaml writes."""
 
 
+class _Memo(dict[str, str]):
+    """A string -> its scalar text, for one document; `key_texts`: a mapping key -> "key: "."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.key_texts: dict[str, str] = {}
+
+
 _RESOLVER = Resolver()
 _PRINTABLE = re.compile(r"[ -~]*", re.ASCII)
 # libyaml's analyze_scalar: a first character that is an indicator rules plain style out.
@@ -94,14 +102,14 @@ def _block_yaml(data: object) -> str | None:
         return None
     lines: list[str] = []
     try:
-        _mapping(data, "", lines, {})
+        _mapping(data, "", lines, _Memo())
     except (_Unsupported, RecursionError):
         return None
     lines.append("")
     return "\n".join(lines)
 
 
-def _string(value: str, memo: dict[str, str]) -> str:
+def _string(value: str, memo: _Memo) -> str:
     """A one-line string's text: plain, or single-quoted where plain would read otherwise."""
     text = memo.get(value)
     if text is not None:
@@ -150,7 +158,7 @@ def _plain_allowed(value: str) -> bool:
     return value[-1] not in " :" and ": " not in value and " #" not in value
 
 
-def _scalar(value: object, memo: dict[str, str]) -> str:
+def _scalar(value: object, memo: _Memo) -> str:
     kind = type(value)
     if kind is str:
         return _string(value, memo)
@@ -163,7 +171,7 @@ def _scalar(value: object, memo: dict[str, str]) -> str:
     raise _Unsupported  # floats, and anything else, as PyYAML represents them
 
 
-def _key(key: object, memo: dict[str, str]) -> str:
+def _key(key: object, memo: _Memo) -> str:
     if type(key) is not str or len(key) > _MAX_KEY:
         raise _Unsupported
     text = _string(key, memo)
@@ -172,7 +180,7 @@ def _key(key: object, memo: dict[str, str]) -> str:
     return text
 
 
-def _mapping(data: dict, indent: str, lines: list[str], memo: dict[str, str]) -> None:
+def _mapping(data: dict, indent: str, lines: list[str], memo: _Memo) -> None:
     """A non-empty block mapping; its first key goes on the line `lines` ends with when that
     is a sequence item's `- ` (libyaml writes `- key: value`)."""
     first = True
@@ -186,16 +194,39 @@ def _mapping(data: dict, indent: str, lines: list[str], memo: dict[str, str]) ->
         _value(value, indent, lines, memo)
 
 
-def _sequence(data: list | tuple, indent: str, lines: list[str], memo: dict[str, str]) -> None:
+def _sequence(data: list | tuple, indent: str, lines: list[str], memo: _Memo) -> None:
+    first_head, next_head = indent + "- ", indent + "  "
     for item in data:
         if lines and lines[-1].endswith("- ") and len(lines[-1]) == len(indent):
             lines[-1] += "- "  # a sequence in a sequence: `- - item`
-        else:
-            lines.append(indent + "- ")
+            _item(item, indent + "  ", lines, memo)
+            continue
+        if type(item) is dict and item:
+            # A mapping of strings (a test file has thousands: its input series) written here
+            # as `- ` and _mapping would write it, without their dispatch per value.
+            written = len(lines)
+            head = first_head
+            for key, value in item.items():
+                if type(value) is not str:
+                    del lines[written:]  # another mapping: the general path below
+                    break
+                key_text = memo.key_texts.get(key)
+                if key_text is None:
+                    key_text = memo.key_texts[key] = _key(key, memo) + ": "
+                text = memo.get(value)
+                if text is None:
+                    text = _string(value, memo)
+                if len(head) + len(key_text) + len(text) > _WIDTH:  # it may fold
+                    text = _fold(text, len(head) + len(key_text), len(indent) + 4)
+                lines.append(head + key_text + text)
+                head = next_head
+            else:
+                continue
+        lines.append(first_head)
         _item(item, indent + "  ", lines, memo)
 
 
-def _value(value: object, indent: str, lines: list[str], memo: dict[str, str]) -> None:
+def _value(value: object, indent: str, lines: list[str], memo: _Memo) -> None:
     """A mapping's value after `key:` on the last line."""
     kind = type(value)
     if kind is dict and value:
@@ -210,7 +241,7 @@ def _value(value: object, indent: str, lines: list[str], memo: dict[str, str]) -
         lines[-1] += " " + text
 
 
-def _item(value: object, indent: str, lines: list[str], memo: dict[str, str]) -> None:
+def _item(value: object, indent: str, lines: list[str], memo: _Memo) -> None:
     """A sequence item after `- ` on the last line."""
     kind = type(value)
     if kind is dict and value:
@@ -224,7 +255,7 @@ def _item(value: object, indent: str, lines: list[str], memo: dict[str, str]) ->
         lines[-1] += text
 
 
-def _empty_or_scalar(value: object, memo: dict[str, str]) -> str:
+def _empty_or_scalar(value: object, memo: _Memo) -> str:
     kind = type(value)
     if kind is dict:
         return "{}"

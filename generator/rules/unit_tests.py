@@ -26,7 +26,8 @@ from trainsignals.generator.signals.job_series import (
 )
 from trainsignals.generator.signals.promql import RuleContext, matchers
 from trainsignals.generator.signals.recording import group_names
-from trainsignals.generator.signals.series_notation import encode_shared, shared_encodings
+from trainsignals.generator.signals.series_notation import shared_encodings
+from trainsignals.generator.signals.test_inputs import TestInputs
 from trainsignals.generator.signals.xid_catalog import action_of
 
 HEALTHY_HORIZON = 600  # minutes the healthy test covers
@@ -41,10 +42,6 @@ __all__ = [
     "restart",
     "rule_tests",
 ]
-
-
-def _input(series: list[RawSeries]) -> list[dict]:
-    return [{"series": s.selector(), "values": encode_shared(s.values)} for s in series]
 
 
 def _alerts_query(ctx: RuleContext, alert: str, state: str | None = None) -> str:
@@ -72,17 +69,21 @@ def _expected_labels(ctx: RuleContext, case: FaultCase, node_labels: dict) -> st
     return "ALERTS" + matchers(labels)
 
 
-def fault_test(ctx: RuleContext, case: FaultCase) -> dict:
-    minutes = case.onset + case.fires_after + case.holds_for + 1
-    series: list[RawSeries] = []
+def _minutes(case: FaultCase) -> int:
+    return case.onset + case.fires_after + case.holds_for + 1
+
+
+def fault_test(ctx: RuleContext, case: FaultCase, inputs: TestInputs) -> dict:
+    minutes = _minutes(case)
+    series: list[dict] = []
     if case.targets_down:
-        series += target_series(ctx, minutes, case.targets_down)
+        series += inputs.raw(target_series(ctx, minutes, case.targets_down))
     if case.gpu_overrides:
-        series += gpu_series(ctx, minutes, case.gpu_overrides)
+        series += inputs.raw(gpu_series(ctx, minutes, case.gpu_overrides))
     if case.job_fault or not (case.targets_down or case.gpu_overrides):
-        series += job_series(ctx, JobTimeline(ctx, minutes, case.job_fault).build())
+        series += inputs.job(JobTimeline(ctx, minutes, case.job_fault).build())
     if case.raw_series:
-        series += case.raw_series(ctx, minutes)
+        series += inputs.raw(case.raw_series(ctx, minutes))
     xid = next(
         (k.removeprefix("xid:") for k in case.gpu_overrides or {} if k.startswith("xid:")), ""
     )
@@ -97,7 +98,7 @@ def fault_test(ctx: RuleContext, case: FaultCase) -> dict:
     return {
         "name": f"{case.alert} fires {case.what} and not before",
         "interval": "1m",
-        "input_series": _input(series),
+        "input_series": series,
         "promql_expr_test": [
             {
                 "expr": _alerts_query(ctx, case.alert),
@@ -132,21 +133,20 @@ def _holds_test(ctx: RuleContext, case: FaultCase) -> list[dict]:
     ]
 
 
-def healthy_test(ctx: RuleContext, fabric: bool = False) -> dict:
+def healthy_test(ctx: RuleContext, inputs: TestInputs, fabric: bool = False) -> dict:
     """`fabric`: the spec has InfiniBand alerts, so the healthy node runs node_exporter's
     InfiniBand collector (without its series AlertInputMissing would fire, rightly)."""
     minutes = HEALTHY_HORIZON
     firing = matchers({"training_job": ctx.job, "alertstate": "firing"})
     series = (
-        target_series(ctx, minutes)
-        + gpu_series(ctx, minutes)
-        + job_series(ctx, JobTimeline(ctx, minutes).build())
-        + (ib_series(ctx, minutes, set(), []) if fabric else [])
+        inputs.raw(target_series(ctx, minutes) + gpu_series(ctx, minutes))
+        + inputs.job(JobTimeline(ctx, minutes).build())
+        + inputs.raw(ib_series(ctx, minutes, set(), []) if fabric else [])
     )
     return {
         "name": "healthy job with warm-up, eval and checkpoint pauses never fires",
         "interval": "1m",
-        "input_series": _input(series),
+        "input_series": series,
         "promql_expr_test": [
             {
                 "expr": f"count_over_time(ALERTS{firing}[{minutes}m])",
@@ -163,7 +163,7 @@ RESTART_AT = 200  # minute the restart test's job dies, right after an eval paus
 PAUSE_BEFORE = 5  # minutes of that eval pause
 
 
-def restart_test(ctx: RuleContext) -> dict:
+def restart_test(ctx: RuleContext, inputs: TestInputs) -> dict:
     """auto_restart: a job that stops right after an eval pause and is back at its first step
     within the restart budget, counted from the pause's end, reaches no pager. Counted from
     the last step (before the pause), the same restart is over budget: a no-progress clock
@@ -178,19 +178,18 @@ def restart_test(ctx: RuleContext) -> dict:
         timeline.data_wait_share[m] = 0.0
     restart(timeline, *down)
     pages = matchers({"training_job": ctx.job, "alertstate": "firing", "severity": "page"})
-    series = (
+    series = inputs.raw(
         target_series(
             ctx, minutes, lambda kind, node, m: kind == "training" and down[0] <= m <= down[1]
         )
         + gpu_series(ctx, minutes)
-        + job_series(ctx, timeline)
-    )
+    ) + inputs.job(timeline)
     restarts = f"job:trainsignals_restarts:changes1h{ctx.recorded()}"
     return {
         "name": "a restart right after an eval pause, inside the restart budget, raises no page "
         "and counts as one restart",
         "interval": "1m",
-        "input_series": _input(series),
+        "input_series": series,
         "promql_expr_test": [
             {
                 "expr": f"count_over_time(ALERTS{pages}[{minutes}m])",
@@ -209,7 +208,7 @@ def restart_test(ctx: RuleContext) -> dict:
 RESTART_EVERY = 80  # minutes: Llama 3's rate at 16k GPUs is one interruption per ~2.8 hours
 
 
-def frequent_restarts_test(ctx: RuleContext) -> dict:
+def frequent_restarts_test(ctx: RuleContext, inputs: TestInputs) -> dict:
     """auto_restart without a max_restarts cap: a restart every 80 minutes, each recovered
     within minutes and followed by progress (4-5 restarts in any 6 hours), pages nothing. A
     count of restarts is not a crash loop (issue 16: the old 3-in-6h rule paged 11 times in
@@ -229,9 +228,8 @@ def frequent_restarts_test(ctx: RuleContext) -> dict:
     return {
         "name": f"a restart every {RESTART_EVERY}m with progress between pages nothing",
         "interval": "1m",
-        "input_series": _input(
-            target_series(ctx, minutes) + gpu_series(ctx, minutes) + job_series(ctx, timeline)
-        ),
+        "input_series": inputs.raw(target_series(ctx, minutes) + gpu_series(ctx, minutes))
+        + inputs.job(timeline),
         "promql_expr_test": [
             {
                 "expr": f"count_over_time(ALERTS{pages}[{minutes}m])",
@@ -250,7 +248,7 @@ def frequent_restarts_test(ctx: RuleContext) -> dict:
 DONE_AT, AFTER_DONE = 100, 720  # minute the job finishes cleanly; minutes watched after
 
 
-def completion_test(ctx: RuleContext, fabric: bool = False) -> dict:
+def completion_test(ctx: RuleContext, inputs: TestInputs, fabric: bool = False) -> dict:
     """A job that finished (phase "done", then its ranks leave service discovery) raises no
     alert for 12 hours, in either recovery mode: completion is not an incident. The GPU
     exporters stay (a DaemonSet outlives the job); `fabric`: as in healthy_test."""
@@ -270,12 +268,9 @@ def completion_test(ctx: RuleContext, fabric: bool = False) -> dict:
     return {
         "name": "healthy, completed: phase done, then its targets leave; nothing fires",
         "interval": "1m",
-        "input_series": _input(
-            training_up
-            + gpu_series(ctx, minutes)
-            + job_series(ctx, timeline)
-            + (ib_series(ctx, minutes, set(), []) if fabric else [])
-        ),
+        "input_series": inputs.raw(training_up + gpu_series(ctx, minutes))
+        + inputs.job(timeline)
+        + inputs.raw(ib_series(ctx, minutes, set(), []) if fabric else []),
         "promql_expr_test": [
             {
                 "expr": f"count_over_time(ALERTS{firing}[{minutes}m])",
@@ -294,7 +289,7 @@ def completion_test(ctx: RuleContext, fabric: bool = False) -> dict:
 BLIP_AT, OUTAGE = 10, (20, 29)  # node-0: one failed scrape; then ten minutes down
 
 
-def node_outage_test(ctx: RuleContext) -> dict:
+def node_outage_test(ctx: RuleContext, inputs: TestInputs) -> dict:
     """One outage, one ticket: a node outage NodeDown fires for raises no
     NodeUnreachableRecently (during it or in the hour after), and neither does a single failed
     scrape of every target of the node, nor targets that come up late at the job's start."""
@@ -310,7 +305,7 @@ def node_outage_test(ctx: RuleContext) -> dict:
         "failed scrape, or targets that come up late",
         "interval": "1m",
         # node-0's targets only: the alerts are per node (a 64-node spec stays fast).
-        "input_series": _input(
+        "input_series": inputs.raw(
             [s for s in target_series(ctx, minutes, down) if s.labels["node"] == "node-0"]
         ),
         "promql_expr_test": [
@@ -335,16 +330,18 @@ def rule_tests(ctx: RuleContext, alerts: list[AlertRule], rule_file: str) -> dic
 
 def _rule_tests(ctx: RuleContext, alerts: list[AlertRule], rule_file: str) -> dict:
     cases = [case for alert in alerts for case in alert.faults]
+    # One healthy job long enough for every test: each test's healthy series are its prefix.
+    inputs = TestInputs(ctx, max([HEALTHY_HORIZON, *map(_minutes, cases)]))
     fabric = any(a.name.startswith("Infiniband") for a in alerts)
-    tests = [healthy_test(ctx, fabric=fabric)]
+    tests = [healthy_test(ctx, inputs, fabric=fabric)]
     if any(a.name == "NodeUnreachableRecently" for a in alerts):
-        tests.append(node_outage_test(ctx))
+        tests.append(node_outage_test(ctx, inputs))
     if ctx.spec.recovery.automatic:
-        tests.append(restart_test(ctx))
+        tests.append(restart_test(ctx, inputs))
         if ctx.spec.recovery.max_restarts is None:
-            tests.append(frequent_restarts_test(ctx))
-    tests.append(completion_test(ctx, fabric=fabric))
-    tests += [*(fault_test(ctx, c) for c in cases), *goodput_tests(ctx)]
+            tests.append(frequent_restarts_test(ctx, inputs))
+    tests.append(completion_test(ctx, inputs, fabric=fabric))
+    tests += [*(fault_test(ctx, c, inputs) for c in cases), *goodput_tests(ctx)]
     return promtool_suite(ctx, rule_file, tests)
 
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import accumulate
-from operator import methodcaller
+from functools import cache
+from itertools import accumulate, groupby, repeat
 
 from trainsignals.exporters.training.timeaccount import ACTIVITIES
 from trainsignals.generator.signals.goodput import CATEGORIES, badput_name, goodput_name
 from trainsignals.generator.signals.gpu_sources import RawSeries
 from trainsignals.generator.signals.promql import RuleContext, matchers
-from trainsignals.generator.signals.series_notation import encode_shared
+from trainsignals.generator.signals.series_notation import encode
 
 PHASE_ACTIVITY = {
     "startup": "startup",
@@ -48,15 +48,19 @@ def timeline_series(
     data_wait_share: Sequence[float],
 ) -> list[RawSeries]:
     """Time counters and the global step of one rank of a JobTimeline (one process)."""
-    minutes = [
-        activity_seconds(p, s, w)
-        for p, s, w in zip(phases, steps_per_second, data_wait_share, strict=True)
-    ]
+    # A timeline runs in stretches of equal minutes: each stretch's seconds worked out once.
+    added: dict[str, list[float]] = {a: [] for a in ACTIVITIES}
+    minutes = zip(phases[1:], steps_per_second[1:], data_wait_share[1:], strict=True)
+    for minute, stretch in groupby(minutes):
+        length = sum(1 for _ in stretch)
+        seconds = activity_seconds(*minute)
+        for activity, column in added.items():
+            column += repeat(seconds.get(activity, 0.0), length)
     series = [
         RawSeries(
             "trainsignals_time_seconds_total",
             {**labels, "activity": a},
-            list(accumulate(map(methodcaller("get", a, 0.0), minutes[1:]), initial=0.0)),
+            list(accumulate(added[a], initial=0.0)),
         )
         for a in ACTIVITIES
     ]
@@ -158,6 +162,15 @@ class Replay:
             self.steps.append(float(steps_total) if alive else None)
             self.global_step.append(float(step) if alive else None)
         self.truth[0] = "none"
+        self.up = [0.0 if m.activity is None else 1.0 for m in self.minutes]
+        # Its series encoded once: they are the same for every spec (_replays keeps them).
+        own = (*self.counters.values(), self.steps, self.global_step, self.up)
+        self._encoded = {id(values): encode(values) for values in own}
+
+    def encoded(self, values: list) -> str:
+        """encode(values), looked up for this replay's own lists of samples."""
+        text = self._encoded.get(id(values))  # its lists live as long as it does
+        return encode(values) if text is None else text
 
     def shares(self, end: int, length: int = 60) -> dict[str, float]:
         """Ground truth over the minutes (end - length, end]: goodput and every category."""
@@ -189,8 +202,7 @@ class Replay:
                 )
             series.append(RawSeries("trainsignals_steps_total", labels, self.steps))
             series.append(RawSeries("trainsignals_global_step", labels, self.global_step))
-            up = [0.0 if m.activity is None else 1.0 for m in self.minutes]
-            series.append(RawSeries("up", {**labels, "job": spec.scrape_jobs.training}, up))
+            series.append(RawSeries("up", {**labels, "job": spec.scrape_jobs.training}, self.up))
         return series
 
 
@@ -227,14 +239,19 @@ def _checks(ctx: RuleContext, replay: Replay, end: int) -> list[dict]:
     ]
 
 
+@cache  # the same two replays for every spec: replayed and encoded once
+def _replays() -> tuple[Replay, Replay]:
+    return Replay(healthy_minutes()), Replay(restart_minutes())
+
+
 def goodput_tests(ctx: RuleContext) -> list[dict]:
-    healthy, restart = Replay(healthy_minutes()), Replay(restart_minutes())
+    healthy, restart = _replays()
     return [
         {
             "name": "goodput: a healthy job's goodput is its time in steps; the pauses are badput",
             "interval": "1m",
             "input_series": [
-                {"series": s.selector(), "values": encode_shared(s.values)}
+                {"series": s.selector(), "values": healthy.encoded(s.values)}
                 for s in healthy.series(ctx)
             ],
             "promql_expr_test": _checks(ctx, healthy, 120) + _checks(ctx, healthy, 180),
@@ -243,7 +260,7 @@ def goodput_tests(ctx: RuleContext) -> list[dict]:
             "name": "goodput: a restart moves time to recovery, start-up, restore, lost progress",
             "interval": "1m",
             "input_series": [
-                {"series": s.selector(), "values": encode_shared(s.values)}
+                {"series": s.selector(), "values": restart.encoded(s.values)}
                 for s in restart.series(ctx)
             ],
             "promql_expr_test": _checks(ctx, restart, 160) + _checks(ctx, restart, 169),

@@ -8,6 +8,7 @@ generator/signals/faults.py's JobTimeline, bent by each fault.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache, partial
 from itertools import accumulate, repeat
 from operator import mul, truediv
 
@@ -76,29 +77,54 @@ def job_series(ctx: RuleContext, t: JobTimeline) -> list[RawSeries]:
     return series
 
 
-def _rank_signals(t: JobTimeline) -> list[tuple[str, dict, list]]:
+Signal = tuple[str, dict, list]  # a series of one reporting rank: name, extra labels, values
+Progress = Callable[[], tuple[list, list, list]]  # progress_series(t) of the group's timeline
+Group = Callable[[JobTimeline, Progress], list[Signal]]
+
+
+def progress_once(t: JobTimeline) -> Progress:
+    """progress_series(t), worked out at most once: two groups read it."""
+    return cache(partial(progress_series, t))
+
+
+def _rank_signals(t: JobTimeline) -> list[Signal]:
     """(name, labels beyond the rank's, values) of every series one reporting rank has."""
-    signals: list[tuple[str, dict, list]] = []
+    progress = progress_once(t)
+    signals = [signal for _, group in SIGNAL_GROUPS for signal in group(t, progress)]
+    return [(name, extra, incarnations(t, name, values)) for name, extra, values in signals]
+
+
+def incarnations(t: JobTimeline, name: str, values: list) -> list:
+    """`values` of the series `name` with the timeline's outage cut out."""
+    return _incarnations(t, values, counter=name.endswith(("_total", "_sum", "_bucket")))
+
+
+def _tokens(t: JobTimeline, _progress: Progress) -> list[Signal]:
     share = 1 / REPORTING_RANKS
+    tokens = _cumulative([v * 60 * share for v in t.tokens_per_second])
+    return [("trainsignals_tokens_total", {}, tokens)]
+
+
+def _steps(t: JobTimeline, _progress: Progress) -> list[Signal]:
     steps_pm = [s * 60 for s in t.steps_per_second]
-    last_step, last_ckpt, global_step = progress_series(t)
-    buckets = step_buckets(t)
+    return [
+        ("trainsignals_steps_total", {}, _cumulative(steps_pm)),
+        ("trainsignals_step_duration_seconds_count", {}, _cumulative(steps_pm)),
+        # Seconds inside steps: steps run back to back while the job is stepping.
+        (
+            "trainsignals_step_duration_seconds_sum",
+            {},
+            _cumulative([60.0 if s > 0 else 0.0 for s in steps_pm]),
+        ),
+    ]
 
-    def add(name: str, values: list, extra: dict | None = None) -> None:
-        values = _incarnations(t, values, counter=name.endswith(("_total", "_sum", "_bucket")))
-        signals.append((name, extra or {}, values))
 
-    add("trainsignals_tokens_total", _cumulative([v * 60 * share for v in t.tokens_per_second]))
-    add("trainsignals_steps_total", _cumulative(steps_pm))
-    add("trainsignals_step_duration_seconds_count", _cumulative(steps_pm))
-    # Seconds inside steps: steps run back to back while the job is stepping.
-    add(
-        "trainsignals_step_duration_seconds_sum",
-        _cumulative([60.0 if s > 0 else 0.0 for s in steps_pm]),
-    )
+def _buckets(t: JobTimeline, _progress: Progress) -> list[Signal]:
+    steps_pm = [s * 60 for s in t.steps_per_second]
+    signals: list[Signal] = []
     # Buckets with the same (healthy, slow) shares have the same counts: each pair once.
     counts: dict[tuple[float, float], list[float]] = {}
-    for le, (healthy, slow) in buckets.items():
+    for le, (healthy, slow) in step_buckets(t).items():
         if (healthy, slow) not in counts:
             counts[healthy, slow] = _cumulative(
                 [
@@ -106,28 +132,86 @@ def _rank_signals(t: JobTimeline) -> list[tuple[str, dict, list]]:
                     for s, share in zip(steps_pm, t.slow_step_share, strict=False)
                 ]
             )
-        add("trainsignals_step_duration_seconds_bucket", [*counts[healthy, slow]], {"le": le})
-    add("trainsignals_data_wait_seconds_total", _cumulative([v * 60 for v in t.data_wait_share]))
-    add("trainsignals_loss", t.loss)
-    add("trainsignals_nonfinite_losses_total", _cumulative(t.nonfinite_per_minute))
-    add("trainsignals_batches_dropped_total", _cumulative(t.dropped_per_minute))
-    add("trainsignals_last_step_timestamp_seconds", last_step)
-    add("trainsignals_last_checkpoint_timestamp_seconds", last_ckpt)
-    add("trainsignals_process_start_time_seconds", t.process_start)
-    for phase in PHASES:
-        add("trainsignals_phase", [1 if p == phase else 0 for p in t.phase], {"phase": phase})
-    disk = {"path": "/checkpoints"}
-    add(
-        "trainsignals_checkpoint_disk_free_bytes",
-        [r * DISK_SIZE for r in t.disk_free_ratio],
-        disk,
-    )
-    add("trainsignals_checkpoint_disk_size_bytes", [DISK_SIZE] * (t.minutes + 1), disk)
-    for extra in timeline_series({}, t.phase, t.steps_per_second, t.data_wait_share):
-        if extra.name == "trainsignals_global_step":
-            extra = RawSeries(extra.name, extra.labels, global_step)
-        add(extra.name, extra.values, extra.labels)
+        signals.append(
+            ("trainsignals_step_duration_seconds_bucket", {"le": le}, [*counts[healthy, slow]])
+        )
     return signals
+
+
+def _last_step_and_checkpoint(t: JobTimeline, progress: Progress) -> list[Signal]:
+    last_step, last_ckpt, _ = progress()
+    return [
+        ("trainsignals_last_step_timestamp_seconds", {}, last_step),
+        ("trainsignals_last_checkpoint_timestamp_seconds", {}, last_ckpt),
+    ]
+
+
+def _phases(t: JobTimeline, _progress: Progress) -> list[Signal]:
+    return [
+        ("trainsignals_phase", {"phase": phase}, [1 if p == phase else 0 for p in t.phase])
+        for phase in PHASES
+    ]
+
+
+def _disk(t: JobTimeline, _progress: Progress) -> list[Signal]:
+    disk = {"path": "/checkpoints"}
+    return [
+        (
+            "trainsignals_checkpoint_disk_free_bytes",
+            disk,
+            [r * DISK_SIZE for r in t.disk_free_ratio],
+        ),
+        ("trainsignals_checkpoint_disk_size_bytes", disk, [DISK_SIZE] * (t.minutes + 1)),
+    ]
+
+
+def _time_accounts(t: JobTimeline, _progress: Progress) -> list[Signal]:
+    series = timeline_series({}, t.phase, t.steps_per_second, t.data_wait_share)
+    return [(s.name, s.labels, s.values) for s in series if s.name != "trainsignals_global_step"]
+
+
+def _global_step(t: JobTimeline, progress: Progress) -> list[Signal]:
+    return [("trainsignals_global_step", {}, progress()[2])]
+
+
+def _as_is(name: str, field: str) -> Group:
+    """A series that is one field of the timeline as it is."""
+    return lambda t, _progress: [(name, {}, getattr(t, field))]
+
+
+def _running_sum(name: str, field: str, factor: float = 1.0) -> Group:
+    """A counter: the running sum of one per-minute field (times `factor`)."""
+    return lambda t, _progress: [(name, {}, _cumulative([v * factor for v in getattr(t, field)]))]
+
+
+# A rank's series, in order, in groups: the JobTimeline fields a group is computed from, and
+# how. A group reads no other field: the test inputs (job_inputs.py) take a group's healthy
+# encoding where a fault left those fields as they are in the healthy job.
+PROGRESS = ("process_start", "steps_per_second", "phase", "checkpoint_ok")
+SIGNAL_GROUPS: tuple[tuple[tuple[str, ...], Group], ...] = (
+    (("tokens_per_second",), _tokens),
+    (("steps_per_second",), _steps),
+    (("steps_per_second", "slow_step_share", "bound_bucket"), _buckets),
+    (
+        ("data_wait_share",),
+        _running_sum("trainsignals_data_wait_seconds_total", "data_wait_share", 60),
+    ),
+    (("loss",), _as_is("trainsignals_loss", "loss")),
+    (
+        ("nonfinite_per_minute",),
+        _running_sum("trainsignals_nonfinite_losses_total", "nonfinite_per_minute"),
+    ),
+    (
+        ("dropped_per_minute",),
+        _running_sum("trainsignals_batches_dropped_total", "dropped_per_minute"),
+    ),
+    (PROGRESS, _last_step_and_checkpoint),
+    (("process_start",), _as_is("trainsignals_process_start_time_seconds", "process_start")),
+    (("phase",), _phases),
+    (("disk_free_ratio",), _disk),
+    (("phase", "steps_per_second", "data_wait_share"), _time_accounts),
+    (PROGRESS, _global_step),
+)
 
 
 def progress_series(t: JobTimeline) -> tuple[list, list, list]:
@@ -158,9 +242,10 @@ def progress_series(t: JobTimeline) -> tuple[list, list, list]:
 def target_series(
     ctx: RuleContext,
     minutes: int,
-    down: Callable[[str, str, int], bool] = lambda kind, node, m: False,
+    down: Callable[[str, str, int], bool] | None = None,
 ) -> list[RawSeries]:
-    """`up` of every training rank and every node's GPU exporter."""
+    """`up` of every training rank and every node's GPU exporter; `down(kind, node, minute)`
+    (None: never) says which targets are down when."""
     spec = ctx.spec
     series = []
     for n in range(spec.shape.nodes):
@@ -169,12 +254,16 @@ def target_series(
             ("gpu", spec.scrape_jobs.gpu, 1),
             ("training", spec.scrape_jobs.training, spec.shape.gpus_per_node),
         ):
+            # The same for every target of the node and kind: asked once.
+            if down is None:
+                up = [1] * (minutes + 1)
+            else:
+                up = [0 if down(kind, node, m) else 1 for m in range(minutes + 1)]
             for i in range(count):
                 labels = {**spec.selector_labels, "job": job, "node": node}
                 if kind == "training":
                     labels["rank"] = str(n * spec.shape.gpus_per_node + i)
-                values = [0 if down(kind, node, m) else 1 for m in range(minutes + 1)]
-                series.append(RawSeries("up", labels, values))
+                series.append(RawSeries("up", labels, [*up]))  # a copy each: callers bend them
     return series
 
 
@@ -194,7 +283,10 @@ def gpu_series(
         values = {}
         for signal in wanted:
             bend = overrides.get(signal) if gpu == 0 else None
-            values[signal] = [bend(m) if bend else GPU_HEALTHY[signal] for m in range(minutes + 1)]
+            if bend:
+                values[signal] = [bend(m) for m in range(minutes + 1)]
+            else:
+                values[signal] = [GPU_HEALTHY[signal]] * (minutes + 1)
         series += source.gpu_test_series("node-0", gpu, values)
     for signal, bend in overrides.items():
         if signal.startswith("xid:"):

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from itertools import compress, count, groupby, repeat
+from itertools import compress, count, groupby, islice, repeat
+from math import isfinite
 from operator import ne, sub
 
 
@@ -39,6 +41,10 @@ def shared_encodings() -> Iterator[None]:
 
 def encode_shared(values: Sequence[float | str | None]) -> str:
     """`encode`, memoised inside a `shared_encodings()` block."""
+    first = values[0] if values else None
+    # A constant (most test series): one run. (Not NaN or inf: their steps are NaN.)
+    if type(first) in (int, float) and isfinite(first) and values.count(first) == len(values):
+        return _run(first, 0, len(values) - 1)
     if _memo is None:
         return encode(values)
     try:
@@ -54,6 +60,15 @@ def encode_shared(values: Sequence[float | str | None]) -> str:
         text = " ".join(_runs(list(values))) if numbers_only else encode(values)
         _memo[key] = text
     return text
+
+
+def exact_key(values: Sequence[float | str | None]) -> bytes | tuple[bytes, bytes]:
+    """Equal keys, equal samples to the last bit (and equal encodings): TypeError for
+    anything but numbers, None and STALE."""
+    try:
+        return array("d", values).tobytes()
+    except TypeError:
+        return _gap_key(values)
 
 
 def _gap_key(values: Sequence[float | str | None]) -> tuple[bytes, bytes]:
@@ -74,7 +89,7 @@ def encode(values: Sequence[float | str | None]) -> str:
     promtool's `a+bxn` stands for n+1 samples a, a+b, ..., a+n*b; `_xn` for n missing ones.
     """
     values = list(values)
-    if None not in values and STALE not in values:  # most series: one stretch of numbers
+    if _numbers_only(values):  # most series: one stretch of numbers
         return " ".join(_runs(values))
     parts: list[str] = []
     # Stretches of numbers, of missing samples and of staleness markers, told apart in C.
@@ -89,6 +104,17 @@ def encode(values: Sequence[float | str | None]) -> str:
     return " ".join(parts)
 
 
+def _numbers_only(values: Sequence[float | str | None]) -> bool:
+    """No gaps (None) or staleness markers: what array() takes (faster than two scans)."""
+    try:
+        array("d", values)
+    except TypeError:
+        return False
+    except OverflowError:  # an int past float64: a number all the same
+        pass
+    return True
+
+
 # A sample's kind for encode(): None for a number.
 _GAPS = {None: "_", STALE: STALE}
 
@@ -96,16 +122,21 @@ _GAPS = {None: "_", STALE: STALE}
 def _runs(values: list[float]) -> list[str]:
     """Samples without gaps as greedy arithmetic runs: each run takes the step between its
     first two samples and extends while the next step is within 1e-9 (relative) of it."""
-    deltas = list(map(sub, values[1:], values[:-1]))
+    return [_run(values[i], step, j - i) for i, j, step in _run_spans(values)]
+
+
+def _run_spans(values: list[float]) -> list[tuple[int, int, float]]:
+    """_runs' runs as (index of the first sample, index of the last, step)."""
+    deltas = list(map(sub, islice(values, 1, None), values))  # (islice: no copies)
     # Where each stretch of equal steps ends (exclusive, in delta indices): the run test then
     # runs once per stretch instead of once per sample, with the same greedy outcome.
-    ends = [*compress(count(1), map(ne, deltas[1:], deltas[:-1])), len(deltas)]
-    parts: list[str] = []
+    ends = [*compress(count(1), map(ne, islice(deltas, 1, None), deltas)), len(deltas)]
+    spans: list[tuple[int, int, float]] = []
     i = stretch = 0
     last = len(values) - 1
     while i <= last:
         if i == last:
-            parts.append(_number(values[i]))
+            spans.append((i, i, 0.0))
             break
         step = deltas[i]
         tolerance = 1e-9 * (abs(step) if abs(step) > 1 else 1.0)
@@ -119,9 +150,9 @@ def _runs(values: list[float]) -> list[str]:
                 break
             j = ends[following]
             following += 1
-        parts.append(_run(values[i], step, j - i))
+        spans.append((i, j, step))
         i = j + 1
-    return parts
+    return spans
 
 
 def _run(start: float, step: float, count: int) -> str:
@@ -131,3 +162,55 @@ def _run(start: float, step: float, count: int) -> str:
         return f"{_number(start)}x{count}"
     sign = "+" if step >= 0 else "-"
     return f"{_number(start)}{sign}{_number(abs(step))}x{count}"
+
+
+class Prefixes:
+    """One series' encoding, and that of each of its prefixes without encoding again.
+
+    The greedy runs never look back: the first n samples encode as the whole series' runs up
+    to the one holding sample n-1, that one cut short there. A test job's healthy series are
+    encoded once at the longest length any test asks for; each test takes its prefix.
+    """
+
+    def __init__(self, values: Sequence[float | str | None]) -> None:
+        # Per part: (first sample, last sample, start, step); start None for a gap, STALE
+        # for a staleness marker, else the run's first value.
+        self._spans: list[tuple[int, int, float | str | None, float]] = []
+        first = 0
+        # Numbers only (most series): one stretch, no gaps to look for.
+        stretches = [(None, values)] if _numbers_only(values) else groupby(values, _GAPS.get)
+        for gap, stretch in stretches:
+            samples = list(stretch)
+            if gap is None:
+                self._spans += [
+                    (first + i, first + j, samples[i], step) for i, j, step in _run_spans(samples)
+                ]
+            elif gap == STALE:  # one part per marker, as encode() writes them
+                self._spans += [(first + i, first + i, STALE, 0.0) for i in range(len(samples))]
+            else:
+                self._spans.append((first, first + len(samples) - 1, None, 0.0))
+            first += len(samples)
+        self._parts = [_part(*span) for span in self._spans]
+        self._lasts = [span[1] for span in self._spans]
+        self._texts: dict[int, str] = {}
+        self.length = first
+
+    def text(self, length: int) -> str:
+        """encode() of the first `length` samples (1 <= length <= self.length)."""
+        text = self._texts.get(length)
+        if text is None:
+            last = length - 1
+            k = bisect_left(self._lasts, last)  # the part holding the last sample
+            first, end, start, step = self._spans[k]
+            tail = self._parts[k] if end == last else _part(first, last, start, step)
+            text = " ".join([*self._parts[:k], tail])
+            self._texts[length] = text
+        return text
+
+
+def _part(first: int, last: int, start: float | str | None, step: float) -> str:
+    if start is None:
+        return "_" if first == last else f"_x{last - first + 1}"
+    if start == STALE:
+        return STALE
+    return _run(start, step, last - first)

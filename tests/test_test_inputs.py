@@ -1,0 +1,87 @@
+"""The promtool tests' encoded job series (generator/signals/test_inputs.py) are what the plain
+path writes: every series of job_series(), encoded in full. (The whole test files are compared
+with the committed ones by `trainsignals check`.)"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+from trainsignals.generator.alerts.rules import alert_rules
+from trainsignals.generator.loader import load_specs
+from trainsignals.generator.signals.faults import JobTimeline, restart
+from trainsignals.generator.signals.job_series import SIGNAL_GROUPS, job_series
+from trainsignals.generator.signals.promql import RuleContext
+from trainsignals.generator.signals.series_notation import encode, shared_encodings
+from trainsignals.generator.signals.test_inputs import TestInputs
+
+from trainsignals.metrics.training import PHASES
+
+ROOT = Path(__file__).resolve().parent.parent
+JOBS = ["minimal", "llama-8b-finetune", "gpt-70b-pretrain"]
+
+
+def _ctx(job: str) -> RuleContext:
+    return RuleContext(load_specs([ROOT / f"jobs/{job}.yaml"])[0])
+
+
+def _plain(ctx: RuleContext, t: JobTimeline) -> list[dict]:
+    return [{"series": s.selector(), "values": encode(s.values)} for s in job_series(ctx, t)]
+
+
+@pytest.mark.parametrize("job", JOBS)
+def test_every_fault_of_a_job_encodes_as_the_plain_path(job: str) -> None:
+    ctx = _ctx(job)
+    cases = [c for a in alert_rules(ctx) for c in a.faults if c.job_fault]
+    assert cases
+    with shared_encodings():
+        inputs = TestInputs(ctx, 300)
+        for case in cases:
+            minutes = case.onset + case.fires_after + case.holds_for + 1
+            t = JobTimeline(ctx, minutes, case.job_fault).build()
+            assert inputs.job(t) == _plain(ctx, t), case.alert
+
+
+# Every field a fault may change (not only those the groups name).
+FIELDS = [f.name for f in fields(JobTimeline) if f.name not in ("ctx", "minutes", "fault")]
+FIELDS = [f for f in FIELDS if f not in ("outage", "completed")]  # set below
+
+
+def test_the_groups_name_only_timeline_fields() -> None:
+    assert {field for fields, _ in SIGNAL_GROUPS for field in fields} <= set(FIELDS)
+
+
+def _bend(rnd: random.Random, t: JobTimeline) -> None:
+    """Change one field (or two) at a few minutes, as some fault might."""
+    for field in rnd.sample(FIELDS, rnd.choice([1, 1, 2])):
+        if field == "bound_bucket":
+            t.bound_bucket = not t.bound_bucket
+            continue
+        column = getattr(t, field)
+        for m in rnd.choices(range(len(column)), k=rnd.randint(1, 3)):
+            if field == "phase":
+                column[m] = rnd.choice(PHASES)
+            elif field == "checkpoint_ok":
+                column[m] = not column[m]
+            elif field == "loss":
+                column[m] = rnd.choice([None, -0.0, 0.0, 1, 7.25, float("inf")])
+            else:
+                column[m] = rnd.choice([-0.0, 0.0, 0.5, 3.0, 60.0, column[m] * 1.5])
+
+
+def test_random_faults_encode_as_the_plain_path() -> None:
+    # A group that read a field it does not name would keep its healthy encoding here.
+    rnd = random.Random(18)
+    ctx = _ctx("llama-8b-finetune")
+    with shared_encodings():
+        inputs = TestInputs(ctx, 150)
+        for _ in range(400):
+            t = JobTimeline(ctx, rnd.choice([0, 1, 2, 45, 61, 150, 160])).build()
+            _bend(rnd, t)
+            if rnd.random() < 0.1 and t.minutes > 10:
+                restart(t, 5, rnd.randint(5, t.minutes - 1))
+            if rnd.random() < 0.1:
+                t.completed = rnd.randint(0, t.minutes)
+            assert inputs.job(t) == _plain(ctx, t)
