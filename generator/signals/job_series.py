@@ -185,7 +185,7 @@ def _running_sum(name: str, field: str, factor: float = 1.0) -> Group:
 
 
 # A rank's series, in order, in groups: the JobTimeline fields a group is computed from, and
-# how. A group reads no other field: the test inputs (job_inputs.py) take a group's healthy
+# how. A group reads no other field: the test inputs (test_inputs.py) take a group's healthy
 # encoding where a fault left those fields as they are in the healthy job.
 PROGRESS = ("process_start", "steps_per_second", "phase", "checkpoint_ok")
 SIGNAL_GROUPS: tuple[tuple[tuple[str, ...], Group], ...] = (

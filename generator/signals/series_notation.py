@@ -48,23 +48,21 @@ def encode_shared(values: Sequence[float | str | None]) -> str:
     if _memo is None:
         return encode(values)
     try:
-        # The float64 bits: exact (unlike a tuple, which equates 0.0 and -0.0), cheap to hash.
-        key: bytes | tuple[bytes, bytes] = array("d", values).tobytes()
-        numbers_only = True
-    except TypeError:  # gaps (None) or staleness markers
-        key, numbers_only = _gap_key(values), False
+        key = exact_key(values)
     except OverflowError:  # an int past float64: not memoised
         return encode(values)
     text = _memo.get(key)
-    if text is None:  # numbers only (array() took them all): no gaps to look for
-        text = " ".join(_runs(list(values))) if numbers_only else encode(values)
+    if text is None:  # numbers only (a key of their bits alone): no gaps to look for
+        text = " ".join(_runs(list(values))) if isinstance(key, bytes) else encode(values)
         _memo[key] = text
     return text
 
 
 def exact_key(values: Sequence[float | str | None]) -> bytes | tuple[bytes, bytes]:
-    """Equal keys, equal samples to the last bit (and equal encodings): TypeError for
-    anything but numbers, None and STALE."""
+    """Equal keys, equal samples to the last bit (and equal encodings): the float64 bits of
+    numbers only (unlike a tuple, which equates 0.0 and -0.0), or _gap_key's pair where there
+    are gaps. TypeError for anything but numbers, None and STALE; OverflowError for an int
+    past float64."""
     try:
         return array("d", values).tobytes()
     except TypeError:
