@@ -5,8 +5,9 @@ with the promtool tests <= 20 ms; flat from 1 to 1,000 specs) for rules + dashbo
 for the whole pipeline (rules, promtool tests, dashboard). Specs are copies of
 jobs/llama-8b-finetune.yaml with distinct names (training_job=<name> is in every selector).
 What the generator memoises lives for one spec, except bounded caches keyed on what jobs of
-one shape share: parsed selector texts; the healthy test timeline's phases and loss per length
-and the loss's encoding (signals/test_inputs.py); the two goodput test replays and their
+one shape share: parsed selector texts; the healthy test timeline's phases and loss per length;
+the test job's encoded series groups, keyed on the exact samples of the timeline fields each
+group reads (signals/test_inputs.py); the two goodput test replays and their
 encodings (signals/goodput_tests.py: the same for every spec); and what each PromQL
 expression reads, parsed once per *template* (the expression with its string literals, the
 job name among them, as placeholders: generator/signals/promql_inputs.py). Renamed copies

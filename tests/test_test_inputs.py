@@ -85,3 +85,33 @@ def test_random_faults_encode_as_the_plain_path() -> None:
             if rnd.random() < 0.1:
                 t.completed = rnd.randint(0, t.minutes)
             assert inputs.job(t) == _plain(ctx, t)
+
+
+def test_encodings_kept_across_specs_are_each_specs_own() -> None:
+    """The group memo outlives a spec: a job whose timelines match another's (a renamed copy;
+    a copy whose only difference is the step-time bound, which moves the histogram's buckets
+    and not the timeline) must still get its own series."""
+    llama = _ctx("llama-8b-finetune").spec
+    # Steps per second from the MFU floor, not from the bound: one timeline for both bounds.
+    base = llama.model_copy(
+        update={"shape": llama.shape.model_copy(update={"model_flops_per_step": 2e17})}
+    )
+    bound = base.objectives.step_time_max_seconds or 2.0
+    other = base.objectives.model_copy(update={"step_time_max_seconds": bound * 1.5})
+    copies = [
+        base,
+        base.model_copy(update={"name": "renamed"}),
+        base.model_copy(update={"name": "other-bound", "objectives": other}),
+    ]
+    timelines = [JobTimeline(RuleContext(s), 60).build() for s in copies]
+    assert timelines[0].steps_per_second == timelines[2].steps_per_second  # what it is about
+    for spec in copies:
+        ctx = RuleContext(spec)
+        faults = [c for a in alert_rules(ctx) for c in a.faults if c.job_fault][:12]
+        with shared_encodings():
+            inputs = TestInputs(ctx, 120)
+            for case in faults:
+                t = JobTimeline(ctx, 90, case.job_fault).build()
+                assert inputs.job(t) == _plain(ctx, t), (spec.name, case.alert)
+            healthy = JobTimeline(ctx, 100).build()
+            assert inputs.job(healthy) == _plain(ctx, healthy), spec.name

@@ -5,6 +5,11 @@ fault: the same series again and again, at different lengths. Here the healthy j
 are computed and encoded once, at the longest length a test asks for (series_notation's
 Prefixes then cut each encoding to a test's length), and a test's timeline recomputes only the
 groups of series (job_series.SIGNAL_GROUPS) whose timeline fields its fault changed.
+
+What a group's series are follows from its fields' samples alone (and the step-time bound,
+which places the histogram's buckets), not from the spec's names: the encodings are kept
+across specs in a bounded memo keyed on those samples' exact bits, so jobs whose timelines
+agree (one throughput objective, one fault vocabulary) encode each group once.
 `job_series` stays the plain path: tests/test_test_inputs.py checks this one against it.
 """
 
@@ -28,13 +33,19 @@ from trainsignals.generator.signals.series_notation import (
 )
 
 Input = dict[str, str]  # {"series": selector, "values": encoded samples}
+# A group's series for one rank: (name, extra labels, encoding or healthy Prefixes).
+Encoded = list[tuple[str, dict, str]]
+HealthyGroup = list[tuple[str, dict, Prefixes]]
+
+# Every field some group reads: what a timeline is fingerprinted on.
+_FIELDS = tuple(dict.fromkeys(field for fields, _ in SIGNAL_GROUPS for field in fields))
 
 
 class TestInputs:
     """Encoded input series for one spec's tests; lives as long as that spec's test file.
 
-    Use inside a series_notation.shared_encodings() block: series that differ from the
-    healthy job's are memoised there.
+    Use inside a series_notation.shared_encodings() block: raw series (targets, GPUs) that
+    differ from the healthy ones are memoised there.
     """
 
     __test__ = False  # not a pytest class
@@ -45,24 +56,13 @@ class TestInputs:
         self.ctx = ctx
         self.horizon = horizon
         healthy = JobTimeline(ctx, horizon).build()
-        self._selectors: dict[tuple, str] = {}
+        self._selectors: dict[tuple, object] = {}
         self._rank_labels = [
             {**ctx.spec.selector_labels, "node": "node-0", "rank": str(rank)}
             for rank in range(REPORTING_RANKS)
         ]
-        # Per group, per series: its selector for each rank and the healthy encoding (one
-        # per distinct list of samples: the step count is the step total, buckets repeat).
-        distinct: dict[object, Prefixes] = {}
-        progress = progress_once(healthy)
-        self._healthy_groups = [
-            [
-                (self._rank_selectors(name, extra), _prefixes(fields, values, distinct))
-                for name, extra, values in group(healthy, progress)
-            ]
-            for fields, group in SIGNAL_GROUPS
-        ]
-        names = {field for fields, _ in SIGNAL_GROUPS for field in fields}
-        self._healthy_fields = {name: _fingerprint(getattr(healthy, name)) for name in names}
+        self._healthy_fields = _fingerprints(healthy, horizon + 1)
+        self._healthy_groups = _healthy_groups(healthy, self._healthy_fields)
 
     def raw(self, series: list[RawSeries]) -> list[Input]:
         """Series as built: each encoded (memoised) with its selector."""
@@ -74,47 +74,47 @@ class TestInputs:
         text = self._selectors.get(key)
         if text is None:
             text = self._selectors[key] = s.selector()
-        return text
+        return text  # type: ignore[return-value]
 
     def job(self, t: JobTimeline) -> list[Input]:
         """job_series(ctx, t), encoded: the groups the fault left alone from the healthy job's
-        encodings, the others computed."""
+        encodings, the others from the memo or computed."""
         length = t.minutes + 1 if t.completed is None else t.completed + 1
-        changed = self._changed(t, length)
-        if length <= t.minutes and t.outage is None:  # a job that ended: its first minutes
-            t = _first(t, length)
-        progress = progress_once(t)
+        prints = _fingerprints(t, length)
+        changed = self._changed(t, length, prints)
+        computed = _Computed(t, length)
         selectors: list[tuple[str, ...]] = []  # of each rank
         texts: list[str] = []
-        for (fields, group), healthy in zip(SIGNAL_GROUPS, self._healthy_groups, strict=True):
+        for index, healthy in enumerate(self._healthy_groups):
+            fields = SIGNAL_GROUPS[index][0]
             if changed is not None and changed.isdisjoint(fields):
-                for rank_selectors, prefixes in healthy:
-                    selectors.append(rank_selectors)
-                    texts.append(prefixes.text(length))
-            else:
-                for name, extra, values in group(t, progress):
+                for name, extra, prefixes in healthy:
                     selectors.append(self._rank_selectors(name, extra))
-                    texts.append(encode_shared(incarnations(t, name, values)[:length]))
+                    texts.append(prefixes.text(length))
+                continue
+            key = (index, length, t.outage, t.step_time_bound, *(prints[f] for f in fields))
+            encoded = _GROUPS.get(key)
+            if encoded is None:
+                encoded = _remember(key, computed.group(index))
+            for name, extra, text in encoded:
+                selectors.append(self._rank_selectors(name, extra))
+                texts.append(text)
         return [
             {"series": rank_selectors[rank], "values": text}
             for rank in range(REPORTING_RANKS)
             for rank_selectors, text in zip(selectors, texts, strict=True)
         ]
 
-    def _changed(self, t: JobTimeline, length: int) -> set[str] | None:
+    def _changed(self, t: JobTimeline, length: int, prints: dict) -> set[str] | None:
         """The timeline fields that differ from the healthy job's in the first `length`
         minutes; None: every series must be computed (an outage, or past the horizon)."""
         if t.outage is not None or length > self.horizon + 1:
             return None
-        changed = set()
-        for name, healthy in self._healthy_fields.items():
-            value = getattr(t, name)
-            if isinstance(value, list):
-                value = _fingerprint(value if len(value) == length else value[:length])
-                healthy = _cut(healthy, length)
-            if value != healthy:
-                changed.add(name)
-        return changed
+        return {
+            name
+            for name, healthy in self._healthy_fields.items()
+            if prints[name] != _cut(healthy, length)
+        }
 
     def _rank_selectors(self, name: str, extra: dict) -> tuple[str, ...]:
         """The selector of each reporting rank's series `name` with `extra` labels."""
@@ -124,32 +124,74 @@ class TestInputs:
             selectors = self._selectors[key] = tuple(
                 name + matchers({**labels, **extra}) for labels in self._rank_labels
             )
-        return selectors
+        return selectors  # type: ignore[return-value]
 
 
-# The healthy loss is the same for every spec (a function of the minute alone): its encoding
-# is kept for a few horizons, keyed on its samples. (It has a run per two minutes: ~15% of
-# the healthy job's encoding work.)
-_LOSS_PREFIXES: dict[object, Prefixes] = {}
+class _Computed:
+    """A timeline's groups worked out (the timeline cut to `length`, its progress once)."""
+
+    def __init__(self, t: JobTimeline, length: int) -> None:
+        self._t, self._length = t, length
+        self._progress = None
+
+    def group(self, index: int) -> Encoded:
+        t, length = self._t, self._length
+        if self._progress is None:
+            if length <= t.minutes and t.outage is None:  # a job that ended: its first minutes
+                self._t = t = _first(t, length)
+            self._progress = progress_once(t)
+        return [
+            (name, extra, encode_shared(incarnations(t, name, values)[:length]))
+            for name, extra, values in SIGNAL_GROUPS[index][1](t, self._progress)
+        ]
 
 
-def _prefixes(fields: tuple[str, ...], values: list, distinct: dict[object, Prefixes]) -> Prefixes:
-    """The healthy encoding of `values`: from `distinct` (this spec's) if it holds them, or
-    from the loss's (every spec's) cache."""
+# Group encodings across specs: (group, length, outage, step-time bound, its fields' samples)
+# -> the group's series. A spec adds ~100; cleared past the bound (a fleet's specs come in a
+# few shapes, and a miss only costs the encoding).
+_GROUPS: dict[tuple, list] = {}
+_GROUPS_MAX = 4096
+
+
+def _remember(key: tuple, value: list) -> list:
+    if len(_GROUPS) >= _GROUPS_MAX:
+        _GROUPS.clear()
+    _GROUPS[key] = value
+    return value
+
+
+def _healthy_groups(healthy: JobTimeline, prints: dict) -> list[HealthyGroup]:
+    """Per group, the healthy job's series with their Prefixes (one per distinct list of
+    samples: the step count is the step total, buckets repeat)."""
+    length = healthy.minutes + 1
+    groups = []
+    distinct: dict[object, Prefixes] = {}
+    progress = None
+    for index, (fields, group) in enumerate(SIGNAL_GROUPS):
+        key = ("healthy", index, length, healthy.step_time_bound, *(prints[f] for f in fields))
+        encoded = _GROUPS.get(key)
+        if encoded is None:
+            progress = progress or progress_once(healthy)
+            encoded = _remember(
+                key,
+                [
+                    (name, extra, _prefixes(values, distinct))
+                    for name, extra, values in group(healthy, progress)
+                ],
+            )
+        groups.append(encoded)
+    return groups
+
+
+def _prefixes(values: list, distinct: dict[object, Prefixes]) -> Prefixes:
+    """The healthy encoding of `values`, shared with an equal list's."""
     try:
         key = exact_key(values)
     except (TypeError, OverflowError):  # not plain samples: not shared
         return Prefixes(values)
     prefixes = distinct.get(key)
-    if prefixes is None and fields == ("loss",):
-        prefixes = _LOSS_PREFIXES.get(key)
-        if prefixes is None:
-            if len(_LOSS_PREFIXES) >= 8:
-                _LOSS_PREFIXES.clear()
-            prefixes = _LOSS_PREFIXES[key] = Prefixes(values)
     if prefixes is None:
-        prefixes = Prefixes(values)
-    distinct[key] = prefixes
+        prefixes = distinct[key] = Prefixes(values)
     return prefixes
 
 
@@ -160,22 +202,36 @@ def _first(t: JobTimeline, length: int) -> JobTimeline:
     return dataclasses.replace(t, minutes=length - 1, **cut)
 
 
-Fingerprint = bytes | tuple[bytes, bytes] | list
+Fingerprint = bytes | tuple[bytes, bytes] | tuple | bool
+
+
+def _fingerprints(t: JobTimeline, length: int) -> dict[str, Fingerprint]:
+    """Each field a group reads, by the exact samples of its first `length` minutes."""
+    prints = {}
+    for name in _FIELDS:
+        value = getattr(t, name)
+        if isinstance(value, list):
+            value = _fingerprint(value if len(value) == length else value[:length])
+        prints[name] = value
+    return prints
 
 
 def _fingerprint(values: list) -> Fingerprint:
-    """What tells a timeline field's values apart exactly: == alone takes 0.0 for -0.0, which
-    a series passed on as is (a loss) writes as "-0". Phases (strings) are their own."""
+    """What tells a timeline field's values apart exactly, hashable: == alone takes 0.0 for
+    -0.0, which a series passed on as is (a loss) writes as "-0". Phases (strings) are their
+    own."""
     try:
         return exact_key(values)
     except (TypeError, OverflowError):
-        return values
+        return tuple(values)
 
 
 def _cut(fingerprint: Fingerprint, length: int) -> Fingerprint:
     """The fingerprint of the first `length` values."""
     if isinstance(fingerprint, bytes):  # float64 bits
         return fingerprint[: 8 * length]
-    if isinstance(fingerprint, tuple):  # float64 bits (0 in a gap) and each value's kind
-        return fingerprint[0][: 8 * length], fingerprint[1][:length]
-    return fingerprint[:length]
+    if isinstance(fingerprint, tuple) and len(fingerprint) == 2 and type(fingerprint[0]) is bytes:
+        return fingerprint[0][: 8 * length], fingerprint[1][:length]  # bits and kinds
+    if isinstance(fingerprint, tuple):  # the samples themselves
+        return fingerprint[:length]
+    return fingerprint
