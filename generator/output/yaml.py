@@ -80,11 +80,25 @@ class _Unsupported(Exception):
 
 
 class _Memo(dict[str, str]):
-    """A string -> its scalar text, for one document; `key_texts`: a mapping key -> "key: "."""
+    """A string -> its scalar text; `key_texts`: a mapping key -> "key: ". Both follow from the
+    string alone, so one memo serves every document: the same series, encodings and labels
+    recur in test after test and spec after spec, and telling how to write a string the first
+    time (~5 us: a regex per implicit type) was half the cost of a test file."""
 
     def __init__(self) -> None:
         super().__init__()
         self.key_texts: dict[str, str] = {}
+
+
+_MEMO = _Memo()
+_MEMO_MAX = 50_000  # strings; emptied past it (a spec adds a few hundred new ones)
+
+
+def _shared_memo() -> _Memo:
+    if len(_MEMO) + len(_MEMO.key_texts) > _MEMO_MAX:
+        _MEMO.clear()
+        _MEMO.key_texts.clear()
+    return _MEMO
 
 
 _RESOLVER = Resolver()
@@ -102,7 +116,7 @@ def _block_yaml(data: object) -> str | None:
         return None
     lines: list[str] = []
     try:
-        _mapping(data, "", lines, _Memo())
+        _mapping(data, "", lines, _shared_memo())
     except (_Unsupported, RecursionError):
         return None
     lines.append("")
