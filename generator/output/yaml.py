@@ -210,6 +210,8 @@ def _mapping(data: dict, indent: str, lines: list[str], memo: _Memo) -> None:
 
 def _sequence(data: list | tuple, indent: str, lines: list[str], memo: _Memo) -> None:
     first_head, next_head = indent + "- ", indent + "  "
+    room = _WIDTH - len(first_head)  # for a key and its value on one line, unfolded
+    key_texts, texts, append = memo.key_texts, memo.get, lines.append
     for item in data:
         if lines and lines[-1].endswith("- ") and len(lines[-1]) == len(indent):
             lines[-1] += "- "  # a sequence in a sequence: `- - item`
@@ -224,19 +226,17 @@ def _sequence(data: list | tuple, indent: str, lines: list[str], memo: _Memo) ->
                 if type(value) is not str:
                     del lines[written:]  # another mapping: the general path below
                     break
-                key_text = memo.key_texts.get(key)
+                key_text = key_texts.get(key)
                 if key_text is None:
-                    key_text = memo.key_texts[key] = _key(key, memo) + ": "
-                text = memo.get(value)
-                if text is None:
-                    text = _string(value, memo)
-                if len(head) + len(key_text) + len(text) > _WIDTH:  # it may fold
+                    key_text = key_texts[key] = _key(key, memo) + ": "
+                text = texts(value) or _string(value, memo)
+                if len(key_text) + len(text) > room:  # it may fold
                     text = _fold(text, len(head) + len(key_text), len(indent) + 4)
-                lines.append(head + key_text + text)
+                append(head + key_text + text)
                 head = next_head
             else:
                 continue
-        lines.append(first_head)
+        append(first_head)
         _item(item, indent + "  ", lines, memo)
 
 
