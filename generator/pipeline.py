@@ -6,6 +6,8 @@ all-or-nothing (see writer.py) and `check` can compare without writing.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from trainsignals.generator.alerts.rules import AlertRule, alert_rules, render_alert
 from trainsignals.generator.output.files import (
     GENERATED_MARK,
@@ -30,6 +32,7 @@ __all__ = [
     "generate_all",
     "generate_job",
     "header",
+    "job_output",
     "rules_document",
     "spec_hash",
 ]
@@ -51,8 +54,23 @@ def rules_document(ctx: RuleContext, alerts: list[AlertRule]) -> dict:
     }
 
 
+@dataclass
+class JobOutput:
+    """One job's generated files, and what later steps build on: the document its rules file
+    was written from (the Kubernetes objects wrap it) and its alerts (the runbooks)."""
+
+    files: dict[str, str]
+    rules: dict
+    ctx: RuleContext
+    alerts: list[AlertRule]
+
+
 def generate_job(spec: JobSpec, source: str, options: Options = Options()) -> dict[str, str]:
     """Files of one job: rules, their promtool tests, and the dashboard."""
+    return job_output(spec, source, options).files
+
+
+def job_output(spec: JobSpec, source: str, options: Options = Options()) -> JobOutput:
     ctx = RuleContext(spec, options.time_scale, options.min_range_seconds)
     alerts = alert_rules(ctx)
     digest = spec_hash(spec)
@@ -72,7 +90,7 @@ def generate_job(spec: JobSpec, source: str, options: Options = Options()) -> di
 
         dashboard = build_dashboard(ctx, alerts, digest, __version__)
         files[f"dashboards/{spec.name}.json"] = dashboard_text(dashboard)
-    return files
+    return JobOutput(files, document, ctx, alerts)
 
 
 def generate(specs: list[tuple[JobSpec, str]], options: Options = Options()) -> dict[str, str]:
@@ -85,49 +103,47 @@ def generate(specs: list[tuple[JobSpec, str]], options: Options = Options()) -> 
 
 def generate_all(specs: list[tuple[JobSpec, str]], options: Options = Options()) -> dict[str, str]:
     """Per-job files plus what all jobs share: routing, runbooks and the metric table."""
-    from trainsignals.generator.deploy.files import deploy_files
+    from trainsignals.generator.deploy.files import job_deploy_files, shared_deploy_files
     from trainsignals.generator.deploy.prometheus_config import PATH as PROMETHEUS_CONFIG
     from trainsignals.generator.deploy.prometheus_config import file_header as prometheus_header
     from trainsignals.generator.deploy.prometheus_config import prometheus_config
     from trainsignals.generator.docs.metrics import metrics_markdown
+    from trainsignals.generator.meta.files import meta_files
     from trainsignals.generator.meta.rules import NAME as META_NAME
     from trainsignals.generator.oncall.files import oncall_files
     from trainsignals.generator.oncall.policy import NAME as ONCALL_NAME
     from trainsignals.generator.routing.alertmanager import alertmanager_config
     from trainsignals.generator.runbooks.render import render_runbooks
+    from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS
 
-    files = generate(specs, options)
+    settings = options.monitoring or DEFAULT_SETTINGS
+    files: dict[str, str] = {}
+    runbook_jobs = []
+    for spec, source in specs:
+        # A job's deploy files wrap its rules: built here, from the document the rules file
+        # was written from, while it is at hand (reading the file back cost ~10 ms a job).
+        job = job_output(spec, source, options)
+        files |= job.files
+        files |= job_deploy_files(spec, source, job.files, settings, job.rules)
+        runbook_jobs.append((job.ctx, job.alerts))
     job_specs = [spec for spec, _ in specs]
     sources = ", ".join(source for _, source in specs)
     am_header = (
         f"# {GENERATED_MARK} {__version__} from {sources}.\n"
         "# Do not edit: change the specs and run `make dashboards`.\n"
     )
-    from trainsignals.generator.meta.files import meta_files
-    from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS
-
-    settings = options.monitoring or DEFAULT_SETTINGS
     files["alerts/alertmanager.yaml"] = alertmanager_config(
         job_specs, am_header, monitoring=settings
     )
     files |= meta_files(specs, options, settings)  # meta-monitoring (generator/meta/files.py)
-    contexts = [
-        RuleContext(spec, options.time_scale, options.min_range_seconds) for spec in job_specs
-    ]
-    files |= render_runbooks(
-        [(ctx, alert_rules(ctx)) for ctx in contexts],
-        sources={spec.name: source for spec, source in specs},
-    )
+    files |= render_runbooks(runbook_jobs, sources={spec.name: source for spec, source in specs})
     files["docs/metrics.md"] = metrics_markdown()
     from trainsignals.generator.docs.spec_reference import reference_files
 
     files |= reference_files()  # the spec's JSON Schema and docs/spec.md
     files |= oncall_files(specs, options)  # on-call load of all teams (generator/oncall/)
-    # Scrape configs and Kubernetes objects (generator/deploy/files.py).
-    files |= deploy_files(specs, files, settings)
-    from trainsignals.generator.deploy.sharding_kubernetes import sharded_kubernetes_files
-
-    files |= sharded_kubernetes_files(job_specs, files, settings)  # deploy.shards > 1 on Kubernetes
+    # The meta and on-call PrometheusRules of the jobs on Kubernetes (generator/deploy/files.py).
+    files |= shared_deploy_files(specs, files, settings)
     # Jobs on Kubernetes are scraped through their PodMonitors (deploy/kubernetes/).
     plain = [spec for spec in job_specs if spec.deploy.kubernetes is None]
     if plain:

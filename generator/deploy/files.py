@@ -20,29 +20,45 @@ def _scrape_comment(spec: JobSpec) -> str:
     )
 
 
-def deploy_files(
+def job_deploy_files(
+    spec: JobSpec,
+    source: str,
+    generated: dict[str, str],
+    settings: MonitoringSettings = DEFAULT_SETTINGS,
+    rules: dict | None = None,
+) -> dict[str, str]:
+    """One job's: its scrape config, and on Kubernetes its objects (and the sharded ones).
+    `generated` holds the job's rules and dashboard, which the Kubernetes objects wrap; `rules`
+    the document its rules file was written from (None: read back from the file)."""
+    from trainsignals.generator.deploy.kubernetes import kubernetes_files
+    from trainsignals.generator.deploy.sharding_kubernetes import sharded_kubernetes_files
+
+    top = header(spec, source)
+    files = {
+        f"deploy/prometheus/{spec.name}.scrape.yaml": dump(
+            scrape_config_document(spec), top + _scrape_comment(spec)
+        )
+    }
+    if spec.deploy.kubernetes is not None:
+        files |= kubernetes_files(spec, top, generated, rules)
+        files |= sharded_kubernetes_files(spec, generated, settings, rules)
+    return files
+
+
+def shared_deploy_files(
     specs: list[tuple[JobSpec, str]],
     generated: dict[str, str],
     settings: MonitoringSettings = DEFAULT_SETTINGS,
 ) -> dict[str, str]:
-    """`generated` holds the jobs' rules and dashboards, which the Kubernetes objects wrap;
-    `settings` the monitoring settings the meta rules on Kubernetes start from."""
-    from trainsignals.generator.deploy.kubernetes import kubernetes_files
+    """What the jobs on Kubernetes share: the meta-monitoring and on-call PrometheusRules per
+    namespace/release. `generated` holds the on-call rules; `settings` the monitoring
+    settings the meta rules on Kubernetes start from."""
     from trainsignals.generator.deploy.kubernetes_meta import monitoring_files
 
-    files: dict[str, str] = {}
-    for spec, source in specs:
-        top = header(spec, source)
-        files[f"deploy/prometheus/{spec.name}.scrape.yaml"] = dump(
-            scrape_config_document(spec), top + _scrape_comment(spec)
-        )
-        if spec.deploy.kubernetes is not None:
-            files |= kubernetes_files(spec, top, generated)
     sources = ", ".join(source for _, source in specs)
     meta_header = (
         f"# {GENERATED_MARK} {__version__} from {sources} and the monitoring settings.\n"
         "# Do not edit: change the specs (deploy.kubernetes) or generator/spec/monitoring.py and "
         "regenerate.\n"
     )
-    files |= monitoring_files([spec for spec, _ in specs], generated, meta_header, settings)
-    return files
+    return monitoring_files([spec for spec, _ in specs], generated, meta_header, settings)

@@ -110,19 +110,32 @@ def _dcgm_host_is_node() -> list[dict]:
     ]
 
 
-def prometheus_rule(spec: JobSpec, rules_text: str) -> dict:
-    groups = yaml.load(rules_text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))["groups"]
+def rules_of(spec: JobSpec, files: dict[str, str]) -> dict:
+    """The job's generated rules document, read back from its text (where the caller does
+    not hold the document it was written from)."""
+    text = files[f"alerts/{spec.name}.rules.yaml"]
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+def prometheus_rule(spec: JobSpec, rules: dict) -> dict:
+    """`rules`: a rules document (left as it is: the object gets copies of what it changes)."""
     namespace = _k8s(spec).namespace
-    for group in groups:
-        for rule in group["rules"]:
-            if "alert" in rule:
-                rule["labels"] = {**rule.get("labels", {}), "namespace": namespace}
+    groups = [
+        {**group, "rules": [_namespaced(rule, namespace) for rule in group["rules"]]}
+        for group in rules["groups"]
+    ]
     return {
         "apiVersion": MONITORING,
         "kind": "PrometheusRule",
         "metadata": metadata(spec, f"trainsignals-{spec.name}"),
         "spec": {"groups": groups},
     }
+
+
+def _namespaced(rule: dict, namespace: str) -> dict:
+    if "alert" not in rule:
+        return rule
+    return {**rule, "labels": {**rule.get("labels", {}), "namespace": namespace}}
 
 
 def training_pod_monitor(spec: JobSpec) -> dict:
@@ -241,9 +254,12 @@ def dashboard_config_map(spec: JobSpec, dashboard_json: str) -> dict:
     }
 
 
-def kubernetes_objects(spec: JobSpec, files: dict[str, str]) -> list[dict]:
-    """Every object of the job; `files` holds its generated rules and dashboard."""
-    objects = [prometheus_rule(spec, files[f"alerts/{spec.name}.rules.yaml"])]
+def kubernetes_objects(
+    spec: JobSpec, files: dict[str, str], rules: dict | None = None
+) -> list[dict]:
+    """Every object of the job; `files` holds its generated rules and dashboard, `rules` the
+    document its rules file was written from (read back from the file where None)."""
+    objects = [prometheus_rule(spec, rules if rules is not None else rules_of(spec, files))]
     objects += [training_pod_monitor(spec), gpu_pod_monitor(spec)]
     if fabric_enabled(RuleContext(spec)):
         objects.append(node_exporter_pod_monitor(spec))
@@ -257,8 +273,10 @@ def kubernetes_objects(spec: JobSpec, files: dict[str, str]) -> list[dict]:
     return objects
 
 
-def kubernetes_files(spec: JobSpec, header: str, files: dict[str, str]) -> dict[str, str]:
-    documents = [dump(obj) for obj in kubernetes_objects(spec, files)]
+def kubernetes_files(
+    spec: JobSpec, header: str, files: dict[str, str], rules: dict | None = None
+) -> dict[str, str]:
+    documents = [dump(obj) for obj in kubernetes_objects(spec, files, rules)]
     comment = (
         "# kubectl apply --server-side -f this file. Label the job's nodes "
         f"{_k8s(spec).node_label}={spec.name}; receivers read Secrets in "

@@ -18,6 +18,7 @@ from trainsignals.generator.deploy.kubernetes import (
     gpu_pod_monitor,
     kubernetes_objects,
     metadata,
+    rules_of,
     training_pod_monitor,
 )
 from trainsignals.generator.deploy.kubernetes import prometheus_rule as k8s_prometheus_rule
@@ -99,7 +100,7 @@ def _prometheus(spec: JobSpec, shard: int) -> dict:
 
 
 def _rule(spec: JobSpec, doc: dict, kind: str) -> dict:
-    rule = k8s_prometheus_rule(spec, dump(doc))
+    rule = k8s_prometheus_rule(spec, doc)
     rule["metadata"] = _meta(spec, f"trainsignals-{spec.name}-{kind}", {RULES_KEY: kind})
     return rule
 
@@ -118,34 +119,36 @@ def sharded_kubernetes_objects(
         ]
     objects += [
         obj
-        for obj in kubernetes_objects(spec, files)
+        for obj in kubernetes_objects(spec, files, document)
         if obj["kind"] not in ("PrometheusRule", "PodMonitor")
     ]
     return objects
 
 
 def sharded_kubernetes_files(
-    specs: list[JobSpec], files: dict[str, str], monitoring: MonitoringSettings
+    spec: JobSpec,
+    files: dict[str, str],
+    monitoring: MonitoringSettings,
+    rules: dict | None = None,
 ) -> dict[str, str]:
-    import yaml
-
-    out: dict[str, str] = {}
-    for spec in specs:
-        if spec.deploy.kubernetes is None or spec.deploy.shards == 1:
-            continue
-        single = files[f"alerts/{spec.name}.rules.yaml"]
-        lines = single.splitlines()
-        header = "".join(
-            f"{line}\n"
-            for line in lines[: next(i for i, line in enumerate(lines) if not line.startswith("#"))]
-        )
-        document = yaml.safe_load(single)
-        objects = sharded_kubernetes_objects(spec, files, document, monitoring)
-        comment = (
-            f"# Sharded ({spec.deploy.shards} shards): apply this file instead of {spec.name}.yaml;"
-            " the global ruler loads the PrometheusRule labelled trainsignals.io/rules=global.\n"
-        )
-        out[f"deploy/kubernetes/{spec.name}.sharded.yaml"] = (
+    """`deploy/kubernetes/<job>.sharded.yaml` for a sharded job on Kubernetes (else nothing);
+    `rules` as for kubernetes_objects."""
+    if spec.deploy.kubernetes is None or spec.deploy.shards == 1:
+        return {}
+    single = files[f"alerts/{spec.name}.rules.yaml"]
+    lines = single.splitlines()
+    header = "".join(
+        f"{line}\n"
+        for line in lines[: next(i for i, line in enumerate(lines) if not line.startswith("#"))]
+    )
+    document = rules if rules is not None else rules_of(spec, files)
+    objects = sharded_kubernetes_objects(spec, files, document, monitoring)
+    comment = (
+        f"# Sharded ({spec.deploy.shards} shards): apply this file instead of {spec.name}.yaml;"
+        " the global ruler loads the PrometheusRule labelled trainsignals.io/rules=global.\n"
+    )
+    return {
+        f"deploy/kubernetes/{spec.name}.sharded.yaml": (
             header + comment + "---\n".join(dump(obj) for obj in objects)
         )
-    return out
+    }
