@@ -380,3 +380,30 @@ def test_every_meta_alert_fires_on_kubernetes_with_the_release_names(tmp_path: P
         folder.mkdir()
         failed = _promtool_test(folder, obj["spec"]["groups"], tests)
         assert not failed, f"{namespace}: {failed}"
+
+
+@pytest.mark.parametrize("shards", [1, 4])
+def test_objects_from_the_rules_document_equal_those_from_the_rules_file(shards: int) -> None:
+    """generate_all wraps each job's rules document as it was written, not the file read
+    back: both must give the same objects (single-server and sharded), and building them must
+    leave the document as its file says."""
+    from trainsignals.generator.deploy.kubernetes import kubernetes_files
+    from trainsignals.generator.deploy.sharding_kubernetes import sharded_kubernetes_files
+    from trainsignals.generator.output.yaml import dump
+    from trainsignals.generator.pipeline import job_output
+
+    for spec in load_specs(spec_files(JOBS)):
+        if spec.deploy.kubernetes is None:
+            continue
+        spec = spec.model_copy(update={"deploy": spec.deploy.model_copy(update={"shards": shards})})
+        job = job_output(spec, f"jobs/{spec.name}.yaml")
+        from_document = kubernetes_files(spec, "", job.files, job.rules) | sharded_kubernetes_files(
+            spec, job.files, DEFAULT_SETTINGS, job.rules
+        )
+        read_back = kubernetes_files(spec, "", job.files) | sharded_kubernetes_files(
+            spec, job.files, DEFAULT_SETTINGS
+        )
+        assert from_document == read_back, spec.name
+        assert len(from_document) == (2 if shards > 1 else 1)
+        rules_text = job.files[f"alerts/{spec.name}.rules.yaml"]
+        assert rules_text.endswith(dump(job.rules)), f"{spec.name}: the document was changed"
