@@ -12,7 +12,7 @@ import pytest
 from trainsignals.generator.alerts.rules import alert_rules
 from trainsignals.generator.loader import load_specs
 from trainsignals.generator.signals.faults import JobTimeline, restart
-from trainsignals.generator.signals.job_series import SIGNAL_GROUPS, job_series
+from trainsignals.generator.signals.job_series import SIGNAL_GROUPS, gpu_series, job_series
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.signals.series_notation import encode, shared_encodings
 from trainsignals.generator.signals.test_inputs import TestInputs
@@ -115,3 +115,22 @@ def test_encodings_kept_across_specs_are_each_specs_own() -> None:
                 assert inputs.job(t) == _plain(ctx, t), (spec.name, case.alert)
             healthy = JobTimeline(ctx, 100).build()
             assert inputs.job(healthy) == _plain(ctx, healthy), spec.name
+
+
+@pytest.mark.parametrize("job", JOBS)
+def test_gpu_inputs_are_the_plain_gpu_series(job: str) -> None:
+    """TestInputs.gpus keeps the GPUs no override bends per length: every GPU fault of the
+    job, and the healthy GPUs at the lengths the faults use, as raw(gpu_series(...))."""
+    ctx = _ctx(job)
+    cases = [c for a in alert_rules(ctx) for c in a.faults if c.gpu_overrides]
+    assert cases
+    with shared_encodings():
+        inputs = TestInputs(ctx, 300)
+        for case in cases:
+            minutes = case.onset + case.fires_after + case.holds_for + 1
+            for overrides in (case.gpu_overrides, None):
+                plain = [
+                    {"series": s.selector(), "values": encode(s.values)}
+                    for s in gpu_series(ctx, minutes, overrides)
+                ]
+                assert inputs.gpus(minutes, overrides) == plain, case.alert

@@ -20,7 +20,6 @@ from trainsignals.generator.signals.faults import (
 from trainsignals.generator.signals.goodput_tests import goodput_tests
 from trainsignals.generator.signals.gpu_sources import RawSeries, test_uuid
 from trainsignals.generator.signals.job_series import (
-    gpu_series,
     job_series,
     target_series,
 )
@@ -79,7 +78,7 @@ def fault_test(ctx: RuleContext, case: FaultCase, inputs: TestInputs) -> dict:
     if case.targets_down:
         series += inputs.raw(target_series(ctx, minutes, case.targets_down))
     if case.gpu_overrides:
-        series += inputs.raw(gpu_series(ctx, minutes, case.gpu_overrides))
+        series += inputs.gpus(minutes, case.gpu_overrides)
     if case.job_fault or not (case.targets_down or case.gpu_overrides):
         series += inputs.job(JobTimeline(ctx, minutes, case.job_fault).build())
     if case.raw_series:
@@ -139,7 +138,8 @@ def healthy_test(ctx: RuleContext, inputs: TestInputs, fabric: bool = False) -> 
     minutes = HEALTHY_HORIZON
     firing = matchers({"training_job": ctx.job, "alertstate": "firing"})
     series = (
-        inputs.raw(target_series(ctx, minutes) + gpu_series(ctx, minutes))
+        inputs.raw(target_series(ctx, minutes))
+        + inputs.gpus(minutes)
         + inputs.job(JobTimeline(ctx, minutes).build())
         + inputs.raw(ib_series(ctx, minutes, set(), []) if fabric else [])
     )
@@ -178,12 +178,15 @@ def restart_test(ctx: RuleContext, inputs: TestInputs) -> dict:
         timeline.data_wait_share[m] = 0.0
     restart(timeline, *down)
     pages = matchers({"training_job": ctx.job, "alertstate": "firing", "severity": "page"})
-    series = inputs.raw(
-        target_series(
-            ctx, minutes, lambda kind, node, m: kind == "training" and down[0] <= m <= down[1]
+    series = (
+        inputs.raw(
+            target_series(
+                ctx, minutes, lambda kind, node, m: kind == "training" and down[0] <= m <= down[1]
+            )
         )
-        + gpu_series(ctx, minutes)
-    ) + inputs.job(timeline)
+        + inputs.gpus(minutes)
+        + inputs.job(timeline)
+    )
     restarts = f"job:trainsignals_restarts:changes1h{ctx.recorded()}"
     return {
         "name": "a restart right after an eval pause, inside the restart budget, raises no page "
@@ -228,7 +231,8 @@ def frequent_restarts_test(ctx: RuleContext, inputs: TestInputs) -> dict:
     return {
         "name": f"a restart every {RESTART_EVERY}m with progress between pages nothing",
         "interval": "1m",
-        "input_series": inputs.raw(target_series(ctx, minutes) + gpu_series(ctx, minutes))
+        "input_series": inputs.raw(target_series(ctx, minutes))
+        + inputs.gpus(minutes)
         + inputs.job(timeline),
         "promql_expr_test": [
             {
@@ -268,7 +272,8 @@ def completion_test(ctx: RuleContext, inputs: TestInputs, fabric: bool = False) 
     return {
         "name": "healthy, completed: phase done, then its targets leave; nothing fires",
         "interval": "1m",
-        "input_series": inputs.raw(training_up + gpu_series(ctx, minutes))
+        "input_series": inputs.raw(training_up)
+        + inputs.gpus(minutes)
         + inputs.job(timeline)
         + inputs.raw(ib_series(ctx, minutes, set(), []) if fabric else []),
         "promql_expr_test": [

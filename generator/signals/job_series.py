@@ -273,22 +273,46 @@ def gpu_series(
     overrides: dict[str, Callable[[int], float | None]] | None = None,
 ) -> list[RawSeries]:
     """Every GPU of node-0 present; GPU 0 with every signal, `overrides` bending some."""
+    series: list[RawSeries] = []
+    for gpu in range(ctx.spec.shape.gpus_per_node):
+        series += one_gpu_series(ctx, minutes, gpu, overrides if gpu == 0 else None)
+    return series + xid_series(ctx, minutes, overrides)
+
+
+def one_gpu_series(
+    ctx: RuleContext,
+    minutes: int,
+    gpu: int,
+    overrides: dict[str, Callable[[int], float | None]] | None = None,
+) -> list[RawSeries]:
+    """GPU `gpu` of node-0 as gpu_series has it: GPU 0 with every signal, the others with
+    the one that says they are present."""
     source = gpu_source(ctx)
     overrides = overrides or {}
+    if gpu == 0:
+        wanted = [s for s in GPU_HEALTHY if s != "nvml_errors" or source.reports_nvml_errors]
+        wanted = [s for s in wanted if s != "up" or source.reports_gpu_up]
+    else:
+        wanted = [source.presence_signal]
+    values = {}
+    for signal in wanted:
+        bend = overrides.get(signal)
+        if bend:
+            values[signal] = [bend(m) for m in range(minutes + 1)]
+        else:
+            values[signal] = [GPU_HEALTHY[signal]] * (minutes + 1)
+    return source.gpu_test_series("node-0", gpu, values)
+
+
+def xid_series(
+    ctx: RuleContext,
+    minutes: int,
+    overrides: dict[str, Callable[[int], float | None]] | None = None,
+) -> list[RawSeries]:
+    """GPU 0's XID counters for the `xid:<code>` overrides."""
+    source = gpu_source(ctx)
     series: list[RawSeries] = []
-    signals = [s for s in GPU_HEALTHY if s != "nvml_errors" or source.reports_nvml_errors]
-    signals = [s for s in signals if s != "up" or source.reports_gpu_up]
-    for gpu in range(ctx.spec.shape.gpus_per_node):
-        wanted = signals if gpu == 0 else [source.presence_signal]
-        values = {}
-        for signal in wanted:
-            bend = overrides.get(signal) if gpu == 0 else None
-            if bend:
-                values[signal] = [bend(m) for m in range(minutes + 1)]
-            else:
-                values[signal] = [GPU_HEALTHY[signal]] * (minutes + 1)
-        series += source.gpu_test_series("node-0", gpu, values)
-    for signal, bend in overrides.items():
+    for signal, bend in (overrides or {}).items():
         if signal.startswith("xid:"):
             series += source.test_series(signal, "node-0", 0, [bend(m) for m in range(minutes + 1)])
     return series

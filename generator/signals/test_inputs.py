@@ -23,7 +23,9 @@ from trainsignals.generator.signals.job_series import (
     REPORTING_RANKS,
     SIGNAL_GROUPS,
     incarnations,
+    one_gpu_series,
     progress_once,
+    xid_series,
 )
 from trainsignals.generator.signals.promql import RuleContext, matchers
 from trainsignals.generator.signals.series_notation import (
@@ -57,6 +59,7 @@ class TestInputs:
         self.horizon = horizon
         healthy = JobTimeline(ctx, horizon).build()
         self._selectors: dict[tuple, object] = {}
+        self._healthy_gpus: dict[tuple[int, int], list[Input]] = {}
         self._rank_labels = [
             {**ctx.spec.selector_labels, "node": "node-0", "rank": str(rank)}
             for rank in range(REPORTING_RANKS)
@@ -67,6 +70,21 @@ class TestInputs:
     def raw(self, series: list[RawSeries]) -> list[Input]:
         """Series as built: each encoded (memoised) with its selector."""
         return [{"series": self._selector(s), "values": encode_shared(s.values)} for s in series]
+
+    def gpus(self, minutes: int, overrides: dict | None = None) -> list[Input]:
+        """raw(gpu_series(ctx, minutes, overrides)): a GPU no override bends is the same in
+        every test of one length, its inputs built once per length."""
+        inputs: list[Input] = []
+        for gpu in range(self.ctx.spec.shape.gpus_per_node):
+            if gpu == 0 and overrides:
+                inputs += self.raw(one_gpu_series(self.ctx, minutes, gpu, overrides))
+                continue
+            healthy = self._healthy_gpus.get((minutes, gpu))
+            if healthy is None:
+                healthy = self.raw(one_gpu_series(self.ctx, minutes, gpu))
+                self._healthy_gpus[minutes, gpu] = healthy
+            inputs += healthy
+        return inputs + self.raw(xid_series(self.ctx, minutes, overrides))
 
     def _selector(self, s: RawSeries) -> str:
         # The same series recur in every test: each selector is written once.
