@@ -16,11 +16,14 @@ from trainsignals.generator.output.files import (
     header,
     spec_hash,
 )
+from trainsignals.generator.output.workers import map_in_workers, worker_count
 from trainsignals.generator.output.yaml import dump
 from trainsignals.generator.rules.unit_tests import rule_tests
+from trainsignals.generator.runbooks.render import JobRunbooks, job_runbooks, render_job_runbooks
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.signals.recording import recording_groups
 from trainsignals.generator.spec.job import JobSpec
+from trainsignals.generator.spec.monitoring import MonitoringSettings
 
 from trainsignals import __version__
 
@@ -96,14 +99,33 @@ def job_output(spec: JobSpec, source: str, options: Options = Options()) -> JobO
 def generate(specs: list[tuple[JobSpec, str]], options: Options = Options()) -> dict[str, str]:
     """Every generated file for these (spec, source path) pairs."""
     files: dict[str, str] = {}
-    for spec, source in specs:
-        files |= generate_job(spec, source, options)
+    tasks = [(spec, source, options) for spec, source in specs]
+    for job_files in map_in_workers(_job_files, tasks, worker_count(len(tasks), options.workers)):
+        files |= job_files
     return dict(sorted(files.items()))
+
+
+def _job_files(task: tuple[JobSpec, str, Options]) -> dict[str, str]:
+    return generate_job(*task)
+
+
+def _job_and_deploy_files(
+    task: tuple[JobSpec, str, Options, MonitoringSettings],
+) -> tuple[dict[str, str], JobRunbooks]:
+    """A job's files and deploy files, and its part of the runbooks. The deploy files wrap its
+    rules: built here, from the document the rules file was written from, while it is at hand
+    (reading the file back cost ~10 ms a job)."""
+    from trainsignals.generator.deploy.files import job_deploy_files
+
+    spec, source, options, settings = task
+    job = job_output(spec, source, options)
+    files = job.files | job_deploy_files(spec, source, job.files, settings, job.rules)
+    return files, job_runbooks(job.ctx, job.alerts, source)
 
 
 def generate_all(specs: list[tuple[JobSpec, str]], options: Options = Options()) -> dict[str, str]:
     """Per-job files plus what all jobs share: routing, runbooks and the metric table."""
-    from trainsignals.generator.deploy.files import job_deploy_files, shared_deploy_files
+    from trainsignals.generator.deploy.files import shared_deploy_files
     from trainsignals.generator.deploy.prometheus_config import PATH as PROMETHEUS_CONFIG
     from trainsignals.generator.deploy.prometheus_config import file_header as prometheus_header
     from trainsignals.generator.deploy.prometheus_config import prometheus_config
@@ -113,19 +135,16 @@ def generate_all(specs: list[tuple[JobSpec, str]], options: Options = Options())
     from trainsignals.generator.oncall.files import oncall_files
     from trainsignals.generator.oncall.policy import NAME as ONCALL_NAME
     from trainsignals.generator.routing.alertmanager import alertmanager_config
-    from trainsignals.generator.runbooks.render import render_runbooks
     from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS
 
     settings = options.monitoring or DEFAULT_SETTINGS
     files: dict[str, str] = {}
     runbook_jobs = []
-    for spec, source in specs:
-        # A job's deploy files wrap its rules: built here, from the document the rules file
-        # was written from, while it is at hand (reading the file back cost ~10 ms a job).
-        job = job_output(spec, source, options)
-        files |= job.files
-        files |= job_deploy_files(spec, source, job.files, settings, job.rules)
-        runbook_jobs.append((job.ctx, job.alerts))
+    tasks = [(spec, source, options, settings) for spec, source in specs]
+    workers = worker_count(len(tasks), options.workers)
+    for job_files, runbooks in map_in_workers(_job_and_deploy_files, tasks, workers):
+        files |= job_files
+        runbook_jobs.append(runbooks)
     job_specs = [spec for spec, _ in specs]
     sources = ", ".join(source for _, source in specs)
     am_header = (
@@ -136,7 +155,7 @@ def generate_all(specs: list[tuple[JobSpec, str]], options: Options = Options())
         job_specs, am_header, monitoring=settings
     )
     files |= meta_files(specs, options, settings)  # meta-monitoring (generator/meta/files.py)
-    files |= render_runbooks(runbook_jobs, sources={spec.name: source for spec, source in specs})
+    files |= render_job_runbooks(runbook_jobs)
     files["docs/metrics.md"] = metrics_markdown()
     from trainsignals.generator.docs.spec_reference import reference_files
 

@@ -26,6 +26,9 @@ class Options:
     with_tests: bool = True
     with_dashboards: bool = True
     monitoring: MonitoringSettings | None = None  # None: generator/spec/monitoring.py's defaults
+    # Processes that generate the jobs' files (generator/output/workers.py); None: one per
+    # core, for the CLI. 1 (the default for callers in a library or a test): this process.
+    workers: int | None = 1
 
 
 def spec_hash(spec: JobSpec) -> str:

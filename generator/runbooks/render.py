@@ -99,6 +99,27 @@ def pipeline_alerts() -> list[dict[str, str]]:
     return [*rows, {"name": ALERT, "severity": "ticket", "meaning": MEANING}]
 
 
+@dataclass(frozen=True)
+class JobRunbooks:
+    """One job's part of the runbooks: its name, spec file and its row of each alert it has."""
+
+    name: str
+    source: str
+    rows: dict[str, JobRow]
+
+
+def job_runbooks(
+    ctx: RuleContext, alerts: list[AlertRule], source: str | None = None
+) -> JobRunbooks:
+    """`source`: the job's spec file (default `jobs/<name>.yaml`), for the header."""
+    source = source or f"jobs/{ctx.spec.name}.yaml"
+    rows: dict[str, JobRow] = {}
+    for alert in alerts:
+        if alert.name not in rows:
+            rows[alert.name] = _row(ctx, alert, source)
+    return JobRunbooks(ctx.spec.name, source, rows)
+
+
 def render_runbooks(
     ctxs_and_alerts: list[tuple[RuleContext, list[AlertRule]]],
     sources: Mapping[str, str] | None = None,
@@ -106,30 +127,36 @@ def render_runbooks(
     """{"runbooks/<Alert>.md": markdown} for every catalogued alert, plus runbooks/README.md.
 
     `sources` maps a job name to its spec file (default `jobs/<name>.yaml`), for the header.
-    Every alert gets a runbook, even one no job enables, so runbook links never dangle.
     """
+    return render_job_runbooks(
+        [
+            job_runbooks(ctx, alerts, (sources or {}).get(ctx.spec.name))
+            for ctx, alerts in ctxs_and_alerts
+        ]
+    )
+
+
+def render_job_runbooks(jobs: list[JobRunbooks]) -> dict[str, str]:
+    """render_runbooks from each job's rows. Every alert gets a runbook, even one no job
+    enables, so runbook links never dangle."""
     env = environment()
-    ordered = sorted(ctxs_and_alerts, key=lambda pair: pair[0].spec.name)
-    source_of = {
-        ctx.spec.name: (sources or {}).get(ctx.spec.name, f"jobs/{ctx.spec.name}.yaml")
-        for ctx, _ in ordered
-    }
-    header = _header(list(source_of.values()))
+    ordered = sorted(jobs, key=lambda job: job.name)
+    header = _header([job.source for job in ordered])
     files: dict[str, str] = {}
     for info in ALERTS:
         rows, disabled = [], []
-        for ctx, alerts in ordered:
-            rule = next((a for a in alerts if a.name == info.name), None)
-            if rule is None:
-                disabled.append(ctx.spec.name)
+        for job in ordered:
+            row = job.rows.get(info.name)
+            if row is None:
+                disabled.append(job.name)
             else:
-                rows.append(_row(ctx, rule, source_of[ctx.spec.name]))
+                rows.append(row)
         template = env.get_template(f"runbook_{info.name}.md.j2")
         files[f"runbooks/{info.name}.md"] = template.render(
             header=header, alert=info, jobs=rows, disabled=disabled
         )
-    jobs = [{"name": name, "source": source} for name, source in source_of.items()]
+    jobs_index = [{"name": job.name, "source": job.source} for job in ordered]
     files["runbooks/README.md"] = env.get_template("runbook_index.md.j2").render(
-        header=header, alerts=ALERTS, jobs=jobs, pipeline=pipeline_alerts()
+        header=header, alerts=ALERTS, jobs=jobs_index, pipeline=pipeline_alerts()
     )
     return dict(sorted(files.items()))

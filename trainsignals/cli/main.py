@@ -38,6 +38,15 @@ monitoring_option = click.option(
 )
 
 
+workers_option = click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Processes that generate the jobs' files. Default: one per core, one per 8 specs at "
+    "most (a few specs run in this process).",
+)
+
+
 def _monitoring(path: Path | None):  # -> MonitoringSettings | None
     if path is None:
         return None
@@ -104,13 +113,22 @@ def main() -> None:
     show_default=True,
     help="Smallest range window in seconds (4 x scrape interval).",
 )
+@workers_option
 def generate(
-    jobs_dir: Path, out_dir: Path, monitoring_file: Path | None, time_scale: float, min_range: int
+    jobs_dir: Path,
+    out_dir: Path,
+    monitoring_file: Path | None,
+    time_scale: float,
+    min_range: int,
+    workers: int | None,
 ) -> None:
     """Write dashboards, rules, rule tests, routing and runbooks for every spec."""
     specs = _load(jobs_dir)
     options = Options(
-        time_scale=time_scale, min_range_seconds=min_range, monitoring=_monitoring(monitoring_file)
+        time_scale=time_scale,
+        min_range_seconds=min_range,
+        monitoring=_monitoring(monitoring_file),
+        workers=workers,
     )
     _routed(specs, options.monitoring)
     files = generate_all(_headed(specs), options)
@@ -134,11 +152,12 @@ def validate(jobs_dir: Path, monitoring_file: Path | None) -> None:
 @jobs_option()
 @out_option
 @monitoring_option
-def check(jobs_dir: Path, out_dir: Path, monitoring_file: Path | None) -> None:
+@workers_option
+def check(jobs_dir: Path, out_dir: Path, monitoring_file: Path | None, workers: int | None) -> None:
     """Fail when committed generated files differ from what the specs generate."""
     specs, settings = _load(jobs_dir), _monitoring(monitoring_file)
     _routed(specs, settings)
-    files = generate_all(_headed(specs), Options(monitoring=settings))
+    files = generate_all(_headed(specs), Options(monitoring=settings, workers=workers))
     result = drift(out_dir, files)
     if result:
         for line in result.lines():
