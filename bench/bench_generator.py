@@ -1,28 +1,38 @@
 """Generation cost per spec at 1, 100 and 1,000 specs, and peak memory.
 
 Prints per-spec milliseconds beside the goal of issue 18 (rules + dashboard <= 10 ms per spec,
-with the promtool tests <= 20 ms; flat from 1 to 1,000 specs) for rules + dashboard alone and
-for the whole pipeline (rules, promtool tests, dashboard). Specs are copies of
-jobs/llama-8b-finetune.yaml with distinct names (training_job=<name> is in every selector).
-What the generator memoises lives for one spec, except bounded caches keyed on what jobs of
-one shape share: parsed selector texts; the healthy test timeline's phases and loss per length;
-the test job's encoded series groups, keyed on the exact samples of the timeline fields each
-group reads (signals/test_inputs.py); the two goodput test replays and their
-encodings (signals/goodput_tests.py: the same for every spec); and what each PromQL
+with the promtool tests <= 20 ms; flat from 1 to 1,000 specs) for rules + dashboard alone, for
+the per-job files (rules, promtool tests, dashboard: `generate()`), and for every file
+`trainsignals generate` writes (`generate_all()`: also deploy objects, routing, runbooks).
+Wall time and CPU time (this process and its workers) per spec: on a busy machine the CPU
+column is the one to compare. Rows are in one process unless they say "workers" (the CLI's
+default: one per core, at most one per 8 specs; generator/output/workers.py).
+
+Specs are copies of jobs/llama-8b-finetune.yaml with distinct names (training_job=<name> is in
+every selector). What the generator memoises lives for one spec, except bounded caches keyed
+on what jobs of one shape share: parsed selector texts; the healthy test timeline's phases,
+rates and loss per length; the test job's encoded series groups, keyed on the exact samples
+of the timeline fields each group reads (signals/test_inputs.py); the two goodput test
+replays and their encodings (signals/goodput_tests.py: the same for every spec); the YAML
+text of each string (output/yaml.py: it follows from the string alone); and what each PromQL
 expression reads, parsed once per *template* (the expression with its string literals, the
 job name among them, as placeholders: generator/signals/promql_inputs.py). Renamed copies
-therefore reuse those as distinct jobs of one shape do; a last row gives each copy its own
-objectives (thresholds and windows), so every expression that carries one is parsed again.
+therefore reuse those as distinct jobs of one shape do; the "distinct objectives" rows give
+each copy its own thresholds and windows: every expression that carries one is parsed again,
+and the test job's throughput differs, so its series are encoded again.
 """
 
 from __future__ import annotations
 
+import os
+import resource
 import time
 import tracemalloc
 from pathlib import Path
 
 from trainsignals.generator.loader import load_specs
-from trainsignals.generator.pipeline import Options, generate
+from trainsignals.generator.output.workers import worker_count
+from trainsignals.generator.pipeline import Options, generate, generate_all
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,36 +58,65 @@ def specs(count: int, distinct_objectives: bool = False) -> list:
     return out
 
 
-def measure(count: int, options: Options, distinct: bool = False) -> tuple[float, float]:
-    """ms per spec (timed alone: tracemalloc slows Python several-fold) and peak MiB."""
+def _cpu_seconds() -> float:
+    """This process's CPU time and that of its reaped children (the generator's workers)."""
+    own, children = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def measure(
+    count: int, options: Options, distinct: bool = False, every_file: bool = False
+) -> tuple[float, float, float]:
+    """(wall ms per spec, CPU ms per spec, peak MiB). Timed alone (tracemalloc slows Python
+    several-fold); the peak is measured in one process, up to 300 specs (nan otherwise).
+    Memory grows with the specs because every file is held until the end (atomic writes)."""
     batch = specs(count, distinct)
-    started = time.perf_counter()
-    files = generate(batch, options)
-    elapsed = time.perf_counter() - started
+    run = generate_all if every_file else generate
+    started, cpu = time.perf_counter(), _cpu_seconds()
+    files = run(batch, options)
+    elapsed, cpu = time.perf_counter() - started, _cpu_seconds() - cpu
     assert len(files) >= count
+    if options.workers != 1 or count > 300:  # (tracemalloc: minutes, or not the workers')
+        return elapsed * 1000 / count, cpu * 1000 / count, float("nan")
     tracemalloc.start()
-    generate(batch, options)
+    run(batch, options)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    return elapsed * 1000 / count, peak / 2**20
+    return elapsed * 1000 / count, cpu * 1000 / count, peak / 2**20
+
+
+ROWS = [  # (specs, what, options, goal, distinct objectives, every file)
+    (1, "rules + dashboard", Options(with_tests=False), 10, False, False),
+    (100, "rules + dashboard", Options(with_tests=False), 10, False, False),
+    (1000, "rules + dashboard", Options(with_tests=False), 10, False, False),
+    (100, "  same, distinct objectives", Options(with_tests=False), None, True, False),
+    (1, "rules + dashboard + tests", Options(), 20, False, False),
+    (100, "rules + dashboard + tests", Options(), 20, False, False),
+    (300, "rules + dashboard + tests", Options(), 20, False, False),
+    (300, "  same, workers", Options(workers=None), 20, False, False),
+    (100, "  same, distinct objectives", Options(), None, True, False),
+    (300, "every file (`generate`)", Options(), None, False, True),
+    (300, "  same, workers", Options(workers=None), None, False, True),
+]
 
 
 def main() -> None:
-    generate(specs(1), Options())  # imports and template compilation are not per-spec cost
-    print("generator: cost per spec (copies of llama-8b-finetune)")
-    print(f"{'specs':>6} {'what':<28} {'ms/spec':>9} {'goal':>6} {'peak MiB':>9}")
-    for label, options, goal in (
-        ("rules + dashboard", Options(with_tests=False), 10),
-        ("rules + dashboard + tests", Options(), 20),
-    ):
-        for count in (1, 100, 1000):
-            if count == 1000 and options.with_tests:
-                count = 300  # keeps `make bench` short; per-spec cost is already flat
-            per_spec, peak = measure(count, options)
-            print(f"{count:>6} {label:<28} {per_spec:>9.2f} {f'<={goal}':>6} {peak:>9.1f}")
-    per_spec, peak = measure(100, Options(with_tests=False), distinct=True)
-    label = "  same, distinct objectives"
-    print(f"{100:>6} {label:<28} {per_spec:>9.2f} {'':>6} {peak:>9.1f}")
+    generate_all(specs(1), Options())  # imports and template compilation are not per-spec cost
+    cores = len(os.sched_getaffinity(0))
+    print(f"generator: cost per spec (copies of llama-8b-finetune), {cores} cores")
+    print("  wall: elapsed / specs; cpu: CPU time of this process and its workers / specs")
+    head = f"{'specs':>6} {'what':<29} {'workers':>7} {'wall ms':>8} {'cpu ms':>7} {'goal':>6}"
+    print(f"{head} {'peak MiB':>9}")
+    for count, label, options, goal, distinct, every_file in ROWS:
+        wall, cpu, peak = measure(count, options, distinct, every_file)
+        workers = worker_count(count, options.workers)
+        limit = f"<={goal}" if goal else ""
+        print(
+            f"{count:>6} {label:<29} {workers:>7} {wall:>8.2f} {cpu:>7.2f} {limit:>6} {peak:>9.1f}"
+        )
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ platforms, one spec per worker or fewer, and `workers=1` run in this process.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import sys
@@ -45,6 +46,9 @@ def map_in_workers(
         return [function(item) for item in items]
     global _task
     _task = (function, items)
+    # Objects the workers inherit stay out of their collections: a collection touching each
+    # would copy every page of the parent's heap into every worker (gc.freeze's purpose).
+    gc.freeze()
     try:
         context = multiprocessing.get_context("fork")
         with context.Pool(workers) as pool:
@@ -54,6 +58,7 @@ def map_in_workers(
             pool.join()  # reaped: their CPU time counts as this process's children's
     finally:
         _task = None
+        gc.unfreeze()
     # A job that failed in a worker: again here, to raise its error as it is.
     return [function(items[i]) if r is _FAILED else r for i, r in enumerate(results)]
 

@@ -111,9 +111,9 @@ def _healthy_phases(count: int) -> tuple[str, ...]:
 def _at_speed(rate: float, count: int, flat: bool = False) -> tuple[float, ...]:
     """Per healthy minute: `rate` times its phase's speed (`flat`: times 1) while stepping,
     else 0. A spec's fault tests ask for a few dozen lengths: each worked out once."""
-    return tuple(
-        (rate if flat else rate * _SPEED[p]) if p in _SPEED else 0.0 for p in _healthy_phases(count)
-    )
+    if flat:
+        return tuple([rate if p in _SPEED else 0.0 for p in _healthy_phases(count)])
+    return tuple([rate * _SPEED[p] if p in _SPEED else 0.0 for p in _healthy_phases(count)])
 
 
 @lru_cache(maxsize=256)
