@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from trainsignals.generator.alerts.rules import alert_rules
 from trainsignals.generator.loader import load_specs
-from trainsignals.generator.signals.faults import JobTimeline, restart
+from trainsignals.generator.signals.faults import FaultCase, JobTimeline, restart
 from trainsignals.generator.signals.job_series import SIGNAL_GROUPS, gpu_series, job_series
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.signals.series_notation import encode, shared_encodings
@@ -27,19 +27,28 @@ def _ctx(job: str) -> RuleContext:
     return RuleContext(load_specs([ROOT / f"jobs/{job}.yaml"])[0])
 
 
+def _encoded(series: list) -> list[dict]:
+    """Series as the plain path writes them: each encoded in full."""
+    return [{"series": s.selector(), "values": encode(s.values)} for s in series]
+
+
 def _plain(ctx: RuleContext, t: JobTimeline) -> list[dict]:
-    return [{"series": s.selector(), "values": encode(s.values)} for s in job_series(ctx, t)]
+    return _encoded(job_series(ctx, t))
+
+
+def _faults(ctx: RuleContext, kind: str) -> list[tuple[FaultCase, int]]:
+    """The job's fault cases that set `kind` (job_fault, gpu_overrides), with their minutes."""
+    cases = [c for a in alert_rules(ctx) for c in a.faults if getattr(c, kind)]
+    assert cases
+    return [(c, c.onset + c.fires_after + c.holds_for + 1) for c in cases]
 
 
 @pytest.mark.parametrize("job", JOBS)
 def test_every_fault_of_a_job_encodes_as_the_plain_path(job: str) -> None:
     ctx = _ctx(job)
-    cases = [c for a in alert_rules(ctx) for c in a.faults if c.job_fault]
-    assert cases
     with shared_encodings():
         inputs = TestInputs(ctx, 300)
-        for case in cases:
-            minutes = case.onset + case.fires_after + case.holds_for + 1
+        for case, minutes in _faults(ctx, "job_fault"):
             t = JobTimeline(ctx, minutes, case.job_fault).build()
             assert inputs.job(t) == _plain(ctx, t), case.alert
 
@@ -107,10 +116,9 @@ def test_encodings_kept_across_specs_are_each_specs_own() -> None:
     assert timelines[0].steps_per_second == timelines[2].steps_per_second  # what it is about
     for spec in copies:
         ctx = RuleContext(spec)
-        faults = [c for a in alert_rules(ctx) for c in a.faults if c.job_fault][:12]
         with shared_encodings():
             inputs = TestInputs(ctx, 120)
-            for case in faults:
+            for case, _ in _faults(ctx, "job_fault")[:12]:
                 t = JobTimeline(ctx, 90, case.job_fault).build()
                 assert inputs.job(t) == _plain(ctx, t), (spec.name, case.alert)
             healthy = JobTimeline(ctx, 100).build()
@@ -122,15 +130,9 @@ def test_gpu_inputs_are_the_plain_gpu_series(job: str) -> None:
     """TestInputs.gpus keeps the GPUs no override bends per length: every GPU fault of the
     job, and the healthy GPUs at the lengths the faults use, as raw(gpu_series(...))."""
     ctx = _ctx(job)
-    cases = [c for a in alert_rules(ctx) for c in a.faults if c.gpu_overrides]
-    assert cases
     with shared_encodings():
         inputs = TestInputs(ctx, 300)
-        for case in cases:
-            minutes = case.onset + case.fires_after + case.holds_for + 1
+        for case, minutes in _faults(ctx, "gpu_overrides"):
             for overrides in (case.gpu_overrides, None):
-                plain = [
-                    {"series": s.selector(), "values": encode(s.values)}
-                    for s in gpu_series(ctx, minutes, overrides)
-                ]
+                plain = _encoded(gpu_series(ctx, minutes, overrides))
                 assert inputs.gpus(minutes, overrides) == plain, case.alert
