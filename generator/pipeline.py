@@ -86,7 +86,7 @@ def job_output(spec: JobSpec, source: str, options: Options = Options()) -> JobO
         files |= sharded_files(spec, source, document, ctx, top, options.monitoring)
     if options.with_tests and options.time_scale == 1:
         files[f"alerts/{spec.name}.test.yaml"] = dump(
-            rule_tests(ctx, alerts, f"{spec.name}.rules.yaml"), top
+            rule_tests(ctx, alerts, f"{spec.name}.rules.yaml", document), top
         )
     if options.with_dashboards:
         from trainsignals.generator.dashboards.job import build_dashboard

@@ -78,7 +78,8 @@ def test_a_jobs_rules_and_tests_take_the_direct_writer(job: str) -> None:
     spec = load_specs([ROOT / f"jobs/{job}.yaml"])[0]
     ctx = RuleContext(spec)
     alerts = alert_rules(ctx)
-    for document in (rules_document(ctx, alerts), rule_tests(ctx, alerts, "x.rules.yaml")):
+    rules = rules_document(ctx, alerts)
+    for document in (rules, rule_tests(ctx, alerts, "x.rules.yaml", rules)):
         direct = _block_yaml(document)
         assert direct is not None
         assert direct == _libyaml(document)

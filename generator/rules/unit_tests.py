@@ -3,13 +3,16 @@
 One healthy test (warm-up, hourly checkpoint pauses, an eval pause) asserts that no alert is
 ever pending or firing over ten hours. One test per alert injects its fault into that healthy
 job and asserts the alert is silent before the fault and firing, with exactly the expected
-labels, after it. Alerts are checked through the `ALERTS` series rather than
-`alert_rule_test`, because promtool compares annotations verbatim and ours carry live values.
+labels, after it; it carries only the series of the names its alert reads (rules/reads.py),
+on which that alert's value alone depends. Alerts are checked through the `ALERTS` series
+rather than `alert_rule_test`, because promtool compares annotations verbatim and ours carry
+live values.
 """
 
 from __future__ import annotations
 
 from trainsignals.generator.alerts.rules import AlertRule, severity, team
+from trainsignals.generator.rules.reads import Reads, alert_reads, keeps
 from trainsignals.generator.signals.fabric_series import FABRIC_PORT, ib_series
 from trainsignals.generator.signals.faults import (
     FAULT_ONSET,
@@ -72,7 +75,9 @@ def _minutes(case: FaultCase) -> int:
     return case.onset + case.fires_after + case.holds_for + 1
 
 
-def fault_test(ctx: RuleContext, case: FaultCase, inputs: TestInputs) -> dict:
+def fault_test(ctx: RuleContext, case: FaultCase, inputs: TestInputs, reads: Reads = None) -> dict:
+    """The healthy job bent by `case`'s fault, with the series of the names in `reads` alone
+    (rules/reads.py: the alert under test reads no others; None: all of them)."""
     minutes = _minutes(case)
     series: list[dict] = []
     if case.targets_down:
@@ -80,9 +85,11 @@ def fault_test(ctx: RuleContext, case: FaultCase, inputs: TestInputs) -> dict:
     if case.gpu_overrides:
         series += inputs.gpus(minutes, case.gpu_overrides)
     if case.job_fault or not (case.targets_down or case.gpu_overrides):
-        series += inputs.job(JobTimeline(ctx, minutes, case.job_fault).build())
+        series += inputs.job(JobTimeline(ctx, minutes, case.job_fault).build(), reads)
     if case.raw_series:
         series += inputs.raw(case.raw_series(ctx, minutes))
+    if reads is not None:
+        series = [s for s in series if keeps(reads, s["series"])]
     xid = next(
         (k.removeprefix("xid:") for k in case.gpu_overrides or {} if k.startswith("xid:")), ""
     )
@@ -328,15 +335,18 @@ def node_outage_test(ctx: RuleContext, inputs: TestInputs) -> dict:
     }
 
 
-def rule_tests(ctx: RuleContext, alerts: list[AlertRule], rule_file: str) -> dict:
+def rule_tests(ctx: RuleContext, alerts: list[AlertRule], rule_file: str, rules: dict) -> dict:
+    """The promtool tests of a job's rules file, `rule_file`, written from `rules`."""
     with shared_encodings():  # the healthy series recur in every test: encode each once
-        return _rule_tests(ctx, alerts, rule_file)
+        return _rule_tests(ctx, alerts, rule_file, alert_reads(rules))
 
 
-def _rule_tests(ctx: RuleContext, alerts: list[AlertRule], rule_file: str) -> dict:
-    cases = [case for alert in alerts for case in alert.faults]
+def _rule_tests(
+    ctx: RuleContext, alerts: list[AlertRule], rule_file: str, reads: dict[str, Reads]
+) -> dict:
+    cases = [(case, reads.get(alert.name)) for alert in alerts for case in alert.faults]
     # One healthy job long enough for every test: each test's healthy series are its prefix.
-    inputs = TestInputs(ctx, max([HEALTHY_HORIZON, *map(_minutes, cases)]))
+    inputs = TestInputs(ctx, max([HEALTHY_HORIZON, *(_minutes(case) for case, _ in cases)]))
     fabric = any(a.name.startswith("Infiniband") for a in alerts)
     tests = [healthy_test(ctx, inputs, fabric=fabric)]
     if any(a.name == "NodeUnreachableRecently" for a in alerts):
@@ -346,7 +356,7 @@ def _rule_tests(ctx: RuleContext, alerts: list[AlertRule], rule_file: str) -> di
         if ctx.spec.recovery.max_restarts is None:
             tests.append(frequent_restarts_test(ctx, inputs))
     tests.append(completion_test(ctx, inputs, fabric=fabric))
-    tests += [*(fault_test(ctx, c, inputs) for c in cases), *goodput_tests(ctx)]
+    tests += [*(fault_test(ctx, c, inputs, r) for c, r in cases), *goodput_tests(ctx)]
     return promtool_suite(ctx, rule_file, tests)
 
 

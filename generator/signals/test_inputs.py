@@ -94,9 +94,10 @@ class TestInputs:
             text = self._selectors[key] = s.selector()
         return text  # type: ignore[return-value]
 
-    def job(self, t: JobTimeline) -> list[Input]:
+    def job(self, t: JobTimeline, names: frozenset[str] | None = None) -> list[Input]:
         """job_series(ctx, t), encoded: the groups the fault left alone from the healthy job's
-        encodings, the others from the memo or computed."""
+        encodings, the others from the memo or computed. `names`: only series of these
+        names (None: all); a group with none of them is not worked out at all."""
         length = t.minutes + 1 if t.completed is None else t.completed + 1
         prints = _fingerprints(t, length)
         changed = self._changed(t, length, prints)
@@ -104,19 +105,23 @@ class TestInputs:
         selectors: list[tuple[str, ...]] = []  # of each rank
         texts: list[str] = []
         for index, healthy in enumerate(self._healthy_groups):
+            if names is not None and names.isdisjoint(name for name, _, _ in healthy):
+                continue  # (a group's names are the same in every timeline)
             fields = SIGNAL_GROUPS[index][0]
             if changed is not None and changed.isdisjoint(fields):
                 for name, extra, prefixes in healthy:
-                    selectors.append(self._rank_selectors(name, extra))
-                    texts.append(prefixes.text(length))
+                    if names is None or name in names:
+                        selectors.append(self._rank_selectors(name, extra))
+                        texts.append(prefixes.text(length))
                 continue
             key = (index, length, t.outage, t.step_time_bound, *(prints[f] for f in fields))
             encoded = _GROUPS.get(key)
             if encoded is None:
                 encoded = _remember(key, computed.group(index))
             for name, extra, text in encoded:
-                selectors.append(self._rank_selectors(name, extra))
-                texts.append(text)
+                if names is None or name in names:
+                    selectors.append(self._rank_selectors(name, extra))
+                    texts.append(text)
         return [
             {"series": rank_selectors[rank], "values": text}
             for rank in range(REPORTING_RANKS)
