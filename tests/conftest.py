@@ -93,6 +93,18 @@ def _cpu_bound_tests_take_one_core(
             monkeypatch.setenv(key, value)
 
 
+def _cpu_cost(item: pytest.Item) -> float:
+    marker = item.get_closest_marker("cpu_cost")
+    return float(marker.args[0]) if marker else 0.0
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked `cpu_cost` first, costliest first; the rest in their order. Under
+    `--dist loadgroup` the xdist groups start first, then single tests in this order: the
+    longest promtool runs start while the real stacks run, and short tests fill the end."""
+    items.sort(key=lambda item: -_cpu_cost(item))  # stable: unmarked tests keep their order
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Clean teardown: SIGTERM unwinds like Ctrl-C (fixtures stop their processes), and an
     xdist worker gets SIGTERM when the controlling pytest dies, however it died."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 from functools import cache
 from pathlib import Path
@@ -15,8 +16,9 @@ from trainsignals.generator.rules.unit_tests import job_series, promtool_suite
 from trainsignals.generator.signals.faults import FAULT_ONSET, JobTimeline
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.signals.series_notation import encode
+from trainsignals.generator.spec.durations import parse_duration
 
-from .conftest import JOBS, run_tool
+from .conftest import JOBS, ROOT, run_tool
 
 JOB_NAMES = [p.stem for p in spec_files(JOBS)]
 
@@ -48,23 +50,92 @@ def promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return run_tool("promtool", *args, cwd=cwd, timeout=900)
 
 
-# Each job's generated test file runs in PARTS pytest items (every PARTS-th test group): the
-# 512-rank job's file is minutes of promtool, and in parts xdist spreads it over its workers.
-PARTS = 4
+def load_yaml(text: str) -> dict:
+    """libyaml's parser: the 512-rank job's test file takes 2 s in pure Python, 0.2 s here."""
+    return yaml.load(text, Loader=yaml.CSafeLoader)
 
 
-@pytest.mark.parametrize("part", range(PARTS))
-@pytest.mark.parametrize("job", JOB_NAMES)
+@cache
+def _generated_suite(job: str) -> dict:
+    return load_yaml(_generated_text(job)[1])
+
+
+def eval_seconds(test: dict) -> int:
+    """How far promtool evaluates a test group: its last eval_time. Every rule is evaluated at
+    every step up to it, so its CPU is about this times the job's rules (gpt-70b-pretrain:
+    ~40 ms a step; its 600-minute tests ~30 s, most fault tests 2-5 s)."""
+    checks = [*test.get("alert_rule_test", []), *test.get("promql_expr_test", [])]
+    return max(parse_duration(check["eval_time"]) for check in checks)
+
+
+def part_count(tests: list[dict]) -> int:
+    """As many parts as the longest test fits in the total: it then runs alone."""
+    cost = [eval_seconds(test) for test in tests]
+    return max(1, math.ceil(sum(cost) / max(cost, default=1)))
+
+
+def promtool_parts(tests: list[dict], count: int) -> list[list[int]]:
+    """The indices of `tests` in `count` parts of about equal evaluation time, costliest first.
+
+    Filled longest test first, each onto the part with the least so far; each part lists its
+    tests in file order. A function of the tests alone: every xdist worker gets the same."""
+    cost = [eval_seconds(test) for test in tests]
+    loads, parts = [0] * count, [[] for _ in range(count)]
+    for index in sorted(range(len(tests)), key=lambda i: (-cost[i], i)):
+        lightest = min(range(count), key=lambda k: (loads[k], k))
+        loads[lightest] += cost[index]
+        parts[lightest].append(index)
+    order = sorted(range(count), key=lambda k: (-loads[k], k))
+    return [sorted(parts[k]) for k in order]
+
+
+@cache
+def _planned_parts(job: str) -> tuple[float, ...]:
+    """The relative CPU cost of each of a job's parts, planned at collection from the committed
+    test file (generating the 512-rank job's there would cost each worker seconds). The test
+    splits the file it generates into as many parts: a stale committed file only misjudges
+    the costs. Cost: evaluated minutes times the job's rules."""
+    tests_file, rules_file = (ROOT / "alerts" / f"{job}.{kind}.yaml" for kind in ("test", "rules"))
+    if not tests_file.exists() or not rules_file.exists():
+        return (0.0,)
+    tests = load_yaml(tests_file.read_text())["tests"]
+    rules = sum(len(g["rules"]) for g in load_yaml(rules_file.read_text())["groups"])
+    parts = promtool_parts(tests, part_count(tests))
+    return tuple(rules * sum(eval_seconds(tests[i]) for i in part) / 60 for part in parts)
+
+
+# Each job's generated test file runs in parts of about equal promtool time (promtool_parts):
+# the 512-rank job's file is ~5 minutes of CPU in 9 parts of ~35 s, the others' ~100 s in 7.
+# `cpu_cost` (tests/conftest.py) starts the costliest first, so none is left for the end.
+PROMTOOL_PARTS = [
+    pytest.param(job, part, marks=pytest.mark.cpu_cost(cost), id=f"{job}-{part}")
+    for job in JOB_NAMES
+    for part, cost in enumerate(_planned_parts(job))
+]
+
+
+@pytest.mark.parametrize(("job", "part"), PROMTOOL_PARTS)
 def test_promtool_check_and_test_pass(job: str, part: int, tmp_path: Path) -> None:
     rules, tests = generated(job, tmp_path)
     if part == 0:
         checked = promtool("check", "rules", rules.name, cwd=tmp_path)
         assert checked.returncode == 0, checked.stdout + checked.stderr
-    suite = yaml.safe_load(tests.read_text())
-    suite["tests"] = suite["tests"][part::PARTS]
-    tests.write_text(dump(suite))
+    suite = _generated_suite(job)
+    kept = promtool_parts(suite["tests"], len(_planned_parts(job)))[part]
+    tests.write_text(dump({**suite, "tests": [suite["tests"][i] for i in kept]}))
     tested = promtool("test", "rules", tests.name, cwd=tmp_path)
     assert tested.returncode == 0, tested.stdout + tested.stderr
+
+
+@pytest.mark.parametrize("job", JOB_NAMES)
+def test_promtool_parts_hold_every_generated_test_once(job: str) -> None:
+    tests = _generated_suite(job)["tests"]
+    for count in {len(_planned_parts(job)), part_count(tests), 1, len(tests)}:
+        parts = promtool_parts(tests, count)
+        assert sorted(i for part in parts for i in part) == list(range(len(tests))), count
+        assert all(parts), count
+    longest = max(range(len(tests)), key=lambda i: eval_seconds(tests[i]))
+    assert [longest] in promtool_parts(tests, part_count(tests)), "the longest test runs alone"
 
 
 def test_every_alert_has_a_firing_and_a_healthy_test(tmp_path: Path) -> None:
