@@ -63,8 +63,10 @@ def _generated_suite(job: str) -> dict:
 
 def eval_seconds(test: dict) -> int:
     """How far promtool evaluates a test group: its last eval_time. Every rule is evaluated at
-    every step up to it, so its CPU is about this times the job's rules (gpt-70b-pretrain:
-    ~40 ms a step; its 600-minute tests ~30 s, most fault tests 2-5 s)."""
+    every step up to it, so its CPU is about this times the length of the job's rule
+    expressions: promtool's rules parse their expression again at every evaluation, and with
+    no data at all gpt-70b-pretrain's 49,000 characters cost ~25 ms a step (its 600-minute
+    tests ~15-30 s, most fault tests 2-5 s)."""
     checks = [*test.get("alert_rule_test", []), *test.get("promql_expr_test", [])]
     return max(parse_duration(check["eval_time"]) for check in checks)
 
@@ -104,15 +106,16 @@ def _planned_parts(job: str) -> tuple[float, ...]:
     """The relative CPU cost of each of a job's parts, planned at collection from the committed
     test file (generating the 512-rank job's there would cost each worker seconds). The test
     splits the file it generates into as many parts: a stale committed file only misjudges
-    the costs. Cost: evaluated minutes times the job's rules."""
+    the costs. Cost: evaluated minutes times the characters of the job's rule expressions."""
     tests_file, rules_file = (ROOT / "alerts" / f"{job}.{kind}.yaml" for kind in ("test", "rules"))
     if not tests_file.exists() or not rules_file.exists():
         return (0.0,)
     cost = scan_eval_seconds(tests_file.read_text())
-    rules = len(re.findall(r"^\s*- (?:record|alert): ", rules_file.read_text(), re.MULTILINE))
+    expressions = re.findall(r"^\s*expr: (.*)$", rules_file.read_text(), re.MULTILINE)
+    kilochars = sum(map(len, expressions)) / 1000
     tests = [{"alert_rule_test": [{"eval_time": f"{seconds}s"}]} for seconds in cost]
     parts = promtool_parts(tests, part_count(tests))
-    return tuple(rules * sum(cost[i] for i in part) / 60 for part in parts)
+    return tuple(kilochars * sum(cost[i] for i in part) / 60 for part in parts)
 
 
 # Each job's generated test file runs in parts of about equal promtool time (promtool_parts):
