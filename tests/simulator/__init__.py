@@ -1,0 +1,1 @@
+"""Scenario timelines on the deterministic clock: what the endpoints serve at chosen times."""
