@@ -99,14 +99,20 @@ class TestInputs:
         encodings, the others from the memo or computed. `names`: only series of these
         names (None: all); a group with none of them is not worked out at all."""
         length = t.minutes + 1 if t.completed is None else t.completed + 1
-        prints = _fingerprints(t, length)
+        # The groups with a wanted series (a group's names are the same in every timeline),
+        # and the fields they read: only those are fingerprinted and compared.
+        groups = [
+            (index, healthy)
+            for index, healthy in enumerate(self._healthy_groups)
+            if names is None or not names.isdisjoint(name for name, _, _ in healthy)
+        ]
+        fields_read = {field for index, _ in groups for field in SIGNAL_GROUPS[index][0]}
+        prints = _fingerprints(t, length, fields_read)
         changed = self._changed(t, length, prints)
         computed = _Computed(t, length)
         selectors: list[tuple[str, ...]] = []  # of each rank
         texts: list[str] = []
-        for index, healthy in enumerate(self._healthy_groups):
-            if names is not None and names.isdisjoint(name for name, _, _ in healthy):
-                continue  # (a group's names are the same in every timeline)
+        for index, healthy in groups:
             fields = SIGNAL_GROUPS[index][0]
             if changed is not None and changed.isdisjoint(fields):
                 for name, extra, prefixes in healthy:
@@ -129,14 +135,14 @@ class TestInputs:
         ]
 
     def _changed(self, t: JobTimeline, length: int, prints: dict) -> set[str] | None:
-        """The timeline fields that differ from the healthy job's in the first `length`
+        """The fingerprinted fields that differ from the healthy job's in the first `length`
         minutes; None: every series must be computed (an outage, or past the horizon)."""
         if t.outage is not None or length > self.horizon + 1:
             return None
         return {
             name
-            for name, healthy in self._healthy_fields.items()
-            if prints[name] != _cut(healthy, length)
+            for name, fingerprint in prints.items()
+            if fingerprint != _cut(self._healthy_fields[name], length)
         }
 
     def _rank_selectors(self, name: str, extra: dict) -> tuple[str, ...]:
@@ -228,10 +234,13 @@ def _first(t: JobTimeline, length: int) -> JobTimeline:
 Fingerprint = bytes | tuple[bytes, bytes] | tuple | bool
 
 
-def _fingerprints(t: JobTimeline, length: int) -> dict[str, Fingerprint]:
-    """Each field a group reads, by the exact samples of its first `length` minutes."""
+def _fingerprints(
+    t: JobTimeline, length: int, fields: set[str] | None = None
+) -> dict[str, Fingerprint]:
+    """Each field a group reads (of `fields` only, when given), by the exact samples of its
+    first `length` minutes."""
     prints = {}
-    for name in _FIELDS:
+    for name in _FIELDS if fields is None else [f for f in _FIELDS if f in fields]:
         value = getattr(t, name)
         if isinstance(value, list):
             value = _fingerprint(value if len(value) == length else value[:length])
