@@ -104,10 +104,11 @@ ROWS = [  # (specs, what, options, goal, distinct objectives, every file)
 ]
 
 
-def reference_ms(repeats: int = 5) -> float:
+def reference_ms(repeats: int = 3) -> float:
     """A fixed pure-Python workload (string building and dict lookups, as the generator does),
-    best of `repeats`: the same machine measured 9.4 ms per spec for rules + dashboard one day
-    and 14 the next, so the figures are printed beside what this loop costs on the day."""
+    best of `repeats`. This machine's speed swings by up to 1.8x within minutes (the loop took
+    79 ms, then 144, then 81 on an idle machine): each row prints the loop's cost measured just
+    before and after it, and rows compare by their cost in loops (`cpu/ref`)."""
     best = float("inf")
     for _ in range(repeats):
         started = time.process_time()
@@ -123,16 +124,19 @@ def main() -> None:
     generate_all(specs(1), Options())  # imports and template compilation are not per-spec cost
     cores = len(os.sched_getaffinity(0))
     print(f"generator: cost per spec (copies of llama-8b-finetune), {cores} cores")
-    print(f"  machine today: the reference loop (reference_ms) takes {reference_ms():.1f} ms")
-    print("  wall: elapsed / specs; cpu: CPU time of this process and its workers / specs")
+    print("  wall: elapsed / specs; cpu: CPU time of this process and its workers / specs;")
+    print("  ref: the reference loop's ms around the row (reference_ms); cpu/ref: cpu in loops")
     head = f"{'specs':>6} {'what':<29} {'workers':>7} {'wall ms':>8} {'cpu ms':>7} {'goal':>6}"
-    print(f"{head} {'peak MiB':>9}")
+    print(f"{head} {'ref ms':>7} {'cpu/ref':>8} {'peak MiB':>9}")
     for count, label, options, goal, distinct, every_file in ROWS:
+        before = reference_ms()
         wall, cpu, peak = measure(count, options, distinct, every_file)
+        ref = (before + reference_ms()) / 2
         workers = worker_count(count, options.workers)
         limit = f"<={goal}" if goal else ""
         print(
-            f"{count:>6} {label:<29} {workers:>7} {wall:>8.2f} {cpu:>7.2f} {limit:>6} {peak:>9.1f}"
+            f"{count:>6} {label:<29} {workers:>7} {wall:>8.2f} {cpu:>7.2f} {limit:>6}"
+            f" {ref:>7.0f} {cpu / ref:>8.3f} {peak:>9.1f}"
         )
 
 
