@@ -23,9 +23,9 @@ from trainsignals.generator.spec.job import JobSpec, Links, Shape
 
 from trainsignals.oncall.lint import lint_rules, metric_names
 
-from .conftest import JOBS, ROOT, run_tool
+from .conftest import JOBS, run_tool
+from .dashboards.helpers import load_schema, panel_schema_problems
 
-SCHEMAS = ROOT / "schemas" / "grafana"
 RULES, TESTS = "alerts/oncall.rules.yaml", "alerts/oncall.test.yaml"
 DASHBOARD, RUNBOOK = "dashboards/oncall.json", f"runbooks/{ALERT}.md"
 STARTED = "team_alertname_severity:trainsignals_alerts_started:count"
@@ -232,50 +232,22 @@ def test_a_wrong_page_count_fails_the_generated_tests(
 # --- dashboard --------------------------------------------------------------------------------
 
 
-def _schema(name: str) -> dict:
-    return json.loads((SCHEMAS / f"{name}.jsonschema.json").read_text())
-
-
-def _definition(schema: dict, name: str) -> dict:
-    return {"$ref": f"#/definitions/{name}", "definitions": schema["definitions"]}
-
-
 @pytest.fixture(scope="module")
 def dashboard(files: dict[str, str]) -> dict:
     return json.loads(files[DASHBOARD])
 
 
 def test_dashboard_validates_against_grafana_schema(dashboard: dict) -> None:
-    errors = list(Draft7Validator(_schema("dashboard")).iter_errors(dashboard))
+    errors = list(Draft7Validator(load_schema("dashboard")).iter_errors(dashboard))
     assert errors == [], "\n".join(f"{list(e.absolute_path)}: {e.message}" for e in errors[:20])
     # The normaliser is what makes it valid (the check can fail).
     raw = raw_dashboard(OncallPolicy(), Links(), "x")
-    assert list(Draft7Validator(_schema("dashboard")).iter_errors(raw))
+    assert list(Draft7Validator(load_schema("dashboard")).iter_errors(raw))
 
 
 def test_panels_validate_against_panel_schemas(dashboard: dict) -> None:
-    prometheus = Draft7Validator(_schema("prometheus"))
-    field_configs = {"timeseries": "GraphFieldConfig", "table": "TableFieldOptions"}
-    problems, types = [], set()
-    for panel in iter_panels(dashboard):
-        if panel["type"] == "row":
-            continue
-        types.add(panel["type"])
-        schema = _schema(panel["type"])
-        checks = [(_definition(schema, "Options"), panel["options"])]
-        if panel["type"] in field_configs:
-            custom = panel["fieldConfig"]["defaults"].get("custom", {})
-            checks.append((_definition(schema, field_configs[panel["type"]]), custom))
-        for sub_schema, instance in checks:
-            problems += [
-                f"panel {panel['id']}: {e.message}"
-                for e in Draft7Validator(sub_schema).iter_errors(instance)
-            ]
-        for target in panel["targets"]:
-            problems += [
-                f"panel {panel['id']}: {e.message}" for e in prometheus.iter_errors(target)
-            ]
-    assert problems == []
+    assert panel_schema_problems(dashboard) == []
+    types = {panel["type"] for panel in iter_panels(dashboard)} - {"row"}
     assert types == {"stat", "timeseries", "table"}
 
 

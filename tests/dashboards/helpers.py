@@ -7,6 +7,7 @@ import hashlib
 import json
 from pathlib import Path
 
+from jsonschema import Draft7Validator
 from trainsignals.generator.alerts.rules import AlertRule, alert_rules
 from trainsignals.generator.dashboards.job import build_dashboard
 from trainsignals.generator.dashboards.kit import iter_panels
@@ -88,3 +89,34 @@ def override_steps(dashboard: dict, key: str, name: str) -> list[tuple[str, floa
             (prop,) = [p for p in override["properties"] if p["id"] == "thresholds"]
             return [(s["color"], s["value"]) for s in prop["value"]["steps"]]
     raise AssertionError(f"no thresholds override for {name!r} on {key}")
+
+
+# Panel types whose `fieldConfig.defaults.custom` has a schema definition of its own.
+FIELD_CONFIGS = {"timeseries": "GraphFieldConfig", "table": "TableFieldOptions"}
+
+
+def panel_schema_problems(dashboard: dict) -> list[str]:
+    """Every panel's options, custom field config and Prometheus targets checked against
+    Grafana's panel schemas: one line per problem (none for a valid dashboard)."""
+    prometheus = Draft7Validator(load_schema("prometheus"))
+    problems = []
+    for panel in iter_panels(dashboard):
+        if panel["type"] == "row":
+            continue
+        schema = load_schema(panel["type"])
+        checks = [(schema_definition(schema, "Options"), panel["options"], "options")]
+        if panel["type"] in FIELD_CONFIGS:
+            custom = panel["fieldConfig"]["defaults"].get("custom", {})
+            checks.append(
+                (schema_definition(schema, FIELD_CONFIGS[panel["type"]]), custom, "custom")
+            )
+        for sub_schema, instance, what in checks:
+            problems += [
+                f"panel {panel['id']} {what}: {e.message}"
+                for e in Draft7Validator(sub_schema).iter_errors(instance)
+            ]
+        for target in panel["targets"]:
+            problems += [
+                f"panel {panel['id']} target: {e.message}" for e in prometheus.iter_errors(target)
+            ]
+    return problems

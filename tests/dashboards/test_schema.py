@@ -11,7 +11,6 @@ from jsonschema import Draft7Validator
 from trainsignals.generator.alerts.rules import alert_rules
 from trainsignals.generator.dashboards.grafana_normalize import normalize_dashboard
 from trainsignals.generator.dashboards.job import build_dashboard, raw_dashboard
-from trainsignals.generator.dashboards.kit import iter_panels
 from trainsignals.generator.signals.panels import dashboard_uid
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.spec.job import JobSpec
@@ -22,7 +21,7 @@ from tests.dashboards.helpers import (
     build_job_dashboard,
     hash_of,
     load_schema,
-    schema_definition,
+    panel_schema_problems,
 )
 
 # --- schema ----------------------------------------------------------------------------------
@@ -73,33 +72,7 @@ def test_normaliser_is_pure(spec: JobSpec) -> None:
 
 
 def test_panel_options_and_targets_validate_against_panel_schemas(built: tuple) -> None:
-    dashboard, _, _ = built
-    prometheus = Draft7Validator(load_schema("prometheus"))
-    field_configs = {"timeseries": "GraphFieldConfig", "table": "TableFieldOptions"}
-    problems = []
-    for panel in iter_panels(dashboard):
-        if panel["type"] == "row":
-            continue
-        schema = load_schema(panel["type"])
-        checks = [(schema_definition(schema, "Options"), panel["options"], "options")]
-        if panel["type"] in field_configs:
-            checks.append(
-                (
-                    schema_definition(schema, field_configs[panel["type"]]),
-                    panel["fieldConfig"]["defaults"].get("custom", {}),
-                    "custom",
-                )
-            )
-        for sub_schema, instance, what in checks:
-            problems += [
-                f"panel {panel['id']} {what}: {e.message}"
-                for e in Draft7Validator(sub_schema).iter_errors(instance)
-            ]
-        for target in panel["targets"]:
-            problems += [
-                f"panel {panel['id']} target: {e.message}" for e in prometheus.iter_errors(target)
-            ]
-    assert problems == []
+    assert panel_schema_problems(built[0]) == []
 
 
 # --- identity and determinism ----------------------------------------------------------------
