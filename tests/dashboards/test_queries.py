@@ -8,56 +8,30 @@ from trainsignals.generator.dashboards.kit import iter_panels, panel_queries
 from trainsignals.generator.signals.recording import recording_rules
 
 from trainsignals.metrics.catalog import known_series_names
+from trainsignals.metrics.series_check import dashboard_expr, parse_selectors
 
 # --- queries -------------------------------------------------------------------------------------
 
-PROMQL_WORDS = frozenset(
-    {
-        "and",
-        "or",
-        "unless",
-        "on",
-        "ignoring",
-        "group_left",
-        "group_right",
-        "by",
-        "without",
-        "bool",
-        "offset",
-        "atan2",
-        "sum",
-        "avg",
-        "min",
-        "max",
-        "count",
-        "stddev",
-        "stdvar",
-        "topk",
-        "bottomk",
-        "quantile",
-        "count_values",
-        "group",
-        "inf",
-        "nan",
-        "label_values",
-    }
-)
-# A name followed by a selector, a range, whitespace or the end; not part of a longer token.
-METRIC_NAME = re.compile(r"(?<![\w:.$])([a-zA-Z_:][a-zA-Z0-9_:]*)(?=\s*[{\[]|\s|$)")
-STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+# Grafana's variable query `label_values(<selector>, <label>)`: not PromQL, its selector is.
+LABEL_VALUES = re.compile(r"label_values\((.+),\s*\w+\)")
 
 
 def metric_names(expr: str) -> set[str]:
-    names = set(METRIC_NAME.findall(STRING.sub('""', expr)))
-    return {n for n in names if n.lower() not in PROMQL_WORDS}
+    """The series names a query's selectors read, by promql-parser (Grafana's variables set to
+    any node, any GPU, a 5m range)."""
+    variable_query = LABEL_VALUES.fullmatch(expr.strip())
+    expr = variable_query.group(1) if variable_query else expr
+    return {name for name, _ in parse_selectors(dashboard_expr(expr))}
 
 
-def test_metric_name_tokenizer() -> None:
+def test_metric_names_are_the_selectors() -> None:
     expr = (
-        'avg_over_time(job:a:b{x="y z"}[5m]) and on (training_job) sum by (node) '
+        'avg_over_time(job:a:b{x="y z"}[$__rate_interval]) and on (training_job) sum by (node) '
         '(rate(c_total{d=~"$node"}[1m])) > 0 or up'
     )
     assert metric_names(expr) == {"job:a:b", "c_total", "up"}
+    assert metric_names('label_values(up{training_job="j"}, node)') == {"up"}
 
 
 def test_queries_read_only_recorded_or_catalogued_series(built: tuple) -> None:
