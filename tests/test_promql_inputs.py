@@ -13,14 +13,14 @@ from trainsignals.generator.loader import load_specs
 from trainsignals.generator.signals import promql_inputs
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.signals.promql_inputs import firm_inputs
-from trainsignals.generator.signals.recording import recording_rules
+from trainsignals.generator.signals.recording import recorded_exprs, recording_rules
 
 from trainsignals.metrics.series_check import parse_selectors
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def reference(expr: str, records: dict[str, str]) -> frozenset:
+def reference(expr: str, records: dict[str, tuple[str, ...]]) -> frozenset:
     """The definition, on the expression's own parse tree: every selector's own text
     parsed again, no template, no cache."""
 
@@ -29,8 +29,8 @@ def reference(expr: str, records: dict[str, str]) -> frozenset:
             found: set = set()
             for name, matchers in parse_selectors(node.prettify()):
                 if name in records:
-                    if name not in seen:
-                        found |= of(promql_parser.parse(records[name]), seen | {name})
+                    for text in records[name] if name not in seen else ():
+                        found |= of(promql_parser.parse(text), seen | {name})
                 elif name:
                     found.add((name, matchers))
             return frozenset(found)
@@ -52,9 +52,13 @@ def reference(expr: str, records: dict[str, str]) -> frozenset:
     return of(promql_parser.parse(expr), frozenset())
 
 
-def job_expressions(spec) -> tuple[list[str], dict[str, str]]:
+def job_expressions(spec) -> tuple[list[str], dict[str, tuple[str, ...]]]:
+    """The job's alert expressions and {record: every expression recording it}, from the rule
+    groups as written (not recorded_exprs, which firm_inputs' callers use)."""
     ctx = RuleContext(spec, 1, 60)
-    records = {rule["record"]: rule["expr"] for rule in recording_rules(ctx)}
+    records: dict[str, tuple[str, ...]] = {}
+    for rule in recording_rules(ctx):
+        records[rule["record"]] = (*records.get(rule["record"], ()), rule["expr"])
     return [firing_expr(ctx, rule) for rule in alert_rules(ctx)], records
 
 
@@ -88,9 +92,11 @@ def test_a_second_job_of_the_same_shape_is_not_parsed_again_and_keeps_its_own_la
 
 
 RECORDS = {
-    "job:a:sum": 'sum(raw_a{job="x"}) or vector(0)',
-    "job:b:max": 'max(raw_b{job="x", node!="node-3", node!=""})',
-    "job:c:loop": "job:c:loop + raw_c",  # a cycle reads nothing more
+    "job:a:sum": ('sum(raw_a{job="x"}) or vector(0)',),
+    "job:b:max": ('max(raw_b{job="x", node!="node-3", node!=""})',),
+    "job:c:loop": ("job:c:loop + raw_c",),  # a cycle reads nothing more
+    # One name, two rules (one per SLO): a reader needs what each reads.
+    "job:d:ratio": ('raw_d{slo="a"} / raw_e', 'raw_f{slo="b"} / raw_e'),
 }
 AWKWARD = [
     'raw_a{job="x"} or raw_b{job="y"}',
@@ -103,6 +109,7 @@ AWKWARD = [
     "job:a:sum > 0 and job:b:max",
     "job:a:sum or job:b:max",
     "job:c:loop",
+    "job:d:ratio > 0.1",
     'label_replace(raw_a{job="x"}, "series", "raw_a", "", "") or absent(raw_b{job="x"})',
     'histogram_quantile(0.99, sum by (le) (rate(raw_h_bucket{job="x"}[5m])))',
     'max_over_time(raw_a{job="x"}[1h:5m]) - raw_b{job="x"} offset 1h',
@@ -113,3 +120,17 @@ AWKWARD = [
 @pytest.mark.parametrize("expr", AWKWARD)
 def test_awkward_expressions_read_what_their_parse_tree_reads(expr: str) -> None:
     assert firm_inputs(expr, RECORDS) == reference(expr, RECORDS)
+
+
+def test_a_name_recorded_by_two_rules_needs_what_both_read() -> None:
+    names = {name for name, _ in firm_inputs("job:d:ratio > 0.1", RECORDS)}
+    assert names == {"raw_d", "raw_e", "raw_f"}
+
+
+def test_the_generator_passes_every_rule_recording_a_name() -> None:
+    spec = next(s for s in SPECS if s.slos and len(s.slos) > 1)
+    ctx = RuleContext(spec)
+    recorded = recorded_exprs(ctx)
+    written = recording_rules(ctx)
+    assert sum(map(len, recorded.values())) == len(written)
+    assert any(len(exprs) > 1 for exprs in recorded.values())

@@ -62,10 +62,11 @@ class _Reads:
 
 
 def firm_inputs(
-    expr: str, records: dict[str, str], memo: dict[str, frozenset] | None = None
+    expr: str, records: dict[str, tuple[str, ...]], memo: dict[str, frozenset] | None = None
 ) -> frozenset[Input]:
     """(name, matchers) of the raw selectors `expr` cannot do without, directly or through
-    the recording rules it reads ({record name: expr}): of `a or b` only what both sides read
+    the recording rules it reads ({record name: every expression recording it}; a reader of
+    the name needs what each of them reads): of `a or b` only what both sides read
     (each side is a fallback for the other, as `x or vector(0)`, or dcgm-exporter's optional
     throttle reasons or SM clocks), of `a unless b` only what `a` reads (`b` absent is normal).
 
@@ -77,7 +78,7 @@ def firm_inputs(
     def of_record(name: str) -> frozenset[Input]:
         if name not in memo:
             memo[name] = frozenset()  # a cycle reads nothing more
-            memo[name] = of_expr(records[name])
+            memo[name] = frozenset().union(*map(of_expr, records[name]))
         return memo[name]
 
     def of_expr(text: str) -> frozenset[Input]:

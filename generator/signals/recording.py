@@ -283,10 +283,14 @@ def recording_groups(ctx: RuleContext, readers: Iterable[str] = ()) -> list[dict
     ]
 
 
-def recorded_exprs(ctx: RuleContext) -> dict[str, str]:
-    """{record: expr} of every recording rule of the job, whichever group it lands in."""
+def recorded_exprs(ctx: RuleContext) -> dict[str, tuple[str, ...]]:
+    """{record: every expression recording it} over the job's recording rules, whichever group
+    each lands in (a name can be recorded by several rules: one per SLO, one per time account)."""
     fast, slow = _job_rules(ctx)
-    return {rule["record"]: rule["expr"] for rule in (*fast, *slow)}
+    records: dict[str, tuple[str, ...]] = {}
+    for rule in (*fast, *slow):
+        records[rule["record"]] = (*records.get(rule["record"], ()), rule["expr"])
+    return records
 
 
 # The last job's rules: generating a job asks for them twice (AlertInputMissing reads what
