@@ -24,19 +24,26 @@ def _minimal():
 
 def test_selectors_follow_recording_rules_to_the_alerts_that_depend_on_them() -> None:
     records = {
-        "job:tokens:rate5m": 'sum(rate(tokens_total{training_job="a"}[5m]))',
-        "job:mfu:ratio": 'job:tokens:rate5m{training_job="a"} / 10',
-        "node:net:rate5m": 'rate(node_network_receive_bytes_total{device!~"lo"}[5m])',
+        "job:tokens:rate5m": ['sum(rate(tokens_total{training_job="a"}[5m]))'],
+        "job:mfu:ratio": ['job:tokens:rate5m{training_job="a"} / 10'],
+        "node:net:rate5m": ['rate(node_network_receive_bytes_total{device!~"lo"}[5m])'],
+        # One name, a rule per SLO: each rule's inputs count (not only the last rule's).
+        "job:slo:errors": ['steps_total{slo="a"} * 0', 'tokens_total{training_job="a"} * 0'],
     }
-    alerts = {"MfuLow": 'job:mfu:ratio{training_job="a"} < 0.3'}
+    alerts = {
+        "MfuLow": ['job:mfu:ratio{training_job="a"} < 0.3'],
+        "SloBurn": ["job:slo:errors > 0.1"],
+    }
     panels = [("panel 1", dashboard_expr('up{node=~"$node",gpu=~"${gpu}"}[$__rate_interval]'))]
     found = {s.text(): s for s in selectors(records, alerts, panels)}
     assert set(found) == {
         'tokens_total{training_job="a"}',
+        'steps_total{slo="a"}',
         'node_network_receive_bytes_total{device!~"lo"}',
         'up{gpu=~".*",node=~".*"}',
     }
-    assert found['tokens_total{training_job="a"}'].alerts == ["MfuLow"]  # through two records
+    assert found['tokens_total{training_job="a"}'].alerts == ["MfuLow", "SloBurn"]
+    assert found['steps_total{slo="a"}'].alerts == ["SloBurn"]  # the first of two rules
     assert found['node_network_receive_bytes_total{device!~"lo"}'].alerts == []
     assert found['up{gpu=~".*",node=~".*"}'].readers == ["panel 1"]
 

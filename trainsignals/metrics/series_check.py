@@ -13,7 +13,7 @@ import json
 import re
 import urllib.parse
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import promql_parser
@@ -91,7 +91,7 @@ def vector_selector(node: promql_parser.VectorSelector) -> tuple[str, tuple[Matc
     return name, tuple(sorted(matchers, key=str))
 
 
-def _recorded_inputs(expr: str, records: dict[str, str]) -> set[str]:
+def _recorded_inputs(expr: str, records: Mapping[str, Sequence[str]]) -> set[str]:
     """Recorded names `expr` reads, directly or through other recording rules."""
     todo = [name for name, _ in parse_selectors(expr)]
     seen: set[str] = set()
@@ -99,20 +99,31 @@ def _recorded_inputs(expr: str, records: dict[str, str]) -> set[str]:
         name = todo.pop()
         if name in records and name not in seen:
             seen.add(name)
-            todo += [n for n, _ in parse_selectors(records[name])]
+            todo += [n for text in records[name] for n, _ in parse_selectors(text)]
     return seen
 
 
 def selectors(
-    records: dict[str, str], alerts: dict[str, str], panels: Iterable[tuple[str, str]]
+    records: Mapping[str, Sequence[str]],
+    alerts: Mapping[str, Sequence[str]],
+    panels: Iterable[tuple[str, str]],
 ) -> list[Selector]:
-    """Raw-series selectors read by recording rules, alerts and panels ({reader: expr}).
+    """Raw-series selectors read by recording rules, alerts and panels ({reader: every
+    expression of that name}: one name may be recorded by several rules, one per SLO).
 
     A name some rule records is skipped (its inputs are checked instead). Each selector
     lists the alerts that depend on it, directly or through recording rules: missing, it
     silences them; a selector no alert depends on only empties panels.
     """
-    readers = [*records.items(), *alerts.items(), *panels]
+    readers = [
+        *(
+            (name, expr)
+            for rules in (records, alerts)
+            for name, exprs in rules.items()
+            for expr in exprs
+        ),
+        *panels,
+    ]
     by_text: dict[str, Selector] = {}
     for reader, expr in readers:
         for name, matchers in parse_selectors(expr):
@@ -122,8 +133,8 @@ def selectors(
             selector = by_text.setdefault(selector.text(), selector)
             if reader not in selector.readers:
                 selector.readers.append(reader)
-    for alert, expr in sorted(alerts.items()):
-        chain = {alert} | _recorded_inputs(expr, records)
+    for alert, exprs in sorted(alerts.items()):
+        chain = {alert}.union(*(_recorded_inputs(expr, records) for expr in exprs))
         for selector in by_text.values():
             if chain & set(selector.readers):
                 selector.alerts.append(alert)

@@ -111,8 +111,13 @@ def check_rules(prom: PrometheusClient, job: Job) -> Iterator[Check]:
 
 def check_series(prom: PrometheusClient, job: Job) -> Check:
     rules = list(iter_rules({"rules": job.rules}))
-    records = {str(r.body["record"]): r.expr for r in rules if "record" in r.body}
-    alerts = {str(r.body["alert"]): r.expr for r in rules if "alert" in r.body}
+    records: dict[str, list[str]] = {}  # a name may be recorded by several rules (per SLO)
+    alerts: dict[str, list[str]] = {}
+    for rule in rules:
+        if "record" in rule.body:
+            records.setdefault(str(rule.body["record"]), []).append(rule.expr)
+        else:
+            alerts.setdefault(str(rule.body["alert"]), []).append(rule.expr)
     panels = [
         (f"panel {panel_id}", dashboard_expr(expr))
         for panel_id, expr in panel_queries(job.dashboard)
