@@ -80,6 +80,7 @@ def test_names_through_every_rule_recording_a_name_and_open_ended_reads() -> Non
                     {"alert": "B", "expr": 'count({__name__=~"gpu_.*"}) > 0'},
                     {"alert": "C", "expr": 'loop:a > 0 unless on () ALERTS{alertname="A"}'},
                     {"alert": "D", "expr": "loop:a > 0"},
+                    {"alert": "E", "expr": "loop:b > 0"},  # after D: nothing half-done kept
                 ],
             }
         ]
@@ -87,7 +88,8 @@ def test_names_through_every_rule_recording_a_name_and_open_ended_reads() -> Non
     reads = alert_reads(document)
     assert {"x_total", "y_total", "z", "job:a:sum"} <= (reads["A"] or set())
     assert reads["B"] is None and reads["C"] is None
-    assert {"loop:a", "loop:b", "w"} <= (reads["D"] or set())  # a cycle ends
+    assert {"loop:a", "loop:b", "w", "1"} <= (reads["D"] or set())  # a cycle ends
+    assert {"loop:a", "loop:b", "w", "1"} <= (reads["E"] or set())
     assert keeps(reads["A"], 'z{training_job="j"}')
     assert not keeps(reads["A"], 'w{training_job="j"}')
     assert keeps(None, 'w{training_job="j"}')
