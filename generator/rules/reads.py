@@ -15,10 +15,8 @@ An expression that reads other alerts (`ALERTS`) or picks series by a pattern on
 
 from __future__ import annotations
 
-import re
+from trainsignals.generator.signals.recording import name_tokens
 
-# A series name as PromQL spells it: a maximal run of word characters and colons.
-_NAME = re.compile(r"[\w:]+")
 # Tokens that make what an expression reads unknowable from its names.
 _OPEN_ENDED = frozenset({"ALERTS", "ALERTS_FOR_STATE", "__name__"})
 
@@ -37,16 +35,12 @@ def alert_reads(document: dict) -> dict[str, Reads]:
             else:
                 alerts.setdefault(rule["alert"], []).append(rule["expr"])
     # Each record's tokens once (a record read by several alerts is tokenised once).
-    tokens = {name: set().union(*map(_tokens, exprs)) for name, exprs in records.items()}
+    tokens = {name: set().union(*map(name_tokens, exprs)) for name, exprs in records.items()}
     reads: dict[str, Reads] = {}
     for alert, exprs in alerts.items():
-        found = _closure(set().union(*map(_tokens, exprs)), tokens)
+        found = _closure(set().union(*map(name_tokens, exprs)), tokens)
         reads[alert] = None if found & _OPEN_ENDED else frozenset(found)
     return reads
-
-
-def _tokens(expr: str) -> set[str]:
-    return set(_NAME.findall(expr))
 
 
 def _closure(found: set[str], tokens: dict[str, set[str]]) -> set[str]:

@@ -333,12 +333,13 @@ _NAME = re.compile(r"[\w:]+")
 def reads(expr: str, name: str) -> bool:
     """Whether a PromQL expression reads the recorded series `name`."""
     if _NAME.fullmatch(name):
-        return name in _names(expr)
+        return name in name_tokens(expr)
     return re.search(rf"(?<![\w:]){re.escape(name)}(?![\w:])", expr) is not None
 
 
-def _names(expr: str) -> set[str]:
-    """Every name-like token of `expr`: `name` in it is `reads(expr, name)` for a series name."""
+def name_tokens(expr: str) -> set[str]:
+    """Every name-like token of `expr`: `name` in it is `reads(expr, name)` for a series name
+    (a superset of the series names it reads: label names and functions come along)."""
     return set(_NAME.findall(expr))
 
 
@@ -352,7 +353,7 @@ def _needed(rules: list[dict], readers: Iterable[str]) -> set[str]:
     needed: set[str] = set()
     pending = list(readers)
     while pending:
-        for name in _names(pending.pop()) & exprs.keys():
+        for name in name_tokens(pending.pop()) & exprs.keys():
             if name not in needed:
                 needed.add(name)
                 pending += exprs[name]
