@@ -7,7 +7,6 @@ must not multiply the rate). The own exporter's all-links counter is always ther
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 from trainsignals.generator.loader import load_specs
@@ -16,7 +15,7 @@ from trainsignals.generator.pipeline import Options, generate_job
 from trainsignals.generator.signals.promql import matchers
 from trainsignals.generator.signals.series_notation import encode
 
-from .conftest import JOBS, require_tool
+from .conftest import JOBS, run_tool
 
 RECORD = "gpu:trainsignals_gpu_nvlink_errors:rate5m"
 
@@ -62,13 +61,7 @@ def run_promtool(folder: Path, input_series: list[dict], job: str, want: dict) -
         ],
     }
     (folder / "test.yaml").write_text(dump(suite))
-    done = subprocess.run(
-        [require_tool("promtool"), "test", "rules", "test.yaml"],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = run_tool("promtool", "test", "rules", "test.yaml", cwd=folder, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
 
 

@@ -4,7 +4,6 @@ and Alertmanager scrape jobs (promtool, with the generated meta test cases)."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ from trainsignals.generator.loader import load_specs, spec_files
 from trainsignals.generator.meta.unit_tests import meta_rule_tests
 from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS
 
-from .conftest import JOBS, require_tool
+from .conftest import JOBS, run_tool
 from .test_kubernetes import generated
 
 # kube-prometheus-stack's fullname template (charts/kube-prometheus-stack/templates/
@@ -65,13 +64,7 @@ def _promtool_test(folder: Path, groups: list, tests: list[dict]) -> str:
     (folder / "rules.yaml").write_text(yaml.safe_dump({"groups": groups}))
     document = {"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": tests}
     (folder / "test.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
-    result = subprocess.run(
-        [require_tool("promtool"), "test", "rules", "test.yaml"],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_tool("promtool", "test", "rules", "test.yaml", cwd=folder, timeout=120)
     return "" if result.returncode == 0 else result.stdout + result.stderr
 
 

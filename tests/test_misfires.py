@@ -10,7 +10,6 @@ test_promtool.py, which runs them for every example job.)
 from __future__ import annotations
 
 import random
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ from trainsignals.generator.output.yaml import dump
 from trainsignals.generator.pipeline import Options, generate_job
 from trainsignals.generator.spec.job import JobSpec
 
-from .conftest import require_tool
+from .conftest import run_tool
 
 BOUND = 2.5
 MINUTES = 60
@@ -89,13 +88,7 @@ def step_time_alert_fires(tmp_path: Path, mean: float, buckets_at_bound: bool = 
         ],
     }
     (tmp_path / "test.yaml").write_text(dump(suite))
-    run = subprocess.run(
-        [require_tool("promtool"), "test", "rules", "test.yaml"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    run = run_tool("promtool", "test", "rules", "test.yaml", cwd=tmp_path, timeout=120)
     assert "FAILED" in run.stdout + run.stderr or run.returncode == 0, run.stdout + run.stderr
     return run.returncode != 0
 

@@ -5,7 +5,6 @@ consequences the rules leave out."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ from trainsignals.generator.output.yaml import dump
 from trainsignals.generator.routing.alertmanager import alertmanager_config
 from trainsignals.generator.signals.promql import matchers
 
-from .conftest import ROOT, require_tool
+from .conftest import ROOT, run_tool
 from .live_alertmanager import live_alertmanager, wait_until
 
 TEAM, JOB = "speech", "whisper"
@@ -82,13 +81,7 @@ def test_one_incident_with_inhibited_consequences_is_one_page(tmp_path: Path) ->
         ],
     }
     (tmp_path / "test.yaml").write_text(dump(suite))
-    done = subprocess.run(
-        [require_tool("promtool"), "test", "rules", "test.yaml"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = run_tool("promtool", "test", "rules", "test.yaml", cwd=tmp_path, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
 
 

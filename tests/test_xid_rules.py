@@ -16,7 +16,7 @@ from trainsignals.generator.output.yaml import dump
 from trainsignals.generator.pipeline import Options, generate_job
 from trainsignals.generator.signals.promql import matchers
 
-from .conftest import require_tool
+from .conftest import run_tool
 
 JOB = "vit-dcgm"
 
@@ -84,13 +84,7 @@ def run(folder: Path, input_series: list[dict], cases: list[dict]) -> subprocess
         ],
     }
     (folder / "test.yaml").write_text(dump(suite))
-    return subprocess.run(
-        [require_tool("promtool"), "test", "rules", "test.yaml"],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_tool("promtool", "test", "rules", "test.yaml", cwd=folder, timeout=120)
 
 
 def test_stale_xid_gauge_fires_once_then_resolves(tmp_path: Path) -> None:
