@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from trainsignals.generator.loader import SpecError, load_specs, spec_files
+from trainsignals.simulator.profile import GPU_BOARDS
 
 from trainsignals.cli.main import main
+from trainsignals.metrics.gpu_models import PEAK_DENSE_FLOPS
 
 MINIMAL = """\
 name: demo
@@ -80,6 +82,32 @@ def test_bad_spec_names_file_field_and_fix(
     assert len(found) == 1, found
     assert found[0].startswith(f"{tmp_path / 'demo.yaml'}: {field}")
     assert hint in found[0]
+
+
+# Board names as NVML reports them (the simulator's boards) and as
+# nvidia-smi prints other variants; None: figures of their own, not guessed.
+BOARD_NAMES = [
+    *((name, model) for model, (name, *_) in GPU_BOARDS.items()),
+    ("A100-SXM4-80GB", "A100"),
+    ("NVIDIA A100-PCIE-40GB", "A100"),
+    ("NVIDIA H100 NVL", None),
+    ("NVIDIA GH200 480GB", None),
+    ("Tesla V100-SXM2-32GB", None),
+]
+
+
+@pytest.mark.parametrize(("board", "model"), BOARD_NAMES)
+def test_a_board_name_as_gpu_model_names_the_model_to_write(
+    tmp_path: Path, board: str, model: str | None
+) -> None:
+    found = problems(tmp_path, MINIMAL.replace("H100-SXM", f"'{board}'"))
+    assert len(found) == 1, found
+    assert found[0].startswith(f"{tmp_path / 'demo.yaml'}: shape.gpu_model")
+    if model is None:
+        assert "that board's model" not in found[0]
+    else:
+        assert f"write {model} (that board's model here)" in found[0]
+        assert model in PEAK_DENSE_FLOPS
 
 
 def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:

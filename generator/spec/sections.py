@@ -18,7 +18,7 @@ from trainsignals.generator.spec.types import (
     StrictModel,
 )
 
-from trainsignals.metrics.gpu_models import DTYPES, PEAK_DENSE_FLOPS
+from trainsignals.metrics.gpu_models import DTYPES, PEAK_DENSE_FLOPS, model_of_board_name
 
 
 class Shape(StrictModel):
@@ -51,7 +51,11 @@ class Shape(StrictModel):
     def _known_gpu(cls, value: str) -> str:
         if value not in PEAK_DENSE_FLOPS:
             known = ", ".join(sorted(PEAK_DENSE_FLOPS))
-            raise ValueError(f"unknown GPU model {value!r}; write one of: {known}")
+            model = model_of_board_name(value)
+            fix = "write one of: "
+            if model:  # a board's name as nvidia-smi prints it
+                fix = f"write {model} (that board's model here); models: "
+            raise ValueError(f"unknown GPU model {value!r}; {fix}{known}")
         return value
 
     @model_validator(mode="after")

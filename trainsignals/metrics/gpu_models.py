@@ -46,3 +46,15 @@ DTYPES = ("bf16", "fp16", "fp8", "tf32")
 def peak_flops(model: str, dtype: str) -> float:
     """Peak dense FLOP/s of one GPU; KeyError when the table has no figure."""
     return PEAK_DENSE_FLOPS[model][dtype]
+
+
+def model_of_board_name(name: str) -> str | None:
+    """The table's model for a board as nvidia-smi and NVML name it ("NVIDIA A100-SXM4-80GB",
+    "NVIDIA H100 80GB HBM3", "H100 PCIe"), or None: what a spec's error suggests when someone
+    pasted that name. Variants whose figures differ (H100 NVL, GH200) are not guessed."""
+    words = name.upper().replace("NVIDIA", " ").replace("-", " ").split()
+    if "NVL" in words or any(word.startswith("GH") for word in words):
+        return None
+    if "H100" in words:
+        return "H100-PCIe" if "PCIE" in words else "H100-SXM"
+    return next((model for model in ("A100", "H200", "B200", "L40S") if model in words), None)
