@@ -41,13 +41,15 @@ dashboards: generate
 generate: $(VENV)/.installed-base
 	$(BIN)/trainsignals generate
 
-# Drift, rule hygiene, then promtool and amtool on every generated file.
+# Drift, rule hygiene, then promtool and amtool on every generated file. The rule tests run one
+# promtool per file, as many at once as there are cores, largest first (each evaluates its
+# rules minute by minute on about one core: 214 s in a row here, 153 s on two cores).
 check: $(VENV)/.installed-base tools
 	$(BIN)/trainsignals check
 	$(BIN)/trainsignals lint
 	promtool check rules alerts/*.rules.yaml
 	promtool check config deploy/prometheus/*.scrape.yaml
-	cd alerts && promtool test rules *.test.yaml
+	cd alerts && ls -S *.test.yaml | xargs -P "$$(nproc)" -n 1 promtool test rules
 	@if [ -f alerts/alertmanager.yaml ]; then amtool check-config alerts/alertmanager.yaml; fi
 
 lint: $(VENV)/.installed-test
