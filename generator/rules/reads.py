@@ -15,7 +15,7 @@ An expression that reads other alerts (`ALERTS`) or picks series by a pattern on
 
 from __future__ import annotations
 
-from trainsignals.generator.signals.recording import name_tokens
+from trainsignals.generator.signals.recording import name_tokens, record_tokens, records_read
 
 # Tokens that make what an expression reads unknowable from its names.
 _OPEN_ENDED = frozenset({"ALERTS", "ALERTS_FOR_STATE", "__name__"})
@@ -26,35 +26,18 @@ Reads = frozenset[str] | None  # None: any series may count
 def alert_reads(document: dict) -> dict[str, Reads]:
     """{alert name: the names its rules read} for a Prometheus rules document (the union
     over an alert's rules where several share its name)."""
-    records: dict[str, list[str]] = {}
-    alerts: dict[str, list[str]] = {}
-    for group in document["groups"]:
+    groups = document["groups"]
+    tokens = record_tokens(r for g in groups for r in g["rules"] if "record" in r)
+    alerts: dict[str, set[str]] = {}  # an alert's tokens, over every rule of that name
+    for group in groups:
         for rule in group["rules"]:
-            if "record" in rule:
-                records.setdefault(rule["record"], []).append(rule["expr"])
-            else:
-                alerts.setdefault(rule["alert"], []).append(rule["expr"])
-    # Each record's tokens once (a record read by several alerts is tokenised once).
-    tokens = {name: set().union(*map(name_tokens, exprs)) for name, exprs in records.items()}
+            if "alert" in rule:
+                alerts.setdefault(rule["alert"], set()).update(name_tokens(rule["expr"]))
     reads: dict[str, Reads] = {}
-    for alert, exprs in alerts.items():
-        found = _closure(set().union(*map(name_tokens, exprs)), tokens)
+    for alert, found in alerts.items():
+        found = found.union(*(tokens[name] for name in records_read(found, tokens)))
         reads[alert] = None if found & _OPEN_ENDED else frozenset(found)
     return reads
-
-
-def _closure(found: set[str], tokens: dict[str, set[str]]) -> set[str]:
-    """`found` and the tokens of every recording rule it names, transitively (a walk with its
-    own visited set: a cycle of records ends, and reads them all)."""
-    pending = [*found & tokens.keys()]
-    seen: set[str] = set()
-    while pending:
-        name = pending.pop()
-        if name not in seen:
-            seen.add(name)
-            found |= tokens[name]
-            pending += tokens[name] & tokens.keys()
-    return found
 
 
 def keeps(reads: Reads, series: str) -> bool:

@@ -7,7 +7,7 @@ whatever the spec's selector is, so one Prometheus can hold many jobs' rules.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from trainsignals.exporters.training.metrics import STEP_BUCKETS
 from trainsignals.generator.signals.fabric import fabric_recordings
@@ -343,18 +343,29 @@ def name_tokens(expr: str) -> set[str]:
     return set(_NAME.findall(expr))
 
 
+def record_tokens(rules: Iterable[dict]) -> dict[str, set[str]]:
+    """{record name: the name tokens of every expression recording it}, each tokenised once."""
+    tokens: dict[str, set[str]] = {}
+    for rule in rules:
+        tokens.setdefault(rule["record"], set()).update(name_tokens(rule["expr"]))
+    return tokens
+
+
+def records_read(found: set[str], tokens: Mapping[str, set[str]]) -> set[str]:
+    """The records among the tokens `found` and those they read, transitively (`tokens`:
+    record_tokens). A walk with its own visited set: a cycle of records ends, reading them all."""
+    pending = [*found & tokens.keys()]
+    seen: set[str] = set()
+    while pending:
+        name = pending.pop()
+        if name not in seen:
+            seen.add(name)
+            pending += tokens[name] & tokens.keys()
+    return seen
+
+
 def _needed(rules: list[dict], readers: Iterable[str]) -> set[str]:
     """Names of `rules` the readers read, directly or through other rules of `rules`."""
     # Each expression is tokenised once and its names looked up: one regex search per
     # (expression, rule) pair was 45,400 searches per job.
-    exprs: dict[str, list[str]] = {}
-    for rule in rules:
-        exprs.setdefault(rule["record"], []).append(rule["expr"])
-    needed: set[str] = set()
-    pending = list(readers)
-    while pending:
-        for name in name_tokens(pending.pop()) & exprs.keys():
-            if name not in needed:
-                needed.add(name)
-                pending += exprs[name]
-    return needed
+    return records_read(set().union(*map(name_tokens, readers)), record_tokens(rules))
