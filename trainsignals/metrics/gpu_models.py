@@ -57,4 +57,5 @@ def model_of_board_name(name: str) -> str | None:
         return None
     if "H100" in words:
         return "H100-PCIe" if "PCIE" in words else "H100-SXM"
-    return next((model for model in ("A100", "H200", "B200", "L40S") if model in words), None)
+    # The table's one-word models (every model but H100's two) match a word of the name.
+    return next((model for model in PEAK_DENSE_FLOPS if model.upper() in words), None)
