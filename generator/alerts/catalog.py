@@ -13,15 +13,39 @@ from __future__ import annotations
 import difflib
 
 from trainsignals.generator.alerts.definitions import DEFINITIONS
-from trainsignals.generator.alerts.model import MODES, AlertDef
+from trainsignals.generator.alerts.model import MODES, AlertDef, hardware_fault_alerts, seal
 from trainsignals.generator.signals.recording import NODE_HARDWARE_FAULTS
 
-__all__ = ["ALERTS", "BY_NAME", "MODES", "NODE_HARDWARE_FAULTS", "AlertDef", "suggest_alert_name"]
+__all__ = ["ALERTS", "BY_NAME", "MODES", "AlertDef", "suggest_alert_name"]
 
 ALERTS: tuple[AlertDef, ...] = DEFINITIONS
 BY_NAME: dict[str, AlertDef] = {a.name: a for a in ALERTS}
 if len(BY_NAME) != len(ALERTS):
     raise ValueError("two alert definitions share a name")
+seal(ALERTS)
+
+
+def _check_declarations() -> None:
+    """Every name an `explains=` types is a defined alert: a typo is an import error here,
+    not an inhibit rule that silently matches nothing."""
+    for alert in ALERTS:
+        for explains in alert.explains:
+            for name in explains.alerts:
+                if name not in BY_NAME:
+                    raise ValueError(
+                        f"{alert.name}: explains unknown alert {name!r} "
+                        f"(generator/alerts/definitions/); {suggest_alert_name(name)}"
+                    )
+                if name == alert.name:
+                    raise ValueError(f"{alert.name}: explains itself")
+    # generator/signals/recording.py sits below the alerts and cannot read them: its copy of
+    # the hardware-fault list must match the declarations (hardware_fault=True).
+    if tuple(sorted(NODE_HARDWARE_FAULTS)) != tuple(sorted(hardware_fault_alerts())):
+        raise ValueError(
+            "generator/signals/recording.py NODE_HARDWARE_FAULTS "
+            f"{sorted(NODE_HARDWARE_FAULTS)} differs from the alerts declared "
+            f"hardware_fault=True {sorted(hardware_fault_alerts())}"
+        )
 
 
 def suggest_alert_name(name: str) -> str | None:
@@ -31,3 +55,6 @@ def suggest_alert_name(name: str) -> str | None:
     close = difflib.get_close_matches(name, BY_NAME, n=2)
     hint = f"did you mean {' or '.join(close)}?" if close else "see `trainsignals explain`"
     return f"unknown alert {name!r}; {hint}"
+
+
+_check_declarations()

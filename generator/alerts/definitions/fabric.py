@@ -9,7 +9,7 @@ explains them (node_scoped); a port that is down inhibits its own flap ticket
 
 from __future__ import annotations
 
-from trainsignals.generator.alerts.model import AlertGroup, Rule
+from trainsignals.generator.alerts.model import AlertGroup, Explains, Rule
 from trainsignals.generator.signals.fabric import (
     FLAPS,
     LINK_DOWNED,
@@ -30,6 +30,14 @@ GROUP = AlertGroup()
     severity="ticket",
     owner="infra",
     node_scoped=True,
+    explains=(
+        Explains(
+            "A port that is down also counts a link-down: the flap ticket for that port is the "
+            "same fault.",
+            alerts=("InfinibandPortFlapping",),
+            equal=("training_job", "node", "device", "port"),
+        ),
+    ),
     meaning="An InfiniBand port of one of the job's nodes that was active is down.",
 )
 def infiniband_port_down(ctx: RuleContext) -> Rule | None:

@@ -4,7 +4,7 @@ infra tickets otherwise (the node itself: reachability.py; degraded GPUs: gpu_co
 from __future__ import annotations
 
 from trainsignals.generator.alerts.definitions.gpu_labels import GPU_ID, named_gpu
-from trainsignals.generator.alerts.model import AlertGroup, Rule
+from trainsignals.generator.alerts.model import PROGRESS_SYMPTOM, AlertGroup, Explains, Rule
 from trainsignals.generator.signals.faults import FAULT_ONSET, GPU_HEALTHY, FaultCase, after
 from trainsignals.generator.signals.gpu import gpu_source
 from trainsignals.generator.signals.promql import RuleContext
@@ -15,6 +15,18 @@ onset = FAULT_ONSET
 # Application-fault XIDs, one of which the GpuXidError test injects.
 APPLICATION_XIDS = (13, 31, 43, 45)
 REMAP_SEEN_WITHIN = 900  # a remap state seen this recently still tickets (see below)
+# The XIDs the driver logs for a fault another alert of the same GPU already reports
+# (generator/signals/xid_catalog.py): the same fault, one page.
+XID_FELL_OFF_BUS = 79
+XID_DOUBLE_BIT_ECC = 48
+SAME_GPU = ("training_job", "node", "gpu")
+CRASHES_RANK = Explains(
+    "A lost GPU or a critical XID crashes (or hangs) the rank on that GPU, and with it "
+    "every collective of the job: the missing rank, the stall and the slowdown are the "
+    "same fault, which already paged once.",
+    alerts=("TrainingTargetsDown",),
+    roles=(PROGRESS_SYMPTOM,),
+)
 
 
 def _xid_labels(ctx: RuleContext) -> tuple[str, ...]:
@@ -30,6 +42,23 @@ def _xid_labels(ctx: RuleContext) -> tuple[str, ...]:
     auto_restart="ticket",
     owner="infra",
     node_scoped=True,
+    hardware_fault=True,
+    explains=(
+        CRASHES_RANK,
+        Explains(
+            "A lost GPU cannot answer NVML queries: the exporter's NVML errors for that GPU are "
+            "the symptom, not a second problem.",
+            alerts=("GpuExporterNvmlErrors",),
+            equal=SAME_GPU,
+        ),
+        Explains(
+            f"A GPU that fell off the bus logs XID {XID_FELL_OFF_BUS}: the critical XID of that "
+            "GPU is the same fault, one page.",
+            alerts=("GpuXidCritical",),
+            equal=SAME_GPU,
+            target_labels=(("xid", str(XID_FELL_OFF_BUS)),),
+        ),
+    ),
     meaning="A GPU stopped answering NVML (fell off the bus) or is missing from its node.",
 )
 def gpu_lost(ctx: RuleContext) -> Rule:
@@ -70,6 +99,16 @@ def gpu_lost(ctx: RuleContext) -> Rule:
     auto_restart="ticket",
     owner="infra",
     node_scoped=True,
+    hardware_fault=True,
+    explains=(
+        Explains(
+            f"A double-bit ECC error logs XID {XID_DOUBLE_BIT_ECC}: the critical XID of that "
+            "GPU is the same fault, one page.",
+            alerts=("GpuXidCritical",),
+            equal=SAME_GPU,
+            target_labels=(("xid", str(XID_DOUBLE_BIT_ECC)),),
+        ),
+    ),
     meaning="A GPU reported uncorrectable (double-bit) ECC errors: results may be corrupt.",
 )
 def gpu_uncorrectable_ecc(ctx: RuleContext) -> Rule:
@@ -100,6 +139,8 @@ def gpu_uncorrectable_ecc(ctx: RuleContext) -> Rule:
     auto_restart="ticket",
     owner="infra",
     node_scoped=True,
+    hardware_fault=True,
+    explains=(CRASHES_RANK,),
     meaning="A GPU reported an XID error that needs the node drained (see xid_page_codes).",
 )
 def gpu_xid_critical(ctx: RuleContext) -> Rule:

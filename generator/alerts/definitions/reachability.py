@@ -6,7 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from trainsignals.generator.alerts.definitions.recovery import completed
-from trainsignals.generator.alerts.model import AlertGroup, Rule
+from trainsignals.generator.alerts.model import (
+    NODE_SCOPED,
+    PROGRESS_INCIDENT,
+    PROGRESS_SYMPTOM,
+    AlertGroup,
+    Explains,
+    Rule,
+)
 from trainsignals.generator.signals.faults import FAULT_ONSET, FaultCase
 from trainsignals.generator.signals.gpu_sources import RawSeries
 from trainsignals.generator.signals.job_series import target_series
@@ -23,6 +30,22 @@ onset = FAULT_ONSET
     severity="page",
     auto_restart="ticket",
     owner="infra",
+    incident=PROGRESS_INCIDENT,
+    hardware_fault=True,
+    explains=(
+        Explains(
+            "A node that is down explains every per-GPU and per-node alert of that node: its "
+            "exporter and disk metrics vanish or go stale with it. Page for the node only.",
+            roles=(NODE_SCOPED,),
+            equal=("training_job", "node"),
+        ),
+        Explains(
+            "A node that is down takes its ranks with it: the job-wide crash and progress "
+            "symptoms are consequences, not separate faults.",
+            alerts=("TrainingTargetsDown",),
+            roles=(PROGRESS_SYMPTOM,),
+        ),
+    ),
     meaning="Every target of a node (GPU exporter and training ranks) is down.",
 )
 def node_down(ctx: RuleContext) -> Rule:

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from trainsignals.generator.alerts.model import AlertGroup, Rule
+from trainsignals.generator.alerts.model import (
+    INCIDENT_CONSEQUENCE,
+    PROGRESS_INCIDENT,
+    AlertGroup,
+    Explains,
+    Rule,
+    incident_alerts,
+)
 from trainsignals.generator.signals.faults import (
     FAULT_ONSET,
     GPU_HEALTHY,
@@ -26,21 +33,22 @@ def completed(ctx: RuleContext) -> str:
     return f" unless on (training_job) job:trainsignals_completed:bool{ctx.recorded()} == 1"
 
 
-# Pages of an incident that stops progress: what they page for, a stale checkpoint follows.
-PROGRESS_INCIDENTS = (
-    "TrainingNoProgress",
-    "TrainingCrashLooping",
-    "TrainingRestartsOnBadNode",
-    "TrainingStalled",
-    "TrainingTargetsDown",
-    "NodeDown",
+# The page of an incident whose restarts failed: what else the job shows is that incident.
+SELF_HEALING_FAILED = Explains(
+    "No progress (or a crash loop) beyond the restart budget is the page for the incident; "
+    "the stall, the missing ranks, the slowdown, the aging checkpoint and the goodput "
+    "burn it causes are the same incident.",
+    roles=(INCIDENT_CONSEQUENCE,),
+    page_only=True,
 )
 
 
 def _incident_pages(ctx: RuleContext) -> str:
+    # Pages of an incident that stops progress (incident=PROGRESS_INCIDENT): what they page
+    # for, a stale checkpoint follows.
     return "ALERTS" + matchers(
         {
-            "alertname": regex("|".join(PROGRESS_INCIDENTS)),
+            "alertname": regex("|".join(incident_alerts(PROGRESS_INCIDENT))),
             "alertstate": "firing",
             "severity": "page",
             "training_job": ctx.job,
@@ -82,6 +90,8 @@ def last_progress(ctx: RuleContext, series: str = "last_step:timestamp_max") -> 
     signal="errors",
     severity="off",
     auto_restart="page",
+    incident=PROGRESS_INCIDENT,
+    explains=(SELF_HEALING_FAILED,),
     meaning="No training step completed for longer than recovery.restart_budget, counted "
     "across restarts: the job is down, hung, or automatic restarts do not bring it back to a "
     "first step. The self-healing loop failed.",
@@ -137,6 +147,17 @@ def no_progress(ctx: RuleContext) -> Rule:
     signal="errors",
     severity="ticket",
     auto_restart="page",
+    incident=PROGRESS_INCIDENT,
+    explains=(
+        Explains(
+            "Self-healing jobs (recovery: auto_restart): a crash loop is the diagnosis of an "
+            "incident whose restarts keep failing; when the restarts finally stop, the lack of "
+            "progress that follows is the same incident, which already paged.",
+            alerts=("TrainingNoProgress",),
+            page_only=True,
+        ),
+        SELF_HEALING_FAILED,
+    ),
     meaning="The job restarted at least 3 times within recovery.restart_window without "
     "progress (the global step's high-water mark did not advance): every incarnation dies "
     "before it gets past the work the last one lost (a bad node, a bad checkpoint, a software "
@@ -200,6 +221,16 @@ def crash_looping(ctx: RuleContext) -> Rule:
     signal="errors",
     severity="ticket",
     auto_restart="page",
+    incident=PROGRESS_INCIDENT,
+    explains=(
+        Explains(
+            "A job restarted onto a bad node is the diagnosis; the crash loop and the lack of "
+            "progress it leads to are the same incident, which already paged.",
+            alerts=("TrainingCrashLooping", "TrainingNoProgress"),
+            page_only=True,
+        ),
+        SELF_HEALING_FAILED,
+    ),
     meaning="The same node was named by hardware faults (GPU lost, critical XID, uncorrectable "
     "memory errors, node down) in two separate incidents within recovery.restart_window while "
     "the job restarted: automation keeps putting the job back on a bad node.",

@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from trainsignals.generator.alerts.definitions.recovery import completed
-from trainsignals.generator.alerts.model import AlertGroup, Rule
+from trainsignals.generator.alerts.model import (
+    PROGRESS_INCIDENT,
+    PROGRESS_SYMPTOM,
+    AlertGroup,
+    Explains,
+    Rule,
+)
 from trainsignals.generator.signals.faults import (
     FAULT_ONSET,
     FaultCase,
@@ -79,6 +85,14 @@ def training_average(ctx: RuleContext, expr: str) -> str:
     severity="page",
     auto_restart="ticket",
     incident_consequence=True,
+    incident=PROGRESS_INCIDENT,
+    explains=(
+        Explains(
+            "A crashed rank (targets down) stops every step: stall, throughput, step time, MFU "
+            "and data-wait alerts follow from it.",
+            roles=(PROGRESS_SYMPTOM,),
+        ),
+    ),
     meaning="Fewer training ranks are scraped than the spec's shape: a rank crashed or its "
     "target is missing.",
 )
@@ -118,6 +132,15 @@ def targets_down(ctx: RuleContext) -> Rule:
     auto_restart="ticket",
     progress_symptom=True,
     incident_consequence=True,
+    incident=PROGRESS_INCIDENT,
+    explains=(
+        Explains(
+            "A stalled job (no steps while processes are up) has zero throughput and MFU and "
+            "unbounded step time; a hung data loader is one of the stall's causes and its "
+            "runbook covers it: report the stall only.",
+            roles=(PROGRESS_SYMPTOM,),
+        ),
+    ),
     meaning="No step has completed for longer than the job allows (hung collective, deadlock, "
     "or a pause that never ended), while the processes are up.",
 )
