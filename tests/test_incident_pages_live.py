@@ -17,6 +17,7 @@ import pytest
 from trainsignals.generator.alerts.rules import severity, team
 from trainsignals.generator.routing.alertmanager import alertmanager_config
 from trainsignals.generator.signals.promql import RuleContext
+
 from trainsignals.stacks.stack import WebhookReceiver
 
 from .live_alertmanager import live_alertmanager, wait_until
@@ -58,7 +59,10 @@ def _labels(ctx: RuleContext, name: str, **labels: str) -> dict[str, str]:
 
 FAULTS = {
     "gpu-off-the-bus": [("GpuLost", GPU), ("GpuXidCritical", {**GPU, "xid": "79"})],
-    "double-bit-ecc": [("GpuUncorrectableEccErrors", GPU), ("GpuXidCritical", {**GPU, "xid": "48"})],
+    "double-bit-ecc": [
+        ("GpuUncorrectableEccErrors", GPU),
+        ("GpuXidCritical", {**GPU, "xid": "48"}),
+    ],
 }
 
 
@@ -83,8 +87,8 @@ def test_one_gpu_fault_is_one_page(tmp_path: Path, fault: str) -> None:
             pages = _pages(receiver)
             assert len(pages) == 1, f"{fault}: {len(pages)} pages for one fault: {pages}"
             # The same XID on another GPU is another fault: it pages too.
-            cause, explained = FAULTS[fault]
-            am.post(_labels(ctx, explained[0], **{**explained[1], **OTHER_GPU}))
+            explained, labels = FAULTS[fault][1]
+            am.post(_labels(ctx, explained, **{**labels, **OTHER_GPU}))
             assert wait_until(lambda: len(_pages(receiver)) == 2, timeout=15), _pages(receiver)
     finally:
         receiver.stop()
