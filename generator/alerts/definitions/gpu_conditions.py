@@ -10,6 +10,8 @@ from trainsignals.generator.signals.gpu import gpu_source
 from trainsignals.generator.signals.promql import RuleContext
 
 GROUP = AlertGroup()
+# Names other modules import (no module outside a definition types an alert's name).
+GPU_MEMORY_NEAR_FULL = "GpuMemoryNearFull"
 onset = FAULT_ONSET
 
 
@@ -101,7 +103,7 @@ def gpu_temperature_high(ctx: RuleContext) -> Rule:
 
 
 @GROUP.alert(
-    "GpuMemoryNearFull",
+    GPU_MEMORY_NEAR_FULL,
     signal="saturation",
     severity="ticket",
     node_scoped=True,

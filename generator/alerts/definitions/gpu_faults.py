@@ -11,6 +11,9 @@ from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.spec.durations import format_duration
 
 GROUP = AlertGroup()
+# Names other modules import (no module outside a definition types an alert's name).
+GPU_LOST = "GpuLost"
+XID_CRITICAL = "GpuXidCritical"
 onset = FAULT_ONSET
 # Application-fault XIDs, one of which the GpuXidError test injects.
 APPLICATION_XIDS = (13, 31, 43, 45)
@@ -36,7 +39,7 @@ def _xid_labels(ctx: RuleContext) -> tuple[str, ...]:
 
 
 @GROUP.alert(
-    "GpuLost",
+    GPU_LOST,
     signal="infrastructure",
     severity="page",
     auto_restart="ticket",
@@ -133,7 +136,7 @@ def gpu_uncorrectable_ecc(ctx: RuleContext) -> Rule:
 
 
 @GROUP.alert(
-    "GpuXidCritical",
+    XID_CRITICAL,
     signal="infrastructure",
     severity="page",
     auto_restart="ticket",

@@ -11,6 +11,8 @@ from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.spec.durations import format_duration
 
 GROUP = AlertGroup()
+# Names other modules import (no module outside a definition types an alert's name).
+DISK_FILLING_UP = "CheckpointDiskFillingUp"
 onset = FAULT_ONSET
 # NaN bursts closer than this (after the 5m window) are one incident: one page episode.
 NONFINITE_KEEP = 1800
@@ -250,7 +252,7 @@ def checkpoint_disk_almost_full(ctx: RuleContext) -> Rule:
 
 
 @GROUP.alert(
-    "CheckpointDiskFillingUp",
+    DISK_FILLING_UP,
     signal="saturation",
     severity="ticket",
     node_scoped=True,

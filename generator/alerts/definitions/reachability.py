@@ -21,11 +21,14 @@ from trainsignals.generator.signals.promql import RuleContext, matchers
 from trainsignals.generator.signals.series_notation import STALE
 
 GROUP = AlertGroup()
+# Names other modules import (no module outside a definition types an alert's name).
+NODE_DOWN = "NodeDown"
+NODE_UNREACHABLE_RECENTLY = "NodeUnreachableRecently"
 onset = FAULT_ONSET
 
 
 @GROUP.alert(
-    "NodeDown",
+    NODE_DOWN,
     signal="infrastructure",
     severity="page",
     auto_restart="ticket",
@@ -74,7 +77,7 @@ UNREACHABLE_LOOKBACK_S = 3600
 
 
 @GROUP.alert(
-    "NodeUnreachableRecently",
+    NODE_UNREACHABLE_RECENTLY,
     signal="infrastructure",
     severity="ticket",
     owner="infra",

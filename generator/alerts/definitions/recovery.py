@@ -25,6 +25,9 @@ from trainsignals.generator.spec.durations import format_duration
 from trainsignals.generator.spec.job import CRASH_LOOP_RESTARTS
 
 GROUP = AlertGroup()
+# Names other modules import (no module outside a definition types an alert's name).
+NO_PROGRESS = "TrainingNoProgress"
+CRASH_LOOPING = "TrainingCrashLooping"
 onset = FAULT_ONSET
 
 
@@ -86,7 +89,7 @@ def last_progress(ctx: RuleContext, series: str = "last_step:timestamp_max") -> 
 
 
 @GROUP.alert(
-    "TrainingNoProgress",
+    NO_PROGRESS,
     signal="errors",
     severity="off",
     auto_restart="page",
@@ -143,7 +146,7 @@ def no_progress(ctx: RuleContext) -> Rule:
 
 
 @GROUP.alert(
-    "TrainingCrashLooping",
+    CRASH_LOOPING,
     signal="errors",
     severity="ticket",
     auto_restart="page",

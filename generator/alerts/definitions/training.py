@@ -23,6 +23,12 @@ from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.spec.durations import format_duration
 
 GROUP = AlertGroup()
+# Names other modules import (no module outside a definition types an alert's name).
+TARGETS_DOWN = "TrainingTargetsDown"
+STALLED = "TrainingStalled"
+THROUGHPUT_BELOW_FLOOR = "ThroughputBelowFloor"
+STEP_TIME_ABOVE_BOUND = "StepTimeAboveBound"
+MFU_BELOW_FLOOR = "MfuBelowFloor"
 onset = FAULT_ONSET
 
 # Window of the training-time averages below. A `for` on an instantaneous phase gate would
@@ -80,7 +86,7 @@ def training_average(ctx: RuleContext, expr: str) -> str:
 
 
 @GROUP.alert(
-    "TrainingTargetsDown",
+    TARGETS_DOWN,
     signal="errors",
     severity="page",
     auto_restart="ticket",
@@ -126,7 +132,7 @@ def targets_down(ctx: RuleContext) -> Rule:
 
 
 @GROUP.alert(
-    "TrainingStalled",
+    STALLED,
     signal="latency",
     severity="page",
     auto_restart="ticket",
@@ -165,7 +171,7 @@ def stalled(ctx: RuleContext) -> Rule:
 
 
 @GROUP.alert(
-    "ThroughputBelowFloor",
+    THROUGHPUT_BELOW_FLOOR,
     signal="traffic",
     severity="page",
     progress_symptom=True,
@@ -204,7 +210,7 @@ def throughput_below_floor(ctx: RuleContext) -> Rule:
 
 
 @GROUP.alert(
-    "StepTimeAboveBound",
+    STEP_TIME_ABOVE_BOUND,
     signal="latency",
     severity="ticket",
     progress_symptom=True,
@@ -296,7 +302,7 @@ def data_loader_starved(ctx: RuleContext) -> Rule:
 
 
 @GROUP.alert(
-    "MfuBelowFloor",
+    MFU_BELOW_FLOOR,
     signal="saturation",
     severity="ticket",
     progress_symptom=True,
