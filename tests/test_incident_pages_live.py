@@ -66,29 +66,81 @@ FAULTS = {
 }
 
 
+# The other relations issue 26 lists, each one incident: (mode, alerts it fires).
+INCIDENTS = {
+    # A dead node explains its GPUs (and the ranks it took with it).
+    "node-down": (
+        "manual",
+        [
+            ("NodeDown", {"node": "node-1"}),
+            ("GpuLost", GPU),
+            ("GpuXidCritical", {**GPU, "xid": "79"}),
+            ("TrainingTargetsDown", {}),
+            ("TrainingStalled", {}),
+        ],
+    ),
+    # A crash loop explains the no-progress that follows (self-healing jobs page both).
+    "crash-loop": (
+        "auto_restart",
+        [("TrainingCrashLooping", {}), ("TrainingNoProgress", {}), ("TrainingTargetsDown", {})],
+    ),
+}
+
+
+class _Pager:
+    """A live Alertmanager on the generated routing of `mode`, and the pages it sends."""
+
+    def __init__(self, tmp_path: Path, mode: str) -> None:
+        self.spec = user_spec(tmp_path, recovery={"mode": mode})
+        self.ctx = RuleContext(self.spec)
+        self.receiver = WebhookReceiver()
+        self.config = alertmanager_config(
+            [self.spec], "# test\n", local_webhook_base=self.receiver.url, timing=TIMING
+        )
+
+    def labels(self, name: str, **labels: str) -> dict[str, str]:
+        return _labels(self.ctx, name, **labels)
+
+    def pages(self) -> list[tuple[str, ...]]:
+        return _pages(self.receiver)
+
+
+def _post_and_count(pager: _Pager, am, alerts: list[dict[str, str]]) -> list[tuple[str, ...]]:
+    am.post(*alerts)
+    assert wait_until(pager.pages, timeout=15), "nothing paged"
+    time.sleep(SETTLE_S)
+    return pager.pages()
+
+
+@pytest.mark.parametrize("incident", sorted(INCIDENTS))
+def test_one_incident_is_one_page(tmp_path: Path, incident: str) -> None:
+    mode, fired = INCIDENTS[incident]
+    pager = _Pager(tmp_path, mode)
+    pager.receiver.start()
+    try:
+        with live_alertmanager(pager.config, tmp_path / "am") as am:
+            alerts = [pager.labels(name, **labels) for name, labels in fired]
+            pages = _post_and_count(pager, am, alerts)
+            assert len(pages) == 1, f"{incident}: {len(pages)} pages for one incident: {pages}"
+    finally:
+        pager.receiver.stop()
+
+
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 def test_one_gpu_fault_is_one_page(tmp_path: Path, fault: str) -> None:
     """Before: GpuLost and its XID 79 (or the ECC alert and its XID 48) paged as two groups,
     two PagerDuty incidents for one board."""
-    spec = user_spec(tmp_path, recovery={"mode": "manual"})
-    ctx = RuleContext(spec)
-    receiver = WebhookReceiver()
-    receiver.start()
+    pager = _Pager(tmp_path, "manual")
+    pager.receiver.start()
     try:
-        config = alertmanager_config(
-            [spec], "# test\n", local_webhook_base=receiver.url, timing=TIMING
-        )
-        with live_alertmanager(config, tmp_path / "am") as am:
-            alerts = [_labels(ctx, name, **labels) for name, labels in FAULTS[fault]]
+        with live_alertmanager(pager.config, tmp_path / "am") as am:
+            alerts = [pager.labels(name, **labels) for name, labels in FAULTS[fault]]
             assert {a["severity"] for a in alerts} == {"page"}
-            am.post(*alerts)
-            assert wait_until(lambda: _pages(receiver), timeout=15), "nothing paged"
-            time.sleep(SETTLE_S)
-            pages = _pages(receiver)
+            pages = _post_and_count(pager, am, alerts)
             assert len(pages) == 1, f"{fault}: {len(pages)} pages for one fault: {pages}"
             # The same XID on another GPU is another fault: it pages too.
             explained, labels = FAULTS[fault][1]
-            am.post(_labels(ctx, explained, **{**labels, **OTHER_GPU}))
-            assert wait_until(lambda: len(_pages(receiver)) == 2, timeout=15), _pages(receiver)
+            am.post(pager.labels(explained, **{**labels, **OTHER_GPU}))
+            assert wait_until(lambda: len(pager.pages()) == 2, timeout=15), pager.pages()
     finally:
-        receiver.stop()
+        pager.receiver.stop()
