@@ -95,3 +95,12 @@ def test_a_declaration_names_a_role_that_exists() -> None:
         Explains("why", roles=("node_scopd",))
     with pytest.raises(ValueError, match="names no alert"):
         Explains("why")
+
+
+def test_runbooks_show_the_declared_relations() -> None:
+    from trainsignals.generator.runbooks.render import related_text
+
+    xid = related_text("GpuXidCritical")
+    assert '[GpuLost](GpuLost.md) (same `node`, `gpu`; `xid="79"`)' in xid
+    assert "**Explains**" in related_text("NodeDown")
+    assert related_text("LossPlateau") == ""

@@ -13,16 +13,44 @@ from __future__ import annotations
 import difflib
 
 from trainsignals.generator.alerts.definitions import DEFINITIONS
-from trainsignals.generator.alerts.model import MODES, AlertDef, hardware_fault_alerts, seal
+from trainsignals.generator.alerts.model import (
+    MODES,
+    AlertDef,
+    Explains,
+    hardware_fault_alerts,
+    seal,
+)
 from trainsignals.generator.signals.recording import NODE_HARDWARE_FAULTS
 
-__all__ = ["ALERTS", "BY_NAME", "MODES", "AlertDef", "suggest_alert_name"]
+__all__ = ["ALERTS", "BY_NAME", "MODES", "AlertDef", "explained", "relations", "suggest_alert_name"]
 
 ALERTS: tuple[AlertDef, ...] = DEFINITIONS
 BY_NAME: dict[str, AlertDef] = {a.name: a for a in ALERTS}
 if len(BY_NAME) != len(ALERTS):
     raise ValueError("two alert definitions share a name")
 seal(ALERTS)
+
+
+def explained(explains: Explains, causes: tuple[str, ...] | list[str] = ()) -> tuple[str, ...]:
+    """The alerts `explains` names, by name or role, in definition order; never a cause."""
+    return tuple(
+        a.name
+        for a in ALERTS
+        if a.name not in causes
+        and (a.name in explains.alerts or set(a.roles) & set(explains.roles))
+    )
+
+
+def relations(name: str) -> tuple[list[tuple[str, Explains]], list[tuple[str, Explains]]]:
+    """(what `name` explains, what explains `name`): (other alert, declaration) pairs."""
+    explains = [(t, e) for e in BY_NAME[name].explains for t in explained(e, (name,))]
+    explained_by = [
+        (cause.name, e)
+        for cause in ALERTS
+        for e in cause.explains
+        if name in explained(e, (cause.name,))
+    ]
+    return explains, explained_by
 
 
 def _check_declarations() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from trainsignals.generator.alerts.catalog import ALERTS as JOB_ALERTS
+from trainsignals.generator.alerts.catalog import BY_NAME, explained
 from trainsignals.generator.alerts.definitions.gpu_faults import XID_CRITICAL
 from trainsignals.generator.alerts.definitions.reachability import NODE_DOWN
 from trainsignals.generator.alerts.definitions.training import MFU_BELOW_FLOOR, STALLED
@@ -233,21 +234,17 @@ def _muted_pairs() -> list[tuple[str, str, str, str, dict[str, str], tuple[str, 
     """(cause, severity, explained, severity, the explained alert's labels, equal labels) for
     every relation the job alerts declare (`explains=`), in each recovery mode where the
     cause may mute it: a page mutes anything, a ticket only tickets."""
-    by_name = {a.name: a for a in JOB_ALERTS}
     pairs = []
     for cause in JOB_ALERTS:
         for explains in cause.explains:
-            for target in JOB_ALERTS:
-                named = target.name in explains.alerts or set(target.roles) & set(explains.roles)
-                if not named or target.name == cause.name:
-                    continue
+            for target in explained(explains, (cause.name,)):
                 for mode in MODES:
-                    src = by_name[cause.name].severity_for(mode)
-                    dst = target.severity_for(mode)
+                    src = cause.severity_for(mode)
+                    dst = BY_NAME[target].severity_for(mode)
                     mutes = src == "page" or (src == dst == "ticket" and not explains.page_only)
                     if "off" in (src, dst) or not mutes:
                         continue
-                    pair = (cause.name, src, target.name, dst, dict(explains.target_labels))
+                    pair = (cause.name, src, target, dst, dict(explains.target_labels))
                     if pair[:4] not in [p[:4] for p in pairs]:
                         pairs.append((*pair, explains.equal))
     return pairs

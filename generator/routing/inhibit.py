@@ -7,7 +7,7 @@ generator/oncall/delivered.py reads them too.
 
 from __future__ import annotations
 
-from trainsignals.generator.alerts.catalog import ALERTS
+from trainsignals.generator.alerts.catalog import ALERTS, explained
 from trainsignals.generator.alerts.model import AlertDef, Explains
 
 
@@ -15,16 +15,6 @@ def _alternation(names: tuple[str, ...] | list[str]) -> str:
     if len(names) == 1:
         return f'alertname="{names[0]}"'
     return f'alertname=~"{"|".join(names)}"'
-
-
-def _targets(explains: Explains, sources: list[str]) -> tuple[str, ...]:
-    """What `explains` names, in definition order; never one of its own sources."""
-    return tuple(
-        a.name
-        for a in ALERTS
-        if a.name not in sources
-        and (a.name in explains.alerts or set(a.roles) & set(explains.roles))
-    )
 
 
 def _declared(alerts: tuple[AlertDef, ...]) -> list[tuple[str, dict]]:
@@ -39,7 +29,7 @@ def _declared(alerts: tuple[AlertDef, ...]) -> list[tuple[str, dict]]:
         source = [_alternation(names)]
         if explains.page_only:
             source.append(_PAGE)
-        target = [_alternation(_targets(explains, names))]
+        target = [_alternation(explained(explains, names))]
         target += [f'{k}="{v}"' for k, v in explains.target_labels]
         rule = {"source_matchers": source, "target_matchers": target}
         out.append((explains.why, {**rule, "equal": list(explains.equal)}))

@@ -22,6 +22,7 @@ from trainsignals.generator.signals.fabric_series import port_down_fault, port_f
 from trainsignals.generator.signals.promql import RuleContext
 
 GROUP = AlertGroup()
+PORT_FLAPPING = "InfinibandPortFlapping"  # explained by a port down
 
 
 @GROUP.alert(
@@ -34,7 +35,7 @@ GROUP = AlertGroup()
         Explains(
             "A port that is down also counts a link-down: the flap ticket for that port is the "
             "same fault.",
-            alerts=("InfinibandPortFlapping",),
+            alerts=(PORT_FLAPPING,),
             equal=("training_job", "node", "device", "port"),
         ),
     ),
@@ -63,7 +64,7 @@ def infiniband_port_down(ctx: RuleContext) -> Rule | None:
 
 
 @GROUP.alert(
-    "InfinibandPortFlapping",
+    PORT_FLAPPING,
     signal="infrastructure",
     severity="ticket",
     owner="infra",

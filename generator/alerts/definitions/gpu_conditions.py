@@ -10,6 +10,7 @@ from trainsignals.generator.signals.gpu import gpu_source
 from trainsignals.generator.signals.promql import RuleContext
 
 GROUP = AlertGroup()
+NVML_ERRORS = "GpuExporterNvmlErrors"  # explained by a lost GPU
 # Names other modules import (no module outside a definition types an alert's name).
 GPU_MEMORY_NEAR_FULL = "GpuMemoryNearFull"
 onset = FAULT_ONSET
@@ -174,7 +175,7 @@ def gpu_exporter_down(ctx: RuleContext) -> Rule:
 
 
 @GROUP.alert(
-    "GpuExporterNvmlErrors",
+    NVML_ERRORS,
     signal="infrastructure",
     severity="ticket",
     owner="infra",

@@ -3,7 +3,9 @@ infra tickets otherwise (the node itself: reachability.py; degraded GPUs: gpu_co
 
 from __future__ import annotations
 
+from trainsignals.generator.alerts.definitions.gpu_conditions import NVML_ERRORS
 from trainsignals.generator.alerts.definitions.gpu_labels import GPU_ID, named_gpu
+from trainsignals.generator.alerts.definitions.training import TARGETS_DOWN
 from trainsignals.generator.alerts.model import PROGRESS_SYMPTOM, AlertGroup, Explains, Rule
 from trainsignals.generator.signals.faults import FAULT_ONSET, GPU_HEALTHY, FaultCase, after
 from trainsignals.generator.signals.gpu import gpu_source
@@ -27,7 +29,7 @@ CRASHES_RANK = Explains(
     "A lost GPU or a critical XID crashes (or hangs) the rank on that GPU, and with it "
     "every collective of the job: the missing rank, the stall and the slowdown are the "
     "same fault, which already paged once.",
-    alerts=("TrainingTargetsDown",),
+    alerts=(TARGETS_DOWN,),
     roles=(PROGRESS_SYMPTOM,),
 )
 
@@ -51,13 +53,13 @@ def _xid_labels(ctx: RuleContext) -> tuple[str, ...]:
         Explains(
             "A lost GPU cannot answer NVML queries: the exporter's NVML errors for that GPU are "
             "the symptom, not a second problem.",
-            alerts=("GpuExporterNvmlErrors",),
+            alerts=(NVML_ERRORS,),
             equal=SAME_GPU,
         ),
         Explains(
             f"A GPU that fell off the bus logs XID {XID_FELL_OFF_BUS}: the critical XID of that "
             "GPU is the same fault, one page.",
-            alerts=("GpuXidCritical",),
+            alerts=(XID_CRITICAL,),
             equal=SAME_GPU,
             target_labels=(("xid", str(XID_FELL_OFF_BUS)),),
         ),
@@ -107,7 +109,7 @@ def gpu_lost(ctx: RuleContext) -> Rule:
         Explains(
             f"A double-bit ECC error logs XID {XID_DOUBLE_BIT_ECC}: the critical XID of that "
             "GPU is the same fault, one page.",
-            alerts=("GpuXidCritical",),
+            alerts=(XID_CRITICAL,),
             equal=SAME_GPU,
             target_labels=(("xid", str(XID_DOUBLE_BIT_ECC)),),
         ),

@@ -156,7 +156,7 @@ def no_progress(ctx: RuleContext) -> Rule:
             "Self-healing jobs (recovery: auto_restart): a crash loop is the diagnosis of an "
             "incident whose restarts keep failing; when the restarts finally stop, the lack of "
             "progress that follows is the same incident, which already paged.",
-            alerts=("TrainingNoProgress",),
+            alerts=(NO_PROGRESS,),
             page_only=True,
         ),
         SELF_HEALING_FAILED,
@@ -175,7 +175,7 @@ def crash_looping(ctx: RuleContext) -> Rule:
     # Restarts that never reach a step are TrainingNoProgress's incident, also for the window
     # after it (the job then redoes the steps its checkpoint lost: no progress yet either).
     no_progress = matchers(
-        {"alertname": "TrainingNoProgress", "alertstate": "firing", "training_job": ctx.job}
+        {"alertname": NO_PROGRESS, "alertstate": "firing", "training_job": ctx.job}
     )
     loop = (
         f"{restarts} >= {CRASH_LOOP_RESTARTS} and on (training_job) "
@@ -229,7 +229,7 @@ def crash_looping(ctx: RuleContext) -> Rule:
         Explains(
             "A job restarted onto a bad node is the diagnosis; the crash loop and the lack of "
             "progress it leads to are the same incident, which already paged.",
-            alerts=("TrainingCrashLooping", "TrainingNoProgress"),
+            alerts=(CRASH_LOOPING, NO_PROGRESS),
             page_only=True,
         ),
         SELF_HEALING_FAILED,
