@@ -6,9 +6,9 @@ import math
 
 from trainsignals.generator.alerts.catalog import ALERTS as JOB_ALERTS
 from trainsignals.generator.alerts.catalog import BY_NAME, explained
-from trainsignals.generator.alerts.definitions.gpu_faults import XID_CRITICAL
+from trainsignals.generator.alerts.definitions.gpu_faults import GPU_XID_CRITICAL
 from trainsignals.generator.alerts.definitions.reachability import NODE_DOWN
-from trainsignals.generator.alerts.definitions.training import MFU_BELOW_FLOOR, STALLED
+from trainsignals.generator.alerts.definitions.training import MFU_BELOW_FLOOR, TRAINING_STALLED
 from trainsignals.generator.alerts.model import MODES
 from trainsignals.generator.oncall.delivered import NOTIFIED
 from trainsignals.generator.oncall.policy import (
@@ -110,7 +110,7 @@ def over_the_limit_test(policy: OncallPolicy) -> dict:
     # resolves and fires again, which is two pages.
     series = [
         (
-            _alert_series(PAGED_TEAM, STALLED, "page", "job-0"),
+            _alert_series(PAGED_TEAM, TRAINING_STALLED, "page", "job-0"),
             episodes(minutes, spans[::2]),
         ),
         (_alert_series(PAGED_TEAM, NODE_DOWN, "page", "job-1"), episodes(minutes, spans[1::2])),
@@ -155,7 +155,9 @@ def long_episode_test(policy: OncallPolicy) -> dict:
     minutes = end + 30
     series = [
         (
-            _alert_series(PAGED_TEAM, XID_CRITICAL, "page", "job-0", node="node-0", gpu=str(gpu)),
+            _alert_series(
+                PAGED_TEAM, GPU_XID_CRITICAL, "page", "job-0", node="node-0", gpu=str(gpu)
+            ),
             episodes(minutes, [(START, end)]),
         )
         for gpu in range(8)
@@ -205,7 +207,7 @@ def spread_out_test(policy: OncallPolicy) -> dict:
     minutes = onsets[-1] + policy.for_seconds // 60 + 10
     series = [
         (
-            _alert_series(PAGED_TEAM, STALLED, "page", "job-0"),
+            _alert_series(PAGED_TEAM, TRAINING_STALLED, "page", "job-0"),
             episodes(minutes, [(onset, onset + 20) for onset in onsets]),
         )
     ]

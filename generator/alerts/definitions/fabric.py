@@ -22,11 +22,13 @@ from trainsignals.generator.signals.fabric_series import port_down_fault, port_f
 from trainsignals.generator.signals.promql import RuleContext
 
 GROUP = AlertGroup()
-PORT_FLAPPING = "InfinibandPortFlapping"  # explained by a port down
+# Names other modules import (no module outside a definition types an alert's name).
+INFINIBAND_PORT_DOWN = "InfinibandPortDown"
+INFINIBAND_PORT_FLAPPING = "InfinibandPortFlapping"  # explained by a port down
 
 
 @GROUP.alert(
-    "InfinibandPortDown",
+    INFINIBAND_PORT_DOWN,
     signal="infrastructure",
     severity="ticket",
     owner="infra",
@@ -35,7 +37,7 @@ PORT_FLAPPING = "InfinibandPortFlapping"  # explained by a port down
         Explains(
             "A port that is down also counts a link-down: the flap ticket for that port is the "
             "same fault.",
-            alerts=(PORT_FLAPPING,),
+            alerts=(INFINIBAND_PORT_FLAPPING,),
             equal=("training_job", "node", "device", "port"),
         ),
     ),
@@ -64,7 +66,7 @@ def infiniband_port_down(ctx: RuleContext) -> Rule | None:
 
 
 @GROUP.alert(
-    PORT_FLAPPING,
+    INFINIBAND_PORT_FLAPPING,
     signal="infrastructure",
     severity="ticket",
     owner="infra",

@@ -3,9 +3,9 @@ infra tickets otherwise (the node itself: reachability.py; degraded GPUs: gpu_co
 
 from __future__ import annotations
 
-from trainsignals.generator.alerts.definitions.gpu_conditions import NVML_ERRORS
+from trainsignals.generator.alerts.definitions.gpu_conditions import GPU_EXPORTER_NVML_ERRORS
 from trainsignals.generator.alerts.definitions.gpu_labels import GPU_ID, named_gpu
-from trainsignals.generator.alerts.definitions.training import TARGETS_DOWN
+from trainsignals.generator.alerts.definitions.training import TRAINING_TARGETS_DOWN
 from trainsignals.generator.alerts.model import PROGRESS_SYMPTOM, AlertGroup, Explains, Rule
 from trainsignals.generator.signals.faults import FAULT_ONSET, GPU_HEALTHY, FaultCase, after
 from trainsignals.generator.signals.gpu import gpu_source
@@ -14,8 +14,11 @@ from trainsignals.generator.spec.durations import format_duration
 
 GROUP = AlertGroup()
 # Names other modules import (no module outside a definition types an alert's name).
+GPU_UNCORRECTABLE_ECC_ERRORS = "GpuUncorrectableEccErrors"
+GPU_XID_ERROR = "GpuXidError"
+GPU_REMAPPED_ROWS_PENDING = "GpuRemappedRowsPending"
 GPU_LOST = "GpuLost"
-XID_CRITICAL = "GpuXidCritical"
+GPU_XID_CRITICAL = "GpuXidCritical"
 onset = FAULT_ONSET
 # Application-fault XIDs, one of which the GpuXidError test injects.
 APPLICATION_XIDS = (13, 31, 43, 45)
@@ -29,7 +32,7 @@ CRASHES_RANK = Explains(
     "A lost GPU or a critical XID crashes (or hangs) the rank on that GPU, and with it "
     "every collective of the job: the missing rank, the stall and the slowdown are the "
     "same fault, which already paged once.",
-    alerts=(TARGETS_DOWN,),
+    alerts=(TRAINING_TARGETS_DOWN,),
     roles=(PROGRESS_SYMPTOM,),
 )
 
@@ -53,13 +56,13 @@ def _xid_labels(ctx: RuleContext) -> tuple[str, ...]:
         Explains(
             "A lost GPU cannot answer NVML queries: the exporter's NVML errors for that GPU are "
             "the symptom, not a second problem.",
-            alerts=(NVML_ERRORS,),
+            alerts=(GPU_EXPORTER_NVML_ERRORS,),
             equal=SAME_GPU,
         ),
         Explains(
             f"A GPU that fell off the bus logs XID {XID_FELL_OFF_BUS}: the critical XID of that "
             "GPU is the same fault, one page.",
-            alerts=(XID_CRITICAL,),
+            alerts=(GPU_XID_CRITICAL,),
             equal=SAME_GPU,
             target_labels=(("xid", str(XID_FELL_OFF_BUS)),),
         ),
@@ -98,7 +101,7 @@ def gpu_lost(ctx: RuleContext) -> Rule:
 
 
 @GROUP.alert(
-    "GpuUncorrectableEccErrors",
+    GPU_UNCORRECTABLE_ECC_ERRORS,
     signal="infrastructure",
     severity="page",
     auto_restart="ticket",
@@ -109,7 +112,7 @@ def gpu_lost(ctx: RuleContext) -> Rule:
         Explains(
             f"A double-bit ECC error logs XID {XID_DOUBLE_BIT_ECC}: the critical XID of that "
             "GPU is the same fault, one page.",
-            alerts=(XID_CRITICAL,),
+            alerts=(GPU_XID_CRITICAL,),
             equal=SAME_GPU,
             target_labels=(("xid", str(XID_DOUBLE_BIT_ECC)),),
         ),
@@ -138,7 +141,7 @@ def gpu_uncorrectable_ecc(ctx: RuleContext) -> Rule:
 
 
 @GROUP.alert(
-    XID_CRITICAL,
+    GPU_XID_CRITICAL,
     signal="infrastructure",
     severity="page",
     auto_restart="ticket",
@@ -175,7 +178,7 @@ def gpu_xid_critical(ctx: RuleContext) -> Rule:
 
 
 @GROUP.alert(
-    "GpuXidError",
+    GPU_XID_ERROR,
     signal="infrastructure",
     severity="ticket",
     owner="infra",
@@ -215,7 +218,7 @@ def _failed_then_drained(minute: int) -> float | None:
 
 
 @GROUP.alert(
-    "GpuRemappedRowsPending",
+    GPU_REMAPPED_ROWS_PENDING,
     signal="infrastructure",
     severity="ticket",
     owner="infra",

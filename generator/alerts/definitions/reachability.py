@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from trainsignals.generator.alerts.definitions.recovery import completed
-from trainsignals.generator.alerts.definitions.training import TARGETS_DOWN
+from trainsignals.generator.alerts.definitions.training import TRAINING_TARGETS_DOWN
 from trainsignals.generator.alerts.model import (
     NODE_SCOPED,
     PROGRESS_INCIDENT,
@@ -46,7 +46,7 @@ onset = FAULT_ONSET
         Explains(
             "A node that is down takes its ranks with it: the job-wide crash and progress "
             "symptoms are consequences, not separate faults.",
-            alerts=(TARGETS_DOWN,),
+            alerts=(TRAINING_TARGETS_DOWN,),
             roles=(PROGRESS_SYMPTOM,),
         ),
     ),

@@ -26,8 +26,9 @@ from trainsignals.generator.spec.job import CRASH_LOOP_RESTARTS
 
 GROUP = AlertGroup()
 # Names other modules import (no module outside a definition types an alert's name).
-NO_PROGRESS = "TrainingNoProgress"
-CRASH_LOOPING = "TrainingCrashLooping"
+TRAINING_RESTARTS_ON_BAD_NODE = "TrainingRestartsOnBadNode"
+TRAINING_NO_PROGRESS = "TrainingNoProgress"
+TRAINING_CRASH_LOOPING = "TrainingCrashLooping"
 onset = FAULT_ONSET
 
 
@@ -89,7 +90,7 @@ def last_progress(ctx: RuleContext, series: str = "last_step:timestamp_max") -> 
 
 
 @GROUP.alert(
-    NO_PROGRESS,
+    TRAINING_NO_PROGRESS,
     signal="errors",
     severity="off",
     auto_restart="page",
@@ -146,7 +147,7 @@ def no_progress(ctx: RuleContext) -> Rule:
 
 
 @GROUP.alert(
-    CRASH_LOOPING,
+    TRAINING_CRASH_LOOPING,
     signal="errors",
     severity="ticket",
     auto_restart="page",
@@ -156,7 +157,7 @@ def no_progress(ctx: RuleContext) -> Rule:
             "Self-healing jobs (recovery: auto_restart): a crash loop is the diagnosis of an "
             "incident whose restarts keep failing; when the restarts finally stop, the lack of "
             "progress that follows is the same incident, which already paged.",
-            alerts=(NO_PROGRESS,),
+            alerts=(TRAINING_NO_PROGRESS,),
             page_only=True,
         ),
         SELF_HEALING_FAILED,
@@ -175,7 +176,7 @@ def crash_looping(ctx: RuleContext) -> Rule:
     # Restarts that never reach a step are TrainingNoProgress's incident, also for the window
     # after it (the job then redoes the steps its checkpoint lost: no progress yet either).
     no_progress = matchers(
-        {"alertname": NO_PROGRESS, "alertstate": "firing", "training_job": ctx.job}
+        {"alertname": TRAINING_NO_PROGRESS, "alertstate": "firing", "training_job": ctx.job}
     )
     loop = (
         f"{restarts} >= {CRASH_LOOP_RESTARTS} and on (training_job) "
@@ -220,7 +221,7 @@ def crash_looping(ctx: RuleContext) -> Rule:
 
 
 @GROUP.alert(
-    "TrainingRestartsOnBadNode",
+    TRAINING_RESTARTS_ON_BAD_NODE,
     signal="errors",
     severity="ticket",
     auto_restart="page",
@@ -229,7 +230,7 @@ def crash_looping(ctx: RuleContext) -> Rule:
         Explains(
             "A job restarted onto a bad node is the diagnosis; the crash loop and the lack of "
             "progress it leads to are the same incident, which already paged.",
-            alerts=(CRASH_LOOPING, NO_PROGRESS),
+            alerts=(TRAINING_CRASH_LOOPING, TRAINING_NO_PROGRESS),
             page_only=True,
         ),
         SELF_HEALING_FAILED,

@@ -10,13 +10,13 @@ from trainsignals.generator.signals.promql import RuleContext
 
 GROUP = AlertGroup()
 # Names other modules import (no module outside a definition types an alert's name).
-BURN_FAST = "SloErrorBudgetBurnFast"
-BURN_SLOW = "SloErrorBudgetBurnSlow"
+SLO_ERROR_BUDGET_BURN_FAST = "SloErrorBudgetBurnFast"
+SLO_ERROR_BUDGET_BURN_SLOW = "SloErrorBudgetBurnSlow"
 BUDGET = "{{ $labels.slo }} SLO of {{ $labels.training_job }}"
 
 
 @GROUP.alert(
-    BURN_FAST,
+    SLO_ERROR_BUDGET_BURN_FAST,
     signal="slo",
     severity="page",
     incident_consequence=True,
@@ -44,7 +44,7 @@ def burn_fast(ctx: RuleContext) -> Rule | None:
 
 
 @GROUP.alert(
-    BURN_SLOW,
+    SLO_ERROR_BUDGET_BURN_SLOW,
     signal="slo",
     severity="ticket",
     meaning="An SLO burns its error budget slowly but steadily (10% of the budget in 1d or "

@@ -24,8 +24,10 @@ from trainsignals.generator.spec.durations import format_duration
 
 GROUP = AlertGroup()
 # Names other modules import (no module outside a definition types an alert's name).
-TARGETS_DOWN = "TrainingTargetsDown"
-STALLED = "TrainingStalled"
+DATA_LOADER_STARVED = "DataLoaderStarved"
+DROPPED_BATCHES_ABOVE_TOLERANCE = "DroppedBatchesAboveTolerance"
+TRAINING_TARGETS_DOWN = "TrainingTargetsDown"
+TRAINING_STALLED = "TrainingStalled"
 THROUGHPUT_BELOW_FLOOR = "ThroughputBelowFloor"
 STEP_TIME_ABOVE_BOUND = "StepTimeAboveBound"
 MFU_BELOW_FLOOR = "MfuBelowFloor"
@@ -86,7 +88,7 @@ def training_average(ctx: RuleContext, expr: str) -> str:
 
 
 @GROUP.alert(
-    TARGETS_DOWN,
+    TRAINING_TARGETS_DOWN,
     signal="errors",
     severity="page",
     auto_restart="ticket",
@@ -132,7 +134,7 @@ def targets_down(ctx: RuleContext) -> Rule:
 
 
 @GROUP.alert(
-    STALLED,
+    TRAINING_STALLED,
     signal="latency",
     severity="page",
     auto_restart="ticket",
@@ -264,7 +266,7 @@ def step_time_above_bound(ctx: RuleContext) -> Rule | None:
 
 
 @GROUP.alert(
-    "DataLoaderStarved",
+    DATA_LOADER_STARVED,
     signal="saturation",
     severity="ticket",
     progress_symptom=True,
@@ -336,7 +338,7 @@ def mfu_below_floor(ctx: RuleContext) -> Rule:
 
 
 @GROUP.alert(
-    "DroppedBatchesAboveTolerance",
+    DROPPED_BATCHES_ABOVE_TOLERANCE,
     signal="errors",
     severity="ticket",
     meaning="The share of dropped batches over dropped_batches_window is above tolerance.",
