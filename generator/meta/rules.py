@@ -149,7 +149,7 @@ def meta_rules(
                     "Prometheus {{ $labels.instance }} has no Alertmanager",
                     "Prometheus {{ $labels.instance }} has discovered no Alertmanager for "
                     f"{w5}: every alert it fires goes nowhere. Only the dead man's switch "
-                    "notices (the Watchdog stops too).",
+                    f"notices (the {HEARTBEAT} stops too).",
                     f"{ui}/status",
                 )
             ],
