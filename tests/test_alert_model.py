@@ -104,3 +104,20 @@ def test_runbooks_show_the_declared_relations() -> None:
     assert '[GpuLost](GpuLost.md) (same `node`, `gpu`; `xid="79"`)' in xid
     assert "**Explains**" in related_text("NodeDown")
     assert related_text("LossPlateau") == ""
+
+
+def test_alerts_that_explain_each_other_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both firing, each would mute the other and nothing would page."""
+    from dataclasses import replace
+
+    from trainsignals.generator.alerts import catalog
+
+    looped = replace(
+        BY_NAME["TrainingStalled"],
+        explains=(Explains("loop", alerts=("NodeDown",)),),
+    )
+    alerts = tuple(looped if a.name == looped.name else a for a in catalog.ALERTS)
+    monkeypatch.setattr(catalog, "ALERTS", alerts)
+    monkeypatch.setattr(catalog, "BY_NAME", {a.name: a for a in alerts})
+    with pytest.raises(ValueError, match="explain each other"):
+        catalog.cause_depth()

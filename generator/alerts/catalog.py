@@ -22,7 +22,16 @@ from trainsignals.generator.alerts.model import (
 )
 from trainsignals.generator.signals.recording import NODE_HARDWARE_FAULTS
 
-__all__ = ["ALERTS", "BY_NAME", "MODES", "AlertDef", "explained", "relations", "suggest_alert_name"]
+__all__ = [
+    "ALERTS",
+    "BY_NAME",
+    "MODES",
+    "AlertDef",
+    "cause_depth",
+    "explained",
+    "relations",
+    "suggest_alert_name",
+]
 
 ALERTS: tuple[AlertDef, ...] = DEFINITIONS
 BY_NAME: dict[str, AlertDef] = {a.name: a for a in ALERTS}
@@ -53,6 +62,26 @@ def relations(name: str) -> tuple[list[tuple[str, Explains]], list[tuple[str, Ex
     return explains, explained_by
 
 
+def cause_depth() -> dict[str, int]:
+    """{alert: length of the longest chain of declared causes above it} (0: nothing explains
+    it, a root cause). Raises ValueError on a cycle: alerts that explain each other would
+    mute each other while both fire, and nothing would page."""
+    parents = {a.name: [cause for cause, _ in relations(a.name)[1]] for a in ALERTS}
+    depth: dict[str, int] = {}
+
+    def visit(name: str, path: tuple[str, ...]) -> int:
+        if name in path:
+            cycle = " -> ".join((*path[path.index(name) :], name))
+            raise ValueError(f"alerts explain each other ({cycle}): both would be muted")
+        if name not in depth:
+            depth[name] = max((visit(p, (*path, name)) + 1 for p in parents[name]), default=0)
+        return depth[name]
+
+    for alert in ALERTS:
+        visit(alert.name, ())
+    return depth
+
+
 def _check_declarations() -> None:
     """Every name an `explains=` types is a defined alert: a typo is an import error here,
     not an inhibit rule that silently matches nothing."""
@@ -66,6 +95,7 @@ def _check_declarations() -> None:
                     )
                 if name == alert.name:
                     raise ValueError(f"{alert.name}: explains itself")
+    cause_depth()
     # generator/signals/recording.py sits below the alerts and cannot read them: its copy of
     # the hardware-fault list must match the declarations (hardware_fault=True).
     if tuple(sorted(NODE_HARDWARE_FAULTS)) != tuple(sorted(hardware_fault_alerts())):

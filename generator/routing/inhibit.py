@@ -7,7 +7,7 @@ generator/oncall/delivered.py reads them too.
 
 from __future__ import annotations
 
-from trainsignals.generator.alerts.catalog import ALERTS, explained
+from trainsignals.generator.alerts.catalog import ALERTS, cause_depth, explained
 from trainsignals.generator.alerts.model import AlertDef, Explains
 
 
@@ -18,14 +18,16 @@ def _alternation(names: tuple[str, ...] | list[str]) -> str:
 
 
 def _declared(alerts: tuple[AlertDef, ...]) -> list[tuple[str, dict]]:
-    """(comment, rule) per declaration, in definition order; alerts sharing one declaration
-    share its rule."""
+    """(comment, rule) per declaration, root causes first (then definition order), so the
+    file reads from a dead node down to its symptoms; alerts sharing one declaration share
+    its rule."""
     sources: dict[Explains, list[str]] = {}
     for alert in alerts:
         for explains in alert.explains:
             sources.setdefault(explains, []).append(alert.name)
+    depth = cause_depth()
     out = []
-    for explains, names in sources.items():
+    for explains, names in sorted(sources.items(), key=lambda i: min(depth[n] for n in i[1])):
         source = [_alternation(names)]
         if explains.page_only:
             source.append(_PAGE)
