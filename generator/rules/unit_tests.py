@@ -11,6 +11,7 @@ live values.
 
 from __future__ import annotations
 
+from trainsignals.generator.alerts.definitions import fabric as fabric_definitions
 from trainsignals.generator.alerts.definitions.reachability import (
     NODE_DOWN,
     NODE_UNREACHABLE_RECENTLY,
@@ -48,6 +49,9 @@ __all__ = [
     "restart",
     "rule_tests",
 ]
+
+# The fabric definitions (InfiniBand ports): a spec with any of them gets healthy port series.
+FABRIC_ALERTS = frozenset(d.name for d in fabric_definitions.GROUP.definitions)
 
 
 def _alerts_query(ctx: RuleContext, alert: str, state: str | None = None) -> str:
@@ -351,7 +355,7 @@ def _rule_tests(
     cases = [(case, reads.get(alert.name)) for alert in alerts for case in alert.faults]
     # One healthy job long enough for every test: each test's healthy series are its prefix.
     inputs = TestInputs(ctx, max([HEALTHY_HORIZON, *(_minutes(case) for case, _ in cases)]))
-    fabric = any(a.name.startswith("Infiniband") for a in alerts)
+    fabric = any(a.name in FABRIC_ALERTS for a in alerts)
     tests = [healthy_test(ctx, inputs, fabric=fabric)]
     if any(a.name == NODE_UNREACHABLE_RECENTLY for a in alerts):
         tests.append(node_outage_test(ctx, inputs))
