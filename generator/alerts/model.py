@@ -157,7 +157,10 @@ def seal(definitions: Sequence[AlertDef]) -> None:
 
 def _registered() -> list[AlertDef]:
     if not _SEALED[0]:
-        raise RuntimeError("alert definitions read before the catalogue imported them all")
+        raise RuntimeError(
+            "alert definitions read before the catalogue imported them all: import "
+            "trainsignals.generator.alerts.catalog first"
+        )
     return _REGISTERED
 
 

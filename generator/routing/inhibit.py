@@ -1,7 +1,7 @@
 """Inhibition rules: one fault pages once. A cause (NodeDown, GpuLost, no progress) mutes the
 symptoms that follow from it: one rule per `explains=` declaration of the alert definitions
 (generator/alerts/model.py Explains), its targets named there or by the roles the targets hold
-(node_scoped, progress_symptom, incident_consequence). No alert is named here.
+(node_scoped, progress_symptom, incident_consequence); this module types no alert's name.
 generator/oncall/delivered.py reads them too.
 """
 
@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from trainsignals.generator.alerts.catalog import ALERTS, cause_depth, explained
 from trainsignals.generator.alerts.model import AlertDef, Explains
+
+_PAGE = 'severity="page"'
+_TICKET = 'severity="ticket"'
 
 
 def _alternation(names: tuple[str, ...] | list[str]) -> str:
@@ -50,9 +53,6 @@ _SAME_ALERT = (
         "equal": ["alertname", "training_job"],
     },
 )
-
-_PAGE = 'severity="page"'
-_TICKET = 'severity="ticket"'
 
 
 def _page_only(rules: tuple[tuple[str, dict], ...]) -> tuple[tuple[str, dict], ...]:
