@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
 from trainsignals.generator.alerts.catalog import BY_NAME
@@ -37,8 +39,9 @@ def _mutes(source: str, target: str, severity: str = "page", **labels: str) -> l
             continue
         if target not in _names(tgt[0]):
             continue
-        extra = dict(m.replace('"', "").split("=", 1) for m in tgt[1:])
-        if all(extra.get(k, v) == v for k, v in {**labels, "severity": severity}.items()):
+        extra = dict(re.fullmatch(r'(\w+)=~?"(.*)"', m).groups() for m in tgt[1:])
+        wanted = {**labels, "severity": severity}
+        if all(re.fullmatch(extra.get(k, re.escape(v)), v) for k, v in wanted.items()):
             found.append(rule)
     return found
 
@@ -50,11 +53,24 @@ def _mutes(source: str, target: str, severity: str = "page", **labels: str) -> l
         ("TrainingCrashLooping", "TrainingNoProgress", {}, ["training_job"]),
         # A GPU off the bus explains its XID 79, on the same node and GPU only.
         ("GpuLost", "GpuXidCritical", {"xid": "79"}, ["training_job", "node", "gpu"]),
-        # A double-bit ECC error explains its XID 48.
+        # An uncorrectable ECC error explains its XID 48 (double bit) or 95 (uncontained, A100+).
         (
             "GpuUncorrectableEccErrors",
             "GpuXidCritical",
             {"xid": "48"},
+            ["training_job", "node", "gpu"],
+        ),
+        (
+            "GpuUncorrectableEccErrors",
+            "GpuXidCritical",
+            {"xid": "95"},
+            ["training_job", "node", "gpu"],
+        ),
+        # ... and the contained one (94), a ticket unless the spec pages on it.
+        (
+            "GpuUncorrectableEccErrors",
+            "GpuXidError",
+            {"xid": "94"},
             ["training_job", "node", "gpu"],
         ),
         # A dead node explains its GPUs.

@@ -63,6 +63,11 @@ FAULTS = {
         ("GpuUncorrectableEccErrors", GPU),
         ("GpuXidCritical", {**GPU, "xid": "48"}),
     ],
+    # The same fault on an A100 / H100: XID 95 (uncontained ECC error) instead of 48.
+    "uncontained-ecc": [
+        ("GpuUncorrectableEccErrors", GPU),
+        ("GpuXidCritical", {**GPU, "xid": "95"}),
+    ],
 }
 
 

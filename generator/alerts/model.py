@@ -36,7 +36,8 @@ class Explains:
     `roles`, when the labels in `equal` are equal: Alertmanager mutes them while it fires
     (generator/routing/inhibit.py derives one inhibit rule per declaration, `why` its
     comment). `target_labels` narrows the targets (GpuXidCritical with xid="79" only).
-    `page_only`: only the cause's page mutes them, never its ticket. Several alerts may share
+    A value may list alternatives, "48|95" (a regex matcher). `page_only`: only the cause's
+    page mutes them, never its ticket. Several alerts may share
     one declaration (one rule, their names alternated). An alert never explains itself."""
 
     why: str
@@ -52,6 +53,13 @@ class Explains:
             raise ValueError(f"explains: unknown roles {sorted(unknown)}; use {ROLES}")
         if not self.alerts and not self.roles:
             raise ValueError(f"explains {self.why[:40]!r}...: names no alert and no role")
+
+    def label_matchers(self) -> list[str]:
+        """`target_labels` as Alertmanager matchers: `xid="79"`, `xid=~"48|95"`."""
+        return [
+            f'{name}=~"{value}"' if "|" in value else f'{name}="{value}"'
+            for name, value in self.target_labels
+        ]
 
 
 @dataclass(frozen=True)

@@ -246,7 +246,13 @@ def _muted_pairs() -> list[tuple[str, str, str, str, dict[str, str], tuple[str, 
                     mutes = src == "page" or (src == dst == "ticket" and not explains.page_only)
                     if "off" in (src, dst) or not mutes:
                         continue
-                    pair = (cause.name, src, target, dst, dict(explains.target_labels))
+                    pair = (
+                        cause.name,
+                        src,
+                        target,
+                        dst,
+                        {k: v.split("|")[0] for k, v in explains.target_labels},
+                    )
                     if pair[:4] not in [p[:4] for p in pairs]:
                         pairs.append((*pair, explains.equal))
     return pairs

@@ -35,7 +35,7 @@ def _declared(alerts: tuple[AlertDef, ...]) -> list[tuple[str, dict]]:
         if explains.page_only:
             source.append(_PAGE)
         target = [_alternation(explained(explains, names))]
-        target += [f'{k}="{v}"' for k, v in explains.target_labels]
+        target += explains.label_matchers()
         rule = {"source_matchers": source, "target_matchers": target}
         out.append((explains.why, {**rule, "equal": list(explains.equal)}))
     return out

@@ -104,7 +104,7 @@ def _scope(explains: Explains) -> str:
     """`same node, gpu; xid="79"`: what must match for the relation to hold."""
     same = [label for label in explains.equal if label != "training_job"]
     text = f"same {', '.join(f'`{label}`' for label in same)}" if same else "same job"
-    text += "".join(f'; `{k}="{v}"`' for k, v in explains.target_labels)
+    text += "".join(f"; `{m}`" for m in explains.label_matchers())
     return text + ("; when it pages" if explains.page_only else "")
 
 

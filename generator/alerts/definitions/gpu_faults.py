@@ -24,10 +24,22 @@ onset = FAULT_ONSET
 APPLICATION_XIDS = (13, 31, 43, 45)
 REMAP_SEEN_WITHIN = 900  # a remap state seen this recently still tickets (see below)
 # The XIDs the driver logs for a fault another alert of the same GPU already reports
-# (generator/signals/xid_catalog.py): the same fault, one page.
-XID_FELL_OFF_BUS = 79
-XID_DOUBLE_BIT_ECC = 48
+# (generator/signals/xid_catalog.py): the same fault, one page. An uncorrectable ECC error is
+# XID 48 (double bit) before Ampere, 94 (contained) or 95 (uncontained) on A100 / H100.
+XID_FELL_OFF_BUS = (79,)
+XID_UNCORRECTABLE_ECC = (48, 94, 95)
 SAME_GPU = ("training_job", "node", "gpu")
+XID_ALERTS = (GPU_XID_CRITICAL, GPU_XID_ERROR)  # a code is one or the other (xid_page_codes)
+
+
+def _codes(codes: tuple[int, ...]) -> tuple[tuple[str, str], ...]:
+    return (("xid", "|".join(map(str, codes))),)
+
+
+def _in_words(codes: tuple[int, ...]) -> str:
+    return " / ".join(map(str, codes))
+
+
 CRASHES_RANK = Explains(
     "A lost GPU or a critical XID crashes (or hangs) the rank on that GPU, and with it "
     "every collective of the job: the missing rank, the stall and the slowdown are the "
@@ -60,11 +72,11 @@ def _xid_labels(ctx: RuleContext) -> tuple[str, ...]:
             equal=SAME_GPU,
         ),
         Explains(
-            f"A GPU that fell off the bus logs XID {XID_FELL_OFF_BUS}: the critical XID of that "
-            "GPU is the same fault, one page.",
-            alerts=(GPU_XID_CRITICAL,),
+            f"A GPU that fell off the bus logs XID {_in_words(XID_FELL_OFF_BUS)}: the XID alert "
+            "of that GPU is the same fault, one page.",
+            alerts=XID_ALERTS,
             equal=SAME_GPU,
-            target_labels=(("xid", str(XID_FELL_OFF_BUS)),),
+            target_labels=_codes(XID_FELL_OFF_BUS),
         ),
     ),
     meaning="A GPU stopped answering NVML (fell off the bus) or is missing from its node.",
@@ -110,11 +122,12 @@ def gpu_lost(ctx: RuleContext) -> Rule:
     hardware_fault=True,
     explains=(
         Explains(
-            f"A double-bit ECC error logs XID {XID_DOUBLE_BIT_ECC}: the critical XID of that "
-            "GPU is the same fault, one page.",
-            alerts=(GPU_XID_CRITICAL,),
+            "An uncorrectable ECC error logs XID "
+            f"{_in_words(XID_UNCORRECTABLE_ECC)}: the XID alert of that GPU is the same fault, "
+            "one page.",
+            alerts=XID_ALERTS,
             equal=SAME_GPU,
-            target_labels=(("xid", str(XID_DOUBLE_BIT_ECC)),),
+            target_labels=_codes(XID_UNCORRECTABLE_ECC),
         ),
     ),
     meaning="A GPU reported uncorrectable (double-bit) ECC errors: results may be corrupt.",
