@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import click
+from trainsignals.generator.alerts.definitions.training import TRAINING_TARGETS_DOWN
 from trainsignals.generator.loader import SpecError, load_specs
 from trainsignals.generator.spec.durations import format_duration, parse_duration
 
@@ -117,7 +118,7 @@ def simulate(
         click.echo(
             f"note: simulating {shape.nodes} x {shape.gpus_per_node} GPUs, the spec says "
             f"{spec.shape.nodes} x {spec.shape.gpus_per_node}; generate rules for this "
-            "shape or TrainingTargetsDown and MFU will be off",
+            f"shape or {TRAINING_TARGETS_DOWN} and MFU will be off",
             err=True,
         )
     try:

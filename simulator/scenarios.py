@@ -13,6 +13,44 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from trainsignals.generator.alerts.definitions.fabric import (
+    INFINIBAND_PORT_DOWN,
+    INFINIBAND_PORT_FLAPPING,
+)
+from trainsignals.generator.alerts.definitions.gpu_conditions import (
+    GPU_EXPORTER_NVML_ERRORS,
+    GPU_TEMPERATURE_HIGH,
+    GPU_THERMAL_THROTTLING,
+)
+from trainsignals.generator.alerts.definitions.gpu_faults import (
+    GPU_LOST,
+    GPU_REMAPPED_ROWS_PENDING,
+    GPU_UNCORRECTABLE_ECC_ERRORS,
+    GPU_XID_CRITICAL,
+    GPU_XID_ERROR,
+)
+from trainsignals.generator.alerts.definitions.loss_checkpoint import (
+    CHECKPOINT_DISK_ALMOST_FULL,
+    CHECKPOINT_DISK_FILLING_UP,
+    CHECKPOINT_TOO_OLD,
+    LOSS_DIVERGING,
+    LOSS_PLATEAU,
+    NON_FINITE_LOSS,
+)
+from trainsignals.generator.alerts.definitions.reachability import NODE_DOWN
+from trainsignals.generator.alerts.definitions.recovery import (
+    TRAINING_CRASH_LOOPING,
+    TRAINING_NO_PROGRESS,
+)
+from trainsignals.generator.alerts.definitions.training import (
+    DATA_LOADER_STARVED,
+    DROPPED_BATCHES_ABOVE_TOLERANCE,
+    MFU_BELOW_FLOOR,
+    STEP_TIME_ABOVE_BOUND,
+    THROUGHPUT_BELOW_FLOOR,
+    TRAINING_STALLED,
+    TRAINING_TARGETS_DOWN,
+)
 from trainsignals.generator.spec.job import JobSpec, Recovery
 
 MINUTE, HOUR = 60, 3600
@@ -84,7 +122,7 @@ class Scenario:
         alerts = dict(self.expected_alerts)
         bound = spec.objectives.step_time_max_seconds
         if bound and JobProfile.from_spec(spec).step_seconds * self.step_slowdown > bound:
-            alerts["StepTimeAboveBound"] = "ticket"
+            alerts[STEP_TIME_ABOVE_BOUND] = "ticket"
         for name, severity in spec.alerts.items():
             if name in alerts:
                 alerts[name] = severity
@@ -106,77 +144,77 @@ _SCENARIOS = (
         "data_loader_starvation",
         "From fault_at: 80% of each step waits for data, steps take 4.75x longer, GPU "
         "utilization drops to ~19%, tokens/s falls to ~0.2x nominal (MFU ~0.09, below the "
-        "throughput floor). DataLoaderStarved and ThroughputBelowFloor fire ~20m later.",
+        f"throughput floor). {DATA_LOADER_STARVED} and {THROUGHPUT_BELOW_FLOOR} fire ~20m later.",
         Conditions(data_wait_ratio=0.80),
-        {"DataLoaderStarved": "ticket", "ThroughputBelowFloor": "page"},
+        {DATA_LOADER_STARVED: "ticket", THROUGHPUT_BELOW_FLOOR: "page"},
         duration=30 * MINUTE + 45 * MINUTE,
-        later_alerts={"MfuBelowFloor": "ticket"},
+        later_alerts={MFU_BELOW_FLOOR: "ticket"},
         step_slowdown=4.75,
     ),
     Scenario(
         "nan_loss",
         "From fault_at every rank reports a NaN loss each step (the loss gauge keeps the last "
-        "finite value, the non-finite counter rises). NonFiniteLoss fires ~1m later.",
+        f"finite value, the non-finite counter rises). {NON_FINITE_LOSS} fires ~1m later.",
         Conditions(loss="nan"),
-        {"NonFiniteLoss": "page"},
+        {NON_FINITE_LOSS: "page"},
         duration=30 * MINUTE + 20 * MINUTE,
-        later_alerts={"LossPlateau": "ticket"},
+        later_alerts={LOSS_PLATEAU: "ticket"},
     ),
     Scenario(
         "loss_divergence",
         "From fault_at the loss grows as exp(t/10m) (capped at 1e6x): above 2x its 1h "
-        "average after ~15m; LossDiverging fires ~20m after onset.",
+        f"average after ~15m; {LOSS_DIVERGING} fires ~20m after onset.",
         Conditions(loss="diverge"),
-        {"LossDiverging": "page"},
+        {LOSS_DIVERGING: "page"},
         duration=30 * MINUTE + 40 * MINUTE,
     ),
     Scenario(
         "loss_plateau",
         "From fault_at the loss stops improving (flat at its onset value, 1% noise). The rule "
         "compares 1h loss averages 6h apart, so the older average lies inside the plateau "
-        "from onset + 7h; with its 1h `for`, LossPlateau fires ~8h after onset.",
+        f"from onset + 7h; with its 1h `for`, {LOSS_PLATEAU} fires ~8h after onset.",
         Conditions(loss="plateau"),
-        {"LossPlateau": "ticket"},
+        {LOSS_PLATEAU: "ticket"},
         duration=30 * MINUTE + 8 * HOUR + 45 * MINUTE,
     ),
     Scenario(
         "hang",
         "From fault_at no rank completes a step (NCCL-style hang): phase stays train, GPUs "
-        "at 100% utilization, counters flat. TrainingStalled fires ~11m after onset. The speed "
+        f"at 100% utilization, counters flat. {TRAINING_STALLED} fires ~11m after onset. The speed "
         "alerts stay silent: a hang adds no time in steps, so it never reads as a slow job "
         "(one fault pages once).",
         Conditions(stalled=True),
-        {"TrainingStalled": "page"},
+        {TRAINING_STALLED: "page"},
         duration=30 * MINUTE + 35 * MINUTE,
-        later_alerts={"CheckpointTooOld": "page"},
+        later_alerts={CHECKPOINT_TOO_OLD: "page"},
     ),
     Scenario(
         "crash",
         "At fault_at the last rank's process exits (its endpoint stops answering, its GPU "
-        "goes idle); the other ranks hang in the next collective (their TrainingStalled is "
-        "inhibited by TrainingTargetsDown). Fires ~2m after onset.",
+        f"goes idle); the other ranks hang in the next collective (their {TRAINING_STALLED} is "
+        f"inhibited by {TRAINING_TARGETS_DOWN}). Fires ~2m after onset.",
         Conditions(crashed_ranks=(-1,), stalled=True),
-        {"TrainingTargetsDown": "page"},
+        {TRAINING_TARGETS_DOWN: "page"},
         duration=30 * MINUTE + 15 * MINUTE,
-        later_alerts={"CheckpointTooOld": "page"},
+        later_alerts={CHECKPOINT_TOO_OLD: "page"},
     ),
     Scenario(
         "gpu_lost",
         "At fault_at GPU 0 of node 0 falls off the bus (every NVML query: gpu_is_lost, "
-        "trainsignals_gpu_up 0) and its rank (rank 0) dies; the others hang. GpuLost pages "
-        "~1m after onset; TrainingTargetsDown (~2m) is inhibited by GpuLost.",
+        f"trainsignals_gpu_up 0) and its rank (rank 0) dies; the others hang. {GPU_LOST} pages "
+        f"~1m after onset; {TRAINING_TARGETS_DOWN} (~2m) is inhibited by {GPU_LOST}.",
         Conditions(lost_gpus=((0, 0),), crashed_ranks=(0,), stalled=True),
-        {"GpuLost": "page"},
+        {GPU_LOST: "page"},
         duration=30 * MINUTE + 10 * MINUTE,
-        later_alerts={"GpuExporterNvmlErrors": "ticket", "CheckpointTooOld": "page"},
+        later_alerts={GPU_EXPORTER_NVML_ERRORS: "ticket", CHECKPOINT_TOO_OLD: "page"},
     ),
     Scenario(
         "thermal_throttling",
         "From fault_at GPU 0 of node 0 runs at 91 C with sw/hw thermal slowdown active and SM "
         "clocks at 60%; the synchronous job slows 10% (MFU ~0.41, still above its floor). "
-        "GpuTemperatureHigh fires ~10m, GpuThermalThrottling ~20m after onset.",
+        f"{GPU_TEMPERATURE_HIGH} fires ~10m, {GPU_THERMAL_THROTTLING} ~20m after onset.",
         Conditions(hot_gpus=((0, 0),), speed=0.9),
-        {"GpuThermalThrottling": "ticket", "GpuTemperatureHigh": "ticket"},
+        {GPU_THERMAL_THROTTLING: "ticket", GPU_TEMPERATURE_HIGH: "ticket"},
         duration=30 * MINUTE + 45 * MINUTE,
         step_slowdown=1.12,
     ),
@@ -185,38 +223,39 @@ _SCENARIOS = (
         "From fault_at compute speed drops 6% per simulated hour (fragmentation-style leak) "
         "and levels off at 60% of healthy speed after ~6.7h: MFU ~0.27, under the 0.30 floor, "
         "while tokens/s stay well above the page floor (half the floor's throughput). The 6h "
-        "MFU while stepping crosses the floor ~9h after onset and MfuBelowFloor "
+        f"MFU while stepping crosses the floor ~9h after onset and {MFU_BELOW_FLOOR} "
         "fires an hour later: the slow leak is a ticket, never a page.",
         Conditions(speed_loss_per_hour=0.06, speed_floor=0.6),
-        {"MfuBelowFloor": "ticket"},
+        {MFU_BELOW_FLOOR: "ticket"},
         duration=30 * MINUTE + 11 * HOUR,
         step_slowdown=1 / 0.6,
     ),
     Scenario(
         "dropped_batches",
         "From fault_at 3% of batches are dropped (one every ~33 steps). The 6h dropped share "
-        "passes 1% ~15m after onset; DroppedBatchesAboveTolerance fires ~45m after onset.",
+        f"passes 1% ~15m after onset; {DROPPED_BATCHES_ABOVE_TOLERANCE} fires ~45m after onset.",
         Conditions(dropped_ratio=0.03),
-        {"DroppedBatchesAboveTolerance": "ticket"},
+        {DROPPED_BATCHES_ABOVE_TOLERANCE: "ticket"},
         duration=30 * MINUTE + 90 * MINUTE,
     ),
     Scenario(
         "disk_filling",
         "From fault_at the checkpoint disk fills at 20% of its size per simulated hour from "
-        "55% free: CheckpointDiskFillingUp fires within ~1.5h, CheckpointDiskAlmostFull when "
-        "free < 10% (~2h20m after onset). At 0 free (~2h45m) checkpoints start failing.",
+        f"55% free: {CHECKPOINT_DISK_FILLING_UP} fires within ~1.5h, "
+        f"{CHECKPOINT_DISK_ALMOST_FULL} when free < 10% (~2h20m after onset). At 0 free "
+        "(~2h45m) checkpoints start failing.",
         Conditions(disk_fill_per_hour=0.20),
-        {"CheckpointDiskFillingUp": "ticket", "CheckpointDiskAlmostFull": "page"},
+        {CHECKPOINT_DISK_FILLING_UP: "ticket", CHECKPOINT_DISK_ALMOST_FULL: "page"},
         duration=30 * MINUTE + 2 * HOUR + 45 * MINUTE,
-        later_alerts={"CheckpointTooOld": "page"},
+        later_alerts={CHECKPOINT_TOO_OLD: "page"},
     ),
     Scenario(
         "stale_checkpoint",
         "From fault_at checkpoints still pause training but never succeed (the timestamp "
-        "stops moving). CheckpointTooOld fires checkpoint_max_age + 10m after the last "
+        f"stops moving). {CHECKPOINT_TOO_OLD} fires checkpoint_max_age + 10m after the last "
         "success (42m): ~2h52m simulated, <= 2h10m after onset with the default 2h.",
         Conditions(checkpoints_fail=True),
-        {"CheckpointTooOld": "page"},
+        {CHECKPOINT_TOO_OLD: "page"},
         duration=HOUR + 2 * HOUR + 30 * MINUTE,
         fault_at=HOUR,  # after the first checkpoint (42m), so one success is on record
     ),
@@ -225,7 +264,7 @@ _SCENARIOS = (
         "At fault_at the last GPU of node 0 reports 2 uncorrectable (and 16 corrected) ECC errors "
         "and a pending row remap; training continues. Both alerts fire within ~1m.",
         Conditions(ecc_gpus=((0, -1),)),
-        {"GpuUncorrectableEccErrors": "page", "GpuRemappedRowsPending": "ticket"},
+        {GPU_UNCORRECTABLE_ECC_ERRORS: "page", GPU_REMAPPED_ROWS_PENDING: "ticket"},
         duration=30 * MINUTE + 15 * MINUTE,
     ),
     Scenario(
@@ -235,18 +274,18 @@ _SCENARIOS = (
         "and again 2m later (the exporter does not pre-seed 13, so the second one is the "
         "increase rules see); training continues. Both alerts fire within ~3m.",
         Conditions(xids=((0, 0, 74, 0), (0, -1, 13, 0), (0, -1, 13, 2 * MINUTE))),
-        {"GpuXidCritical": "page", "GpuXidError": "ticket"},
+        {GPU_XID_CRITICAL: "page", GPU_XID_ERROR: "ticket"},
         duration=30 * MINUTE + 15 * MINUTE,
     ),
     Scenario(
         "node_down",
         "At fault_at every endpoint of the last node (its ranks and its GPU exporter) stops "
-        "answering; ranks elsewhere hang. NodeDown fires ~2m after onset and Alertmanager "
-        "inhibits the rest (TrainingTargetsDown, TrainingStalled...).",
+        f"answering; ranks elsewhere hang. {NODE_DOWN} fires ~2m after onset and Alertmanager "
+        f"inhibits the rest ({TRAINING_TARGETS_DOWN}, {TRAINING_STALLED}...).",
         Conditions(down_nodes=(-1,), stalled=True),
-        {"NodeDown": "page"},
+        {NODE_DOWN: "page"},
         duration=30 * MINUTE + 15 * MINUTE,
-        later_alerts={"CheckpointTooOld": "page"},
+        later_alerts={CHECKPOINT_TOO_OLD: "page"},
     ),
     # recovery.mode auto_restart (torchrun / the scheduler restarts the job): a restart inside
     # the budget reaches nobody; one that never comes back pages once, as no progress.
@@ -255,7 +294,7 @@ _SCENARIOS = (
         "auto_restart job. At fault_at (50m, after the 42m checkpoint) every process dies; the "
         "launcher has them back 4m later: 2m start-up, 1m checkpoint restore, then the lost "
         "steps are redone. Nothing reaches anyone over the next hour: no page, no ticket "
-        "(under manual, TrainingTargetsDown would page ~2m after onset).",
+        f"(under manual, {TRAINING_TARGETS_DOWN} would page ~2m after onset).",
         Conditions(crash_job=True, restart_after=4 * MINUTE),
         {},
         duration=50 * MINUTE + HOUR,
@@ -265,35 +304,35 @@ _SCENARIOS = (
     Scenario(
         "restart_never_back",
         "auto_restart job. At fault_at (50m) every process dies and the launcher never brings "
-        "them back. TrainingNoProgress pages once the restart budget (15m) has passed since "
-        "the last step; TrainingTargetsDown (a ticket under auto_restart, after budget + 5m) "
+        f"them back. {TRAINING_NO_PROGRESS} pages once the restart budget (15m) has passed since "
+        f"the last step; {TRAINING_TARGETS_DOWN} (a ticket under auto_restart, after budget + 5m) "
         "is covered by that page.",
         Conditions(crash_job=True),
-        {"TrainingNoProgress": "page"},
+        {TRAINING_NO_PROGRESS: "page"},
         duration=50 * MINUTE + 25 * MINUTE,
         fault_at=50 * MINUTE,
-        later_alerts={"TrainingTargetsDown": "ticket", "CheckpointTooOld": "page"},
+        later_alerts={TRAINING_TARGETS_DOWN: "ticket", CHECKPOINT_TOO_OLD: "page"},
         recovery={"mode": "auto_restart", "restart_budget": "15m"},
     ),
     Scenario(
         "restart_loop",
         "auto_restart job. From fault_at (50m) a new incarnation every 15m: each restores the "
         "42m checkpoint (its step and time), then dies in start-up before its first step. "
-        "Progress is durable: TrainingNoProgress pages once, restart budget + 1m after the "
+        f"Progress is durable: {TRAINING_NO_PROGRESS} pages once, restart budget + 1m after the "
         "last real step (before, each incarnation's start reset the clock and only the crash "
-        "loop paged, an hour later). TrainingCrashLooping does not page as well.",
+        f"loop paged, an hour later). {TRAINING_CRASH_LOOPING} does not page as well.",
         Conditions(restart_loop=15 * MINUTE),
-        {"TrainingNoProgress": "page"},
+        {TRAINING_NO_PROGRESS: "page"},
         duration=50 * MINUTE + 20 * MINUTE,
         fault_at=50 * MINUTE,
-        later_alerts={"CheckpointTooOld": "page"},
+        later_alerts={CHECKPOINT_TOO_OLD: "page"},
         recovery={"mode": "auto_restart"},
     ),
     Scenario(
         "completed",
         "manual job. At fault_at (50m) training ends cleanly: every rank reports phase done, "
         "then exits, and the job's targets leave service discovery. Completion is no "
-        "incident: nothing fires for the next 30m (before, TrainingTargetsDown paged ~2m "
+        f"incident: nothing fires for the next 30m (before, {TRAINING_TARGETS_DOWN} paged ~2m "
         "later and kept firing).",
         Conditions(complete=True),
         {},
@@ -303,7 +342,7 @@ _SCENARIOS = (
     Scenario(
         "completed_auto_restart",
         "auto_restart job. At fault_at (50m) training ends cleanly, as in `completed`. "
-        "Nothing fires for the next 30m (before, TrainingNoProgress paged once the restart "
+        f"Nothing fires for the next 30m (before, {TRAINING_NO_PROGRESS} paged once the restart "
         "budget had passed).",
         Conditions(complete=True),
         {},
@@ -319,21 +358,21 @@ _FABRIC_SCENARIOS = (
     Scenario(
         "ib_port_down",
         "At fault_at InfiniBand port mlx5_0/1 of node 0 goes down for good (state 1, physical "
-        "state polling, one link-down) and the job's collectives hang: TrainingStalled pages "
-        "~11m after onset, InfinibandPortDown is a ticket ~2m after onset.",
+        f"state polling, one link-down) and the job's collectives hang: {TRAINING_STALLED} pages "
+        f"~11m after onset, {INFINIBAND_PORT_DOWN} is a ticket ~2m after onset.",
         Conditions(ib_down=(0,), stalled=True),
-        {"TrainingStalled": "page", "InfinibandPortDown": "ticket"},
+        {TRAINING_STALLED: "page", INFINIBAND_PORT_DOWN: "ticket"},
         duration=30 * MINUTE + 16 * MINUTE,
-        later_alerts={"CheckpointTooOld": "page"},
+        later_alerts={CHECKPOINT_TOO_OLD: "page"},
     ),
     Scenario(
         "ib_port_flapping",
         "From fault_at port mlx5_0/1 of node 0 goes down for 30 s every 10m (a link-down, "
         "link recoveries and symbol errors each time); NCCL retries, training continues. "
-        "InfinibandPortFlapping is a ticket right after the second link-down (~10m after "
-        "onset); no port stays down long enough for InfinibandPortDown.",
+        f"{INFINIBAND_PORT_FLAPPING} is a ticket right after the second link-down (~10m after "
+        f"onset); no port stays down long enough for {INFINIBAND_PORT_DOWN}.",
         Conditions(ib_flapping=(0,)),
-        {"InfinibandPortFlapping": "ticket"},
+        {INFINIBAND_PORT_FLAPPING: "ticket"},
         duration=30 * MINUTE + 15 * MINUTE,
     ),
 )

@@ -189,7 +189,7 @@ def test_alertmanager_config_routes_by_severity_with_secret_references() -> None
     }
     slack = objects("gpt-70b-pretrain")["AlertmanagerConfig"]["spec"]["receivers"][1]
     assert slack["slackConfigs"][0]["apiURL"] == {"name": "fm-training-slack", "key": "webhook-url"}
-    node_down = spec["inhibitRules"][0]
+    node_down = next(r for r in spec["inhibitRules"] if r["sourceMatch"][0]["value"] == "NodeDown")
     assert node_down["sourceMatch"] == [
         {"name": "alertname", "matchType": "=", "value": "NodeDown"},
         {"name": "severity", "matchType": "=", "value": "page"},  # only a page mutes a page

@@ -176,6 +176,7 @@ def test_generated_tests_cover_the_cases(files: dict[str, str]) -> None:
         f"one page episode firing for hours on eight GPUs is one page and no {ALERT}",
         f"tickets are counted but never count as pages for {ALERT}",
         "3 pages spread over more than one 12h shift stay within the budget",
+        "a cause and the alert it explains (explains=) fire together: one notification",
     ]
 
 

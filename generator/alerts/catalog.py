@@ -13,15 +13,97 @@ from __future__ import annotations
 import difflib
 
 from trainsignals.generator.alerts.definitions import DEFINITIONS
-from trainsignals.generator.alerts.model import MODES, AlertDef
+from trainsignals.generator.alerts.model import (
+    MODES,
+    AlertDef,
+    Explains,
+    hardware_fault_alerts,
+    seal,
+)
 from trainsignals.generator.signals.recording import NODE_HARDWARE_FAULTS
 
-__all__ = ["ALERTS", "BY_NAME", "MODES", "NODE_HARDWARE_FAULTS", "AlertDef", "suggest_alert_name"]
+__all__ = [
+    "ALERTS",
+    "BY_NAME",
+    "MODES",
+    "AlertDef",
+    "cause_depth",
+    "explained",
+    "relations",
+    "suggest_alert_name",
+]
 
 ALERTS: tuple[AlertDef, ...] = DEFINITIONS
 BY_NAME: dict[str, AlertDef] = {a.name: a for a in ALERTS}
 if len(BY_NAME) != len(ALERTS):
     raise ValueError("two alert definitions share a name")
+seal(ALERTS)
+
+
+def explained(explains: Explains, causes: tuple[str, ...] | list[str] = ()) -> tuple[str, ...]:
+    """The alerts `explains` names, by name or role, in definition order; never a cause."""
+    return tuple(
+        a.name
+        for a in ALERTS
+        if a.name not in causes
+        and (a.name in explains.alerts or set(a.roles) & set(explains.roles))
+    )
+
+
+def relations(name: str) -> tuple[list[tuple[str, Explains]], list[tuple[str, Explains]]]:
+    """(what `name` explains, what explains `name`): (other alert, declaration) pairs."""
+    explains = [(t, e) for e in BY_NAME[name].explains for t in explained(e, (name,))]
+    explained_by = [
+        (cause.name, e)
+        for cause in ALERTS
+        for e in cause.explains
+        if name in explained(e, (cause.name,))
+    ]
+    return explains, explained_by
+
+
+def cause_depth() -> dict[str, int]:
+    """{alert: length of the longest chain of declared causes above it} (0: nothing explains
+    it, a root cause). Raises ValueError on a cycle: alerts that explain each other would
+    mute each other while both fire, and nothing would page."""
+    parents = {a.name: [cause for cause, _ in relations(a.name)[1]] for a in ALERTS}
+    depth: dict[str, int] = {}
+
+    def visit(name: str, path: tuple[str, ...]) -> int:
+        if name in path:
+            cycle = " -> ".join((*path[path.index(name) :], name))
+            raise ValueError(f"alerts explain each other ({cycle}): both would be muted")
+        if name not in depth:
+            depth[name] = max((visit(p, (*path, name)) + 1 for p in parents[name]), default=0)
+        return depth[name]
+
+    for alert in ALERTS:
+        visit(alert.name, ())
+    return depth
+
+
+def _check_declarations() -> None:
+    """Every name an `explains=` types is a defined alert: a typo is an import error here,
+    not an inhibit rule that silently matches nothing."""
+    for alert in ALERTS:
+        for explains in alert.explains:
+            for name in explains.alerts:
+                if name not in BY_NAME:
+                    raise ValueError(
+                        f"{alert.name}: explains unknown alert {name!r} "
+                        f"(generator/alerts/definitions/); {suggest_alert_name(name)}"
+                    )
+                if name == alert.name:
+                    raise ValueError(f"{alert.name}: explains itself")
+    cause_depth()
+    # generator/signals/recording.py sits below the alerts and cannot read them: its copy of
+    # the hardware-fault list must match the declarations (hardware_fault=True).
+    if tuple(sorted(NODE_HARDWARE_FAULTS)) != tuple(sorted(hardware_fault_alerts())):
+        raise ValueError(
+            "generator/signals/recording.py NODE_HARDWARE_FAULTS "
+            f"{sorted(NODE_HARDWARE_FAULTS)} differs from the alerts declared "
+            f"hardware_fault=True {sorted(hardware_fault_alerts())}"
+        )
 
 
 def suggest_alert_name(name: str) -> str | None:
@@ -31,3 +113,6 @@ def suggest_alert_name(name: str) -> str | None:
     close = difflib.get_close_matches(name, BY_NAME, n=2)
     hint = f"did you mean {' or '.join(close)}?" if close else "see `trainsignals explain`"
     return f"unknown alert {name!r}; {hint}"
+
+
+_check_declarations()

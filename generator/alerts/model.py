@@ -2,7 +2,8 @@
 
 An alert is a function decorated with `@group.alert(...)` in a module of
 generator/alerts/definitions/: the decorator says what the alert means, its severity per
-recovery mode, who owns it and which incident it belongs to (for inhibition); the function
+recovery mode, who owns it, what it explains (`explains=`: the alerts it is the cause of),
+which incident it belongs to and whether it is a hardware fault; the function
 builds its PromQL from the spec and names the fault its generated promtool test injects. Adding
 an alert is one such definition plus its runbook template
 (generator/templates/runbook_<Alert>.md.j2).
@@ -19,6 +20,46 @@ from trainsignals.generator.signals.promql import RuleContext
 MODES = ("manual", "auto_restart")
 SEVERITIES = ("page", "ticket", "off")
 OWNERS = ("job", "infra")
+
+# Roles an alert can hold, so a cause explains a whole family without naming each member.
+NODE_SCOPED = "node_scoped"  # per-GPU / per-node: explained by its node being down
+PROGRESS_SYMPTOM = "progress_symptom"  # follows from ranks that stopped or slowed
+INCIDENT_CONSEQUENCE = "incident_consequence"  # part of a no-progress / crash-loop incident
+ROLES = (NODE_SCOPED, PROGRESS_SYMPTOM, INCIDENT_CONSEQUENCE)
+# Incidents: alerts of one incident page once; what follows a page of it is that incident.
+PROGRESS_INCIDENT = "progress"  # a job that stopped making progress
+
+
+@dataclass(frozen=True)
+class Explains:
+    """The declaring alert is the cause of `alerts` (by name) and of every alert holding one of
+    `roles`, when the labels in `equal` are equal: Alertmanager mutes them while it fires
+    (generator/routing/inhibit.py derives one inhibit rule per declaration, `why` its
+    comment). `target_labels` narrows the targets (GpuXidCritical with xid="79" only).
+    A value may list alternatives, "48|95" (a regex matcher). `page_only`: only the cause's
+    page mutes them, never its ticket. Several alerts may share
+    one declaration (one rule, their names alternated). An alert never explains itself."""
+
+    why: str
+    alerts: tuple[str, ...] = ()
+    roles: tuple[str, ...] = ()
+    equal: tuple[str, ...] = ("training_job",)
+    target_labels: tuple[tuple[str, str], ...] = ()
+    page_only: bool = False
+
+    def __post_init__(self) -> None:
+        unknown = set(self.roles) - set(ROLES)
+        if unknown:
+            raise ValueError(f"explains: unknown roles {sorted(unknown)}; use {ROLES}")
+        if not self.alerts and not self.roles:
+            raise ValueError(f"explains {self.why[:40]!r}...: names no alert and no role")
+
+    def label_matchers(self) -> list[str]:
+        """`target_labels` as Alertmanager matchers: `xid="79"`, `xid=~"48|95"`."""
+        return [
+            f'{name}=~"{value}"' if "|" in value else f'{name}="{value}"'
+            for name, value in self.target_labels
+        ]
 
 
 @dataclass(frozen=True)
@@ -62,7 +103,7 @@ class AlertDef:
     default_severity: str  # with recovery.mode manual
     auto_severity: str | None  # with recovery.mode auto_restart; None: the same
     owner: str  # "job" (the job's team) or "infra" (who repairs hardware)
-    # Inhibition roles, read by generator/routing/alertmanager.py.
+    # Inhibition roles (ROLES): what the causes' `explains` name as a family.
     node_scoped: bool  # explained by NodeDown of its node
     progress_symptom: bool  # follows from ranks that stopped or slowed
     incident_consequence: bool  # part of a no-progress / crash-loop incident
@@ -71,6 +112,14 @@ class AlertDef:
     # (AlertInputMissing reads their inputs). The rules are built in definition order
     # (generator/alerts/rules.py), so no definition needs the catalogue it is part of.
     reads_other_alerts: bool = False
+    explains: tuple[Explains, ...] = ()  # what this alert is the cause of
+    incident: str | None = None  # e.g. PROGRESS_INCIDENT: its pages are that incident's
+    hardware_fault: bool = False  # a fault of a node's hardware (counted per node)
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        held = (self.node_scoped, self.progress_symptom, self.incident_consequence)
+        return tuple(role for role, has in zip(ROLES, held, strict=True) if has)
 
     def severity_for(self, mode: str) -> str:
         if mode == "auto_restart" and self.auto_severity is not None:
@@ -99,6 +148,40 @@ class AlertDef:
         )
 
 
+# Every definition of every group, in registration order: the incident lists are read from it
+# while rules are built, once generator/alerts/definitions has imported every group (the
+# catalogue does, and seals it; a list read before that would be silently short).
+_REGISTERED: list[AlertDef] = []
+_SEALED: list[bool] = [False]
+
+
+def seal(definitions: Sequence[AlertDef]) -> None:
+    """Called by the catalogue once every definition module is imported."""
+    if sorted(d.name for d in definitions) != sorted(d.name for d in _REGISTERED):
+        raise ValueError("generator/alerts/definitions lists a group twice or misses one")
+    _REGISTERED[:] = definitions  # the catalogue's order, not the modules' import order
+    _SEALED[0] = True
+
+
+def _registered() -> list[AlertDef]:
+    if not _SEALED[0]:
+        raise RuntimeError(
+            "alert definitions read before the catalogue imported them all: import "
+            "trainsignals.generator.alerts.catalog first"
+        )
+    return _REGISTERED
+
+
+def incident_alerts(incident: str) -> tuple[str, ...]:
+    """Names of the alerts that declare `incident=incident`, in definition order."""
+    return tuple(d.name for d in _registered() if d.incident == incident)
+
+
+def hardware_fault_alerts() -> tuple[str, ...]:
+    """Names of the alerts that declare `hardware_fault=True`, in definition order."""
+    return tuple(d.name for d in _registered() if d.hardware_fault)
+
+
 class AlertGroup:
     """The definitions of one module, in the order they are written."""
 
@@ -118,6 +201,9 @@ class AlertGroup:
         progress_symptom: bool = False,
         incident_consequence: bool = False,
         reads_other_alerts: bool = False,
+        explains: tuple[Explains, ...] = (),
+        incident: str | None = None,
+        hardware_fault: bool = False,
     ) -> Callable[[Callable[..., Rule | None]], Callable[..., Rule | None]]:
         for value in (severity, auto_restart or severity):
             if value not in SEVERITIES:
@@ -126,21 +212,24 @@ class AlertGroup:
             raise ValueError(f"{name}: owner {owner!r} is not one of {OWNERS}")
 
         def register(build: Callable[..., Rule | None]) -> Callable[..., Rule | None]:
-            self.definitions.append(
-                AlertDef(
-                    name,
-                    signal,
-                    " ".join(meaning.split()),
-                    severity,
-                    auto_restart,
-                    owner,
-                    node_scoped,
-                    progress_symptom,
-                    incident_consequence,
-                    build,
-                    reads_other_alerts,
-                )
+            definition = AlertDef(
+                name,
+                signal,
+                " ".join(meaning.split()),
+                severity,
+                auto_restart,
+                owner,
+                node_scoped,
+                progress_symptom,
+                incident_consequence,
+                build,
+                reads_other_alerts,
+                explains,
+                incident,
+                hardware_fault,
             )
+            self.definitions.append(definition)
+            _REGISTERED.append(definition)
             return build
 
         return register

@@ -25,6 +25,7 @@ from __future__ import annotations
 import yaml
 from trainsignals.generator.deploy.kube_prometheus_stack import chart_jobs
 from trainsignals.generator.deploy.kubernetes import MONITORING
+from trainsignals.generator.meta.names import HEARTBEAT
 from trainsignals.generator.meta.rules import NAME, rules_document
 from trainsignals.generator.oncall.policy import NAME as ONCALL
 from trainsignals.generator.output.yaml import dump
@@ -112,7 +113,7 @@ def monitoring_files(
     comment = (
         "# kubectl apply --server-side -f this file. Route the meta alerts with the routes\n"
         "# of alerts/alertmanager.yaml in the Alertmanager's main configuration\n"
-        "# (kube-prometheus-stack: alertmanager.config): the Watchdog must reach the dead\n"
+        f"# (kube-prometheus-stack: alertmanager.config): the {HEARTBEAT} must reach the dead\n"
         "# man's switch from any namespace.\n"
     )
     return {PATH: header + comment + "---\n".join(documents)}

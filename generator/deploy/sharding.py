@@ -17,6 +17,8 @@ job's team naming the shard.
 from __future__ import annotations
 
 import promql_parser
+from trainsignals.generator.alerts.definitions.gpu_faults import GPU_LOST
+from trainsignals.generator.alerts.definitions.reachability import NODE_DOWN
 from trainsignals.generator.deploy.scrape_config import scrape_configs
 from trainsignals.generator.deploy.sharding_meta import (
     META_FILE,
@@ -158,10 +160,10 @@ def _shard_alert(ctx: RuleContext, stale: str, monitoring: MonitoringSettings) -
             "summary": "{{ $labels.training_job }}: shard {{ $labels.shard }} sends nothing",
             "description": (
                 f"Shard {{{{ $labels.shard }}}} of {spec.deploy.shards} has not remote-written "
-                f"its heartbeat for more than {stale}. Its nodes' alerts (NodeDown, GpuLost...) "
-                "cannot fire and the job-level rules that combine every shard yield nothing "
-                "until it is back: restart the shard's Prometheus, check its remote write "
-                "(prometheus_remote_storage_* on the shard) and the global store."
+                f"its heartbeat for more than {stale}. Its nodes' alerts ({NODE_DOWN}, "
+                f"{GPU_LOST}...) cannot fire and the job-level rules that combine every shard "
+                "yield nothing until it is back: restart the shard's Prometheus, check its remote "
+                "write (prometheus_remote_storage_* on the shard) and the global store."
             ),
             "runbook_url": f"https://github.com/example/trainsignals/blob/main/README.md"
             f"{README_ANCHOR}",

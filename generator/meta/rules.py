@@ -24,6 +24,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from trainsignals.generator.meta.names import (
+    ALERTMANAGER_RELOAD_FAILED,
+    CLUSTER_DEGRADED,
+    CONFIG_INCONSISTENT,
+    HEARTBEAT,
+    NOT_CONNECTED_TO_ALERTMANAGERS,
+    NOTIFICATIONS_FAILING,
+    PROMETHEUS_NOTIFICATIONS_FAILING,
+    PROMETHEUS_RELOAD_FAILED,
+    RULE_FAILURES,
+    RULE_GROUP_SLOW,
+    TARGETS_VANISHED,
+    TICKET_NOTIFICATIONS_FAILING,
+)
 from trainsignals.generator.meta.notify import integrations, notifications_failing
 from trainsignals.generator.meta.rule import MetaRule, Scale
 from trainsignals.generator.meta.targets import (
@@ -40,24 +54,23 @@ __all__ = ["MetaRule", "Scale", "fabric_specs", "integrations", "meta_rules", "v
 
 NAME = "meta"  # file stem: alerts/meta.rules.yaml
 GROUP = "trainsignals-meta"
-HEARTBEAT = "Watchdog"
 DEFAULT_SCALE = Scale()
 HEARTBEAT_SEVERITY = "none"  # as in kube-prometheus: nobody acts on it, the switch does
 
 
 # Who must act and how fast: page what silently disables paging, ticket what only degrades it.
 DEFAULT_SEVERITIES: dict[str, str] = {
-    "PrometheusRuleFailures": "page",
-    "PrometheusRuleGroupSlow": "ticket",
-    "PrometheusNotConnectedToAlertmanagers": "page",
-    "PrometheusNotificationsFailing": "page",
-    "AlertmanagerNotificationsFailing": "page",
-    "AlertmanagerTicketNotificationsFailing": "ticket",
-    "AlertmanagerClusterDegraded": "ticket",
-    "PrometheusConfigReloadFailed": "ticket",
-    "AlertmanagerConfigReloadFailed": "ticket",
-    "AlertmanagerConfigInconsistent": "ticket",
-    "ScrapeTargetsVanished": "page",
+    RULE_FAILURES: "page",
+    RULE_GROUP_SLOW: "ticket",
+    NOT_CONNECTED_TO_ALERTMANAGERS: "page",
+    PROMETHEUS_NOTIFICATIONS_FAILING: "page",
+    NOTIFICATIONS_FAILING: "page",
+    TICKET_NOTIFICATIONS_FAILING: "ticket",
+    CLUSTER_DEGRADED: "ticket",
+    PROMETHEUS_RELOAD_FAILED: "ticket",
+    ALERTMANAGER_RELOAD_FAILED: "ticket",
+    CONFIG_INCONSISTENT: "ticket",
+    TARGETS_VANISHED: "page",
 }
 
 
@@ -89,10 +102,10 @@ def meta_rules(
     page_kinds, ticket_kinds = integrations(settings, specs if routed is None else routed)
     candidates: list[tuple[str, Callable[[str], list[MetaRule]]]] = [
         (
-            "PrometheusRuleFailures",
+            RULE_FAILURES,
             lambda sev: [
                 MetaRule(
-                    "PrometheusRuleFailures",
+                    RULE_FAILURES,
                     f"increase(prometheus_rule_evaluation_failures_total{prom}[{w5}]) > 0",
                     600,
                     sev,
@@ -106,10 +119,10 @@ def meta_rules(
             ],
         ),
         (
-            "PrometheusRuleGroupSlow",
+            RULE_GROUP_SLOW,
             lambda sev: [
                 MetaRule(
-                    "PrometheusRuleGroupSlow",
+                    RULE_GROUP_SLOW,
                     f"prometheus_rule_group_last_duration_seconds{prom} "
                     f"> prometheus_rule_group_interval_seconds{prom} or "
                     f"increase(prometheus_rule_group_iterations_missed_total{prom}[{w5}]) > 0",
@@ -124,10 +137,10 @@ def meta_rules(
             ],
         ),
         (
-            "PrometheusNotConnectedToAlertmanagers",
+            NOT_CONNECTED_TO_ALERTMANAGERS,
             lambda sev: [
                 MetaRule(
-                    "PrometheusNotConnectedToAlertmanagers",
+                    NOT_CONNECTED_TO_ALERTMANAGERS,
                     f"max_over_time(prometheus_notifications_alertmanagers_discovered{prom}"
                     f"[{w5}]) < 1",
                     600,
@@ -136,16 +149,16 @@ def meta_rules(
                     "Prometheus {{ $labels.instance }} has no Alertmanager",
                     "Prometheus {{ $labels.instance }} has discovered no Alertmanager for "
                     f"{w5}: every alert it fires goes nowhere. Only the dead man's switch "
-                    "notices (the Watchdog stops too).",
+                    f"notices (the {HEARTBEAT} stops too).",
                     f"{ui}/status",
                 )
             ],
         ),
         (
-            "PrometheusNotificationsFailing",
+            PROMETHEUS_NOTIFICATIONS_FAILING,
             lambda sev: [
                 MetaRule(
-                    "PrometheusNotificationsFailing",
+                    PROMETHEUS_NOTIFICATIONS_FAILING,
                     f"(min without (alertmanager) (rate(prometheus_notifications_errors_total"
                     f"{prom}[{w5}]) / rate(prometheus_notifications_sent_total{prom}[{w5}])) "
                     f"> 0.03) or rate(prometheus_notifications_dropped_total{prom}[{w5}]) > 0",
@@ -161,10 +174,10 @@ def meta_rules(
             ],
         ),
         (
-            "AlertmanagerNotificationsFailing",
+            NOTIFICATIONS_FAILING,
             lambda sev: notifications_failing(
                 settings,
-                "AlertmanagerNotificationsFailing",
+                NOTIFICATIONS_FAILING,
                 page_kinds,
                 sev,
                 w5,
@@ -172,10 +185,10 @@ def meta_rules(
             ),
         ),
         (
-            "AlertmanagerTicketNotificationsFailing",
+            TICKET_NOTIFICATIONS_FAILING,
             lambda sev: notifications_failing(
                 settings,
-                "AlertmanagerTicketNotificationsFailing",
+                TICKET_NOTIFICATIONS_FAILING,
                 ticket_kinds,
                 sev,
                 w5,
@@ -183,10 +196,10 @@ def meta_rules(
             ),
         ),
         (
-            "AlertmanagerClusterDegraded",
+            CLUSTER_DEGRADED,
             lambda sev: [
                 MetaRule(
-                    "AlertmanagerClusterDegraded",
+                    CLUSTER_DEGRADED,
                     f"(sum(up{am}) or vector(0)) < {n}"
                     + (f" or min(alertmanager_cluster_members{am}) < {n}" if n > 1 else ""),
                     900,
@@ -201,10 +214,10 @@ def meta_rules(
             ],
         ),
         (
-            "PrometheusConfigReloadFailed",
+            PROMETHEUS_RELOAD_FAILED,
             lambda sev: [
                 MetaRule(
-                    "PrometheusConfigReloadFailed",
+                    PROMETHEUS_RELOAD_FAILED,
                     f"max_over_time(prometheus_config_last_reload_successful{prom}[{w5}]) == 0",
                     600,
                     sev,
@@ -218,10 +231,10 @@ def meta_rules(
             ],
         ),
         (
-            "AlertmanagerConfigReloadFailed",
+            ALERTMANAGER_RELOAD_FAILED,
             lambda sev: [
                 MetaRule(
-                    "AlertmanagerConfigReloadFailed",
+                    ALERTMANAGER_RELOAD_FAILED,
                     f"max_over_time(alertmanager_config_last_reload_successful{am}[{w5}]) == 0",
                     600,
                     sev,
@@ -235,11 +248,11 @@ def meta_rules(
             ],
         ),
         (
-            "AlertmanagerConfigInconsistent",
+            CONFIG_INCONSISTENT,
             lambda sev: (
                 [
                     MetaRule(
-                        "AlertmanagerConfigInconsistent",
+                        CONFIG_INCONSISTENT,
                         f'count(count_values("config_hash", alertmanager_config_hash{am})) > 1',
                         1200,  # a rolling apply reloads the replicas a few minutes apart
                         sev,
@@ -256,7 +269,7 @@ def meta_rules(
             ),
         ),
         (
-            "ScrapeTargetsVanished",
+            TARGETS_VANISHED,
             lambda sev: (
                 vanished_rules(settings, specs, sev, 600)
                 + node_exporter_rules(settings, specs, sev, 600)

@@ -8,6 +8,9 @@ and for multi-node specs one more for their node_exporters, which the InfiniBand
 
 from __future__ import annotations
 
+from trainsignals.generator.meta.names import (
+    TARGETS_VANISHED,
+)
 from trainsignals.generator.meta.rule import MetaRule
 from trainsignals.generator.meta.rule import escape as _escape
 from trainsignals.generator.signals.fabric import NODE_EXPORTER_JOB
@@ -49,7 +52,7 @@ def vanished_rules(
                 expr += f" unless on ({by}) ({completed_jobs(group, by, still)})"
             rules.append(
                 MetaRule(
-                    alert="ScrapeTargetsVanished",
+                    alert=TARGETS_VANISHED,
                     expr=expr,
                     for_seconds=for_seconds,
                     severity=severity,
@@ -99,7 +102,7 @@ def node_exporter_rules(
         missing = matchers({**selector, "job": NODE_EXPORTER_JOB})
         rules.append(
             MetaRule(
-                alert="ScrapeTargetsVanished",
+                alert=TARGETS_VANISHED,
                 expr=(
                     f"count by ({by}) (up{present}) unless on ({by}) count by ({by}) (up{missing})"
                 ),

@@ -5,6 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from trainsignals.generator.meta.names import (
+    ALERTMANAGER_RELOAD_FAILED,
+    CONFIG_INCONSISTENT,
+    NOTIFICATIONS_FAILING,
+    PROMETHEUS_RELOAD_FAILED,
+    TARGETS_VANISHED,
+    TICKET_NOTIFICATIONS_FAILING,
+)
 from trainsignals.generator.meta.notify import integrations
 from trainsignals.generator.meta.targets import fabric_specs, vanish_groups
 from trainsignals.generator.signals.fabric import NODE_EXPORTER_JOB
@@ -45,7 +53,7 @@ def config_tests(settings: MonitoringSettings, labels: Labels) -> dict[str, list
     prom = {"instance": PROM_INSTANCE, "job": settings.prometheus_job}
     am_job = settings.alertmanager_job
     tests: dict[str, list[dict]] = {
-        "PrometheusConfigReloadFailed": [
+        PROMETHEUS_RELOAD_FAILED: [
             case(
                 "a reload failing from minute 20 on raises a ticket; one failed reload fixed "
                 "a minute later does not",
@@ -58,13 +66,13 @@ def config_tests(settings: MonitoringSettings, labels: Labels) -> dict[str, list
                     ),
                 ],
                 [
-                    alert("PrometheusConfigReloadFailed", 19, []),
+                    alert(PROMETHEUS_RELOAD_FAILED, 19, []),
                     alert(
-                        "PrometheusConfigReloadFailed",
+                        PROMETHEUS_RELOAD_FAILED,
                         45,
                         [
                             labels(
-                                "PrometheusConfigReloadFailed",
+                                PROMETHEUS_RELOAD_FAILED,
                                 settings.prometheus_job,
                                 instance=PROM_INSTANCE,
                             )
@@ -73,7 +81,7 @@ def config_tests(settings: MonitoringSettings, labels: Labels) -> dict[str, list
                 ],
             )
         ],
-        "AlertmanagerConfigReloadFailed": [
+        ALERTMANAGER_RELOAD_FAILED: [
             case(
                 "an Alertmanager failing to reload from minute 20 raises a ticket",
                 [
@@ -89,13 +97,13 @@ def config_tests(settings: MonitoringSettings, labels: Labels) -> dict[str, list
                     ),
                 ],
                 [
-                    alert("AlertmanagerConfigReloadFailed", 19, []),
+                    alert(ALERTMANAGER_RELOAD_FAILED, 19, []),
                     alert(
-                        "AlertmanagerConfigReloadFailed",
+                        ALERTMANAGER_RELOAD_FAILED,
                         45,
                         [
                             labels(
-                                "AlertmanagerConfigReloadFailed",
+                                ALERTMANAGER_RELOAD_FAILED,
                                 am_job,
                                 instance="alertmanager-0:9093",
                             )
@@ -107,7 +115,7 @@ def config_tests(settings: MonitoringSettings, labels: Labels) -> dict[str, list
     }
     n = settings.alertmanager_replicas
     if n > 1:
-        tests["AlertmanagerConfigInconsistent"] = [
+        tests[CONFIG_INCONSISTENT] = [
             case(
                 "a config applied to one Alertmanager only (minute 20) raises a ticket; a "
                 "rolling apply a few minutes apart does not",
@@ -120,11 +128,11 @@ def config_tests(settings: MonitoringSettings, labels: Labels) -> dict[str, list
                     for i in range(n)
                 ],
                 [
-                    alert("AlertmanagerConfigInconsistent", 19, []),
+                    alert(CONFIG_INCONSISTENT, 19, []),
                     alert(
-                        "AlertmanagerConfigInconsistent",
+                        CONFIG_INCONSISTENT,
                         50,
-                        [labels("AlertmanagerConfigInconsistent", am_job)],
+                        [labels(CONFIG_INCONSISTENT, am_job)],
                     ),
                 ],
             ),
@@ -138,7 +146,7 @@ def config_tests(settings: MonitoringSettings, labels: Labels) -> dict[str, list
                     )
                     for i in range(n)
                 ],
-                [alert("AlertmanagerConfigInconsistent", m, []) for m in (30, 45, 60)],
+                [alert(CONFIG_INCONSISTENT, m, []) for m in (30, 45, 60)],
             ),
         ]
     return tests
@@ -163,7 +171,7 @@ def notification_tests(
     )
     page = page_kinds[0]
     tests = {
-        "AlertmanagerNotificationsFailing": [
+        NOTIFICATIONS_FAILING: [
             case(
                 f"{page} requests failing from minute 20 page; a {page} request that one "
                 "retry fixed at minute 20 does not",
@@ -177,11 +185,11 @@ def notification_tests(
                     failed(notifications, page, "0x60"),
                 ],
                 [
-                    alert("AlertmanagerNotificationsFailing", 19, []),
+                    alert(NOTIFICATIONS_FAILING, 19, []),
                     alert(
-                        "AlertmanagerNotificationsFailing",
+                        NOTIFICATIONS_FAILING,
                         40,
-                        [labels("AlertmanagerNotificationsFailing", am_job, integration=page)],
+                        [labels(NOTIFICATIONS_FAILING, am_job, integration=page)],
                     ),
                 ],
             )
@@ -189,7 +197,7 @@ def notification_tests(
     }
     if ticket_kinds:
         ticket = ticket_kinds[0]
-        tests["AlertmanagerTicketNotificationsFailing"] = [
+        tests[TICKET_NOTIFICATIONS_FAILING] = [
             case(
                 f"{ticket} (tickets only) failing from minute 20 raises a ticket, no page; "
                 f"{page} failing too pages",
@@ -199,23 +207,23 @@ def notification_tests(
                     failed(requests, page, "0x40 1+1x20"),
                 ],
                 [
-                    alert("AlertmanagerTicketNotificationsFailing", 19, []),
-                    alert("AlertmanagerNotificationsFailing", 35, []),
+                    alert(TICKET_NOTIFICATIONS_FAILING, 19, []),
+                    alert(NOTIFICATIONS_FAILING, 35, []),
                     alert(
-                        "AlertmanagerTicketNotificationsFailing",
+                        TICKET_NOTIFICATIONS_FAILING,
                         35,
                         [
                             labels(
-                                "AlertmanagerTicketNotificationsFailing",
+                                TICKET_NOTIFICATIONS_FAILING,
                                 am_job,
                                 integration=ticket,
                             )
                         ],
                     ),
                     alert(
-                        "AlertmanagerNotificationsFailing",
+                        NOTIFICATIONS_FAILING,
                         55,
-                        [labels("AlertmanagerNotificationsFailing", am_job, integration=page)],
+                        [labels(NOTIFICATIONS_FAILING, am_job, integration=page)],
                     ),
                 ],
             )
@@ -244,13 +252,13 @@ def vanished_tests(
                     f"21 while `{still}` targets run",
                     running,
                     [
-                        alert("ScrapeTargetsVanished", 20, []),
+                        alert(TARGETS_VANISHED, 20, []),
                         alert(
-                            "ScrapeTargetsVanished",
+                            TARGETS_VANISHED,
                             45,
                             [
                                 labels(
-                                    "ScrapeTargetsVanished",
+                                    TARGETS_VANISHED,
                                     gone,
                                     vanished=gone,
                                     **{k: selector[k] for k in names},
@@ -281,7 +289,7 @@ def vanished_tests(
                         else []
                     ),
                 ],
-                [alert("ScrapeTargetsVanished", 45, [])],
+                [alert(TARGETS_VANISHED, 45, [])],
             )
         )
         finished = [
@@ -292,7 +300,7 @@ def vanished_tests(
             case(
                 f"{group[0].name}: a finished job (every target gone) is not a vanished target",
                 finished,
-                [alert("ScrapeTargetsVanished", 45, [])],
+                [alert(TARGETS_VANISHED, 45, [])],
             )
         )
     for names, training, gpu, group in vanish_groups(fabric_specs(specs)):
@@ -311,13 +319,13 @@ def vanished_tests(
                     series("up", {**selector, "instance": "node-0:9401", "job": training}, "1x60"),
                 ],
                 [
-                    alert("ScrapeTargetsVanished", 20, []),
+                    alert(TARGETS_VANISHED, 20, []),
                     alert(
-                        "ScrapeTargetsVanished",
+                        TARGETS_VANISHED,
                         45,
                         [
                             labels(
-                                "ScrapeTargetsVanished",
+                                TARGETS_VANISHED,
                                 NODE_EXPORTER_JOB,
                                 vanished=NODE_EXPORTER_JOB,
                                 **{k: selector[k] for k in names},

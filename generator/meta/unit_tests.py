@@ -8,6 +8,14 @@ Prometheus 2.42 and Alertmanager 0.25 really export (checked on the e2e stack).
 
 from __future__ import annotations
 
+from trainsignals.generator.meta.names import (
+    CLUSTER_DEGRADED,
+    NOT_CONNECTED_TO_ALERTMANAGERS,
+    PROMETHEUS_NOTIFICATIONS_FAILING,
+    RULE_FAILURES,
+    RULE_GROUP_SLOW,
+    TARGETS_VANISHED,
+)
 from trainsignals.generator.meta.rules import GROUP, HEARTBEAT, HEARTBEAT_SEVERITY, severity_of
 from trainsignals.generator.meta.test_cases import (
     PROM_INSTANCE,
@@ -42,7 +50,7 @@ def _tests(
     tests: dict[str, list[dict]] = {
         HEARTBEAT: [
             _case(
-                "Watchdog always fires, with no input at all",
+                f"{HEARTBEAT} always fires, with no input at all",
                 [_series("up", prom, "1x5")],
                 [
                     _alert(
@@ -59,7 +67,7 @@ def _tests(
                 ],
             )
         ],
-        "PrometheusRuleFailures": [
+        RULE_FAILURES: [
             _case(
                 "a rule group failing every evaluation from minute 20 fires; a healthy one not",
                 [
@@ -75,13 +83,13 @@ def _tests(
                     ),
                 ],
                 [
-                    _alert("PrometheusRuleFailures", 19, []),
+                    _alert(RULE_FAILURES, 19, []),
                     _alert(
-                        "PrometheusRuleFailures",
+                        RULE_FAILURES,
                         45,
                         [
                             labels(
-                                "PrometheusRuleFailures",
+                                RULE_FAILURES,
                                 settings.prometheus_job,
                                 instance=PROM_INSTANCE,
                                 rule_group=RULE_GROUP,
@@ -91,7 +99,7 @@ def _tests(
                 ],
             )
         ],
-        "PrometheusRuleGroupSlow": [
+        RULE_GROUP_SLOW: [
             _case(
                 "a group taking 90 s per 60 s interval fires; a 0.5 s group does not, nor does "
                 "a 3m-interval group taking 90 s (each group against its own interval)",
@@ -133,13 +141,13 @@ def _tests(
                     ),
                 ],
                 [
-                    _alert("PrometheusRuleGroupSlow", 10, []),
+                    _alert(RULE_GROUP_SLOW, 10, []),
                     _alert(
-                        "PrometheusRuleGroupSlow",
+                        RULE_GROUP_SLOW,
                         40,
                         [
                             labels(
-                                "PrometheusRuleGroupSlow",
+                                RULE_GROUP_SLOW,
                                 settings.prometheus_job,
                                 instance=PROM_INSTANCE,
                                 rule_group="slow",
@@ -149,18 +157,18 @@ def _tests(
                 ],
             )
         ],
-        "PrometheusNotConnectedToAlertmanagers": [
+        NOT_CONNECTED_TO_ALERTMANAGERS: [
             _case(
                 "no Alertmanager discovered from minute 11 fires after the window and `for`",
                 [_series("prometheus_notifications_alertmanagers_discovered", prom, "2x10 0x40")],
                 [
-                    _alert("PrometheusNotConnectedToAlertmanagers", 10, []),
+                    _alert(NOT_CONNECTED_TO_ALERTMANAGERS, 10, []),
                     _alert(
-                        "PrometheusNotConnectedToAlertmanagers",
+                        NOT_CONNECTED_TO_ALERTMANAGERS,
                         40,
                         [
                             labels(
-                                "PrometheusNotConnectedToAlertmanagers",
+                                NOT_CONNECTED_TO_ALERTMANAGERS,
                                 settings.prometheus_job,
                                 instance=PROM_INSTANCE,
                             )
@@ -169,7 +177,7 @@ def _tests(
                 ],
             )
         ],
-        "PrometheusNotificationsFailing": [
+        PROMETHEUS_NOTIFICATIONS_FAILING: [
             _case(
                 "one Alertmanager of two refusing alerts is no page (the other delivers)",
                 [
@@ -195,7 +203,7 @@ def _tests(
                     ),
                     _series("prometheus_notifications_dropped_total", prom, "0x60"),
                 ],
-                [_alert("PrometheusNotificationsFailing", 50, [])],
+                [_alert(PROMETHEUS_NOTIFICATIONS_FAILING, 50, [])],
             ),
             _case(
                 "both Alertmanagers refusing alerts from minute 20 pages",
@@ -217,13 +225,13 @@ def _tests(
                 ]
                 + [_series("prometheus_notifications_dropped_total", prom, "0x60")],
                 [
-                    _alert("PrometheusNotificationsFailing", 19, []),
+                    _alert(PROMETHEUS_NOTIFICATIONS_FAILING, 19, []),
                     _alert(
-                        "PrometheusNotificationsFailing",
+                        PROMETHEUS_NOTIFICATIONS_FAILING,
                         45,
                         [
                             labels(
-                                "PrometheusNotificationsFailing",
+                                PROMETHEUS_NOTIFICATIONS_FAILING,
                                 settings.prometheus_job,
                                 instance=PROM_INSTANCE,
                             )
@@ -236,11 +244,11 @@ def _tests(
                 [_series("prometheus_notifications_dropped_total", prom, "0x20 5+5x40")],
                 [
                     _alert(
-                        "PrometheusNotificationsFailing",
+                        PROMETHEUS_NOTIFICATIONS_FAILING,
                         45,
                         [
                             labels(
-                                "PrometheusNotificationsFailing",
+                                PROMETHEUS_NOTIFICATIONS_FAILING,
                                 settings.prometheus_job,
                                 instance=PROM_INSTANCE,
                             )
@@ -270,21 +278,21 @@ def _tests(
             )
             for i in range(n)
         ]
-        tests["AlertmanagerClusterDegraded"] = [
+        tests[CLUSTER_DEGRADED] = [
             _case(
                 f"one of {n} Alertmanagers down from minute 21 raises a ticket",
                 up + members,
                 [
-                    _alert("AlertmanagerClusterDegraded", 20, []),
+                    _alert(CLUSTER_DEGRADED, 20, []),
                     _alert(
-                        "AlertmanagerClusterDegraded",
+                        CLUSTER_DEGRADED,
                         50,
-                        [labels("AlertmanagerClusterDegraded", am_job)],
+                        [labels(CLUSTER_DEGRADED, am_job)],
                     ),
                 ],
             )
         ]
-    tests["ScrapeTargetsVanished"] = vanished_tests(settings, specs, labels)
+    tests[TARGETS_VANISHED] = vanished_tests(settings, specs, labels)
     return tests
 
 

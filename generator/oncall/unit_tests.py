@@ -4,6 +4,13 @@ from __future__ import annotations
 
 import math
 
+from trainsignals.generator.alerts.catalog import ALERTS as JOB_ALERTS
+from trainsignals.generator.alerts.catalog import BY_NAME, explained
+from trainsignals.generator.alerts.definitions.gpu_faults import GPU_XID_CRITICAL
+from trainsignals.generator.alerts.definitions.reachability import NODE_DOWN
+from trainsignals.generator.alerts.definitions.training import MFU_BELOW_FLOOR, TRAINING_STALLED
+from trainsignals.generator.alerts.model import MODES
+from trainsignals.generator.oncall.delivered import NOTIFIED
 from trainsignals.generator.oncall.policy import (
     ALERT,
     ALERTS_GROUP,
@@ -103,13 +110,13 @@ def over_the_limit_test(policy: OncallPolicy) -> dict:
     # resolves and fires again, which is two pages.
     series = [
         (
-            _alert_series(PAGED_TEAM, "TrainingStalled", "page", "job-0"),
+            _alert_series(PAGED_TEAM, TRAINING_STALLED, "page", "job-0"),
             episodes(minutes, spans[::2]),
         ),
-        (_alert_series(PAGED_TEAM, "NodeDown", "page", "job-1"), episodes(minutes, spans[1::2])),
+        (_alert_series(PAGED_TEAM, NODE_DOWN, "page", "job-1"), episodes(minutes, spans[1::2])),
     ]
     series.append(
-        (_alert_series(QUIET_TEAM, "NodeDown", "page", "other-job"), episodes(minutes, spans[:1]))
+        (_alert_series(QUIET_TEAM, NODE_DOWN, "page", "other-job"), episodes(minutes, spans[:1]))
     )
     firing = matchers({"alertname": ALERT, "alertstate": "firing"})
     expected = matchers(
@@ -149,7 +156,7 @@ def long_episode_test(policy: OncallPolicy) -> dict:
     series = [
         (
             _alert_series(
-                PAGED_TEAM, "GpuXidCritical", "page", "job-0", node="node-0", gpu=str(gpu)
+                PAGED_TEAM, GPU_XID_CRITICAL, "page", "job-0", node="node-0", gpu=str(gpu)
             ),
             episodes(minutes, [(START, end)]),
         )
@@ -171,7 +178,7 @@ def tickets_test(policy: OncallPolicy) -> dict:
     minutes = onsets[-1] + policy.for_seconds // 60 + 10
     series = [
         (
-            _alert_series(PAGED_TEAM, "MfuBelowFloor", "ticket", "job-0"),
+            _alert_series(PAGED_TEAM, MFU_BELOW_FLOOR, "ticket", "job-0"),
             episodes(minutes, [(onset, onset + gap // 2) for onset in onsets]),
         )
     ]
@@ -200,7 +207,7 @@ def spread_out_test(policy: OncallPolicy) -> dict:
     minutes = onsets[-1] + policy.for_seconds // 60 + 10
     series = [
         (
-            _alert_series(PAGED_TEAM, "TrainingStalled", "page", "job-0"),
+            _alert_series(PAGED_TEAM, TRAINING_STALLED, "page", "job-0"),
             episodes(minutes, [(onset, onset + 20) for onset in onsets]),
         )
     ]
@@ -225,6 +232,58 @@ def spread_out_test(policy: OncallPolicy) -> dict:
     )
 
 
+def _muted_pairs() -> list[tuple[str, str, str, str, dict[str, str], tuple[str, ...]]]:
+    """(cause, severity, explained, severity, the explained alert's labels, equal labels) for
+    every relation the job alerts declare (`explains=`), in each recovery mode where the
+    cause may mute it: a page mutes anything, a ticket only tickets."""
+    pairs = []
+    for cause in JOB_ALERTS:
+        for explains in cause.explains:
+            for target in explained(explains, (cause.name,)):
+                for mode in MODES:
+                    src = cause.severity_for(mode)
+                    dst = BY_NAME[target].severity_for(mode)
+                    mutes = src == "page" or (src == dst == "ticket" and not explains.page_only)
+                    if "off" in (src, dst) or not mutes:
+                        continue
+                    pair = (
+                        cause.name,
+                        src,
+                        target,
+                        dst,
+                        {k: v.split("|")[0] for k, v in explains.target_labels},
+                    )
+                    if pair[:4] not in [p[:4] for p in pairs]:
+                        pairs.append((*pair, explains.equal))
+    return pairs
+
+
+def declared_relations_test() -> dict:
+    """Each declared relation, one job each: the cause and what it explains fire together and
+    one alert is notified (generator/oncall/delivered.py applies the inhibit rules)."""
+    minutes = 10
+    series, expected = [], []
+    for i, (cause, src, target, dst, extra, equal) in enumerate(_muted_pairs()):
+        job = f"relation-{i}"
+        same = {k: "0" for k in equal if k != "training_job"}
+        series.append((_alert_series(PAGED_TEAM, cause, src, job, **same), f"1x{minutes}"))
+        series.append(
+            (_alert_series(PAGED_TEAM, target, dst, job, **same, **extra), f"1x{minutes}")
+        )
+        expected.append({"labels": matchers({"training_job": job}), "value": 1})
+    return _test(
+        "a cause and the alert it explains (explains=) fire together: one notification",
+        series,
+        [
+            {
+                "expr": f"count by (training_job) ({NOTIFIED})",
+                "eval_time": f"{minutes}m",
+                "exp_samples": expected,
+            }
+        ],
+    )
+
+
 def rule_tests(policy: OncallPolicy) -> dict:
     return {
         "rule_files": [f"{NAME}.rules.yaml"],
@@ -235,5 +294,6 @@ def rule_tests(policy: OncallPolicy) -> dict:
             long_episode_test(policy),
             tickets_test(policy),
             spread_out_test(policy),
+            declared_relations_test(),
         ],
     }

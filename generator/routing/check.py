@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from trainsignals.generator.alerts.catalog import ALERTS
 from trainsignals.generator.alerts.rules import severity, team
+from trainsignals.generator.meta.names import ONCALL_ALERT
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.generator.spec.receivers import Routing
@@ -47,7 +48,7 @@ def emitted(spec: JobSpec) -> dict[tuple[str, str], str]:
             found.setdefault((team(ctx, definition.name), level), definition.name)
     for paged_team, level in list(found):
         if level == "page":
-            found.setdefault((paged_team, "ticket"), "OncallPageLoadHigh")
+            found.setdefault((paged_team, "ticket"), ONCALL_ALERT)
     return found
 
 
@@ -113,7 +114,7 @@ def monitoring_problems(
         ):
             problems.append(
                 f"{source}: routing.{level}: the monitoring team {settings.team!r} gets "
-                f"{level}s (pipeline alerts, OncallPageLoadHigh) but no receiver; "
+                f"{level}s (pipeline alerts, {ONCALL_ALERT}) but no receiver; "
                 f"{_fix('routing', level)} (pass the file with --monitoring)"
             )
     return problems

@@ -89,7 +89,7 @@ def meta_receivers(settings: MonitoringSettings, local_webhook_base: str | None)
 
 
 COMMENT = (
-    "Meta-monitoring first: the always-firing Watchdog goes only to the dead man's switch "
+    f"Meta-monitoring first: the always-firing {HEARTBEAT} goes only to the dead man's switch "
     "(it pages when these pings stop: Prometheus, Alertmanager or their host is down); the "
     "other meta alerts go to the monitoring team, whoever owns the job."
 )

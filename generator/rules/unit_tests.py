@@ -11,6 +11,11 @@ live values.
 
 from __future__ import annotations
 
+from trainsignals.generator.alerts.definitions import fabric as fabric_definitions
+from trainsignals.generator.alerts.definitions.reachability import (
+    NODE_DOWN,
+    NODE_UNREACHABLE_RECENTLY,
+)
 from trainsignals.generator.alerts.rules import AlertRule, severity, team
 from trainsignals.generator.rules.reads import Reads, alert_reads, keeps
 from trainsignals.generator.signals.fabric_series import FABRIC_PORT, ib_series
@@ -44,6 +49,9 @@ __all__ = [
     "restart",
     "rule_tests",
 ]
+
+# The fabric definitions (InfiniBand ports): a spec with any of them gets healthy port series.
+FABRIC_ALERTS = frozenset(d.name for d in fabric_definitions.GROUP.definitions)
 
 
 def _alerts_query(ctx: RuleContext, alert: str, state: str | None = None) -> str:
@@ -310,11 +318,11 @@ def node_outage_test(ctx: RuleContext, inputs: TestInputs) -> dict:
     def down(kind: str, node: str, m: int) -> bool:
         return node == "node-0" and (m < 2 or m == BLIP_AT or OUTAGE[0] <= m <= OUTAGE[1])
 
-    recent = _alerts_query(ctx, "NodeUnreachableRecently")
-    node_down = _alerts_query(ctx, "NodeDown", "firing")
+    recent = _alerts_query(ctx, NODE_UNREACHABLE_RECENTLY)
+    node_down = _alerts_query(ctx, NODE_DOWN, "firing")
     return {
-        "name": "NodeUnreachableRecently stays silent on a node outage NodeDown fires for, one "
-        "failed scrape, or targets that come up late",
+        "name": f"{NODE_UNREACHABLE_RECENTLY} stays silent on a node outage {NODE_DOWN} fires "
+        "for, one failed scrape, or targets that come up late",
         "interval": "1m",
         # node-0's targets only: the alerts are per node (a 64-node spec stays fast).
         "input_series": inputs.raw(
@@ -347,9 +355,9 @@ def _rule_tests(
     cases = [(case, reads.get(alert.name)) for alert in alerts for case in alert.faults]
     # One healthy job long enough for every test: each test's healthy series are its prefix.
     inputs = TestInputs(ctx, max([HEALTHY_HORIZON, *(_minutes(case) for case, _ in cases)]))
-    fabric = any(a.name.startswith("Infiniband") for a in alerts)
+    fabric = any(a.name in FABRIC_ALERTS for a in alerts)
     tests = [healthy_test(ctx, inputs, fabric=fabric)]
-    if any(a.name == "NodeUnreachableRecently" for a in alerts):
+    if any(a.name == NODE_UNREACHABLE_RECENTLY for a in alerts):
         tests.append(node_outage_test(ctx, inputs))
     if ctx.spec.recovery.automatic:
         tests.append(restart_test(ctx, inputs))

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from trainsignals.generator.alerts.catalog import ALERTS
+from trainsignals.generator.alerts.catalog import ALERTS, relations
+from trainsignals.generator.alerts.model import Explains
 from trainsignals.generator.alerts.rules import AlertRule, firing_expr, severity, team
 from trainsignals.generator.output.templates import environment
 from trainsignals.generator.signals.panels import PANEL_IDS, dashboard_uid
@@ -99,6 +100,37 @@ def pipeline_alerts() -> list[dict[str, str]]:
     return [*rows, {"name": ALERT, "severity": "ticket", "meaning": MEANING}]
 
 
+def _scope(explains: Explains) -> str:
+    """`same node, gpu; xid="79"`: what must match for the relation to hold."""
+    same = [label for label in explains.equal if label != "training_job"]
+    text = f"same {', '.join(f'`{label}`' for label in same)}" if same else "same job"
+    text += "".join(f"; `{m}`" for m in explains.label_matchers())
+    return text + ("; when it pages" if explains.page_only else "")
+
+
+def _links(pairs: list[tuple[str, Explains]]) -> str:
+    """One `[A](A.md), [B](B.md) (scope)` group per declaration, in declaration order."""
+    groups: dict[Explains, list[str]] = {}
+    for name, explains in pairs:
+        groups.setdefault(explains, []).append(f"[{name}]({name}.md)")
+    return "; ".join(f"{', '.join(names)} ({_scope(e)})" for e, names in groups.items())
+
+
+def related_text(name: str) -> str:
+    """The alert's declared relations (`explains=`), as Alertmanager applies them: what this
+    alert mutes while it fires, and what mutes it. Empty when it has none."""
+    explains, explained_by = relations(name)
+    lines = []
+    if explains:
+        lines.append(f"**Explains** (muted while this fires: one incident): {_links(explains)}.")
+    if explained_by:
+        lines.append(
+            "**Explained by** (muted while one fires; a ticket mutes only tickets): "
+            f"{_links(explained_by)}."
+        )
+    return "\n\n".join(lines)
+
+
 @dataclass(frozen=True)
 class JobRunbooks:
     """One job's part of the runbooks: its name, spec file and its row of each alert it has."""
@@ -153,7 +185,7 @@ def render_job_runbooks(jobs: list[JobRunbooks]) -> dict[str, str]:
                 rows.append(row)
         template = env.get_template(f"runbook_{info.name}.md.j2")
         files[f"runbooks/{info.name}.md"] = template.render(
-            header=header, alert=info, jobs=rows, disabled=disabled
+            header=header, alert=info, jobs=rows, disabled=disabled, related=related_text(info.name)
         )
     jobs_index = [{"name": job.name, "source": job.source} for job in ordered]
     files["runbooks/README.md"] = env.get_template("runbook_index.md.j2").render(

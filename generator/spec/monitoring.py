@@ -22,23 +22,9 @@ import yaml
 from pydantic import Field, ValidationError, field_validator
 from trainsignals.generator.spec.errors import SpecError, problem_lines
 from trainsignals.generator.spec.job import Duration, Severity, StrictModel
+from trainsignals.generator.spec.pipeline_alerts import HEARTBEAT, META_ALERT_NAMES
 from trainsignals.generator.spec.receivers import Receiver, Routing
 from trainsignals.generator.spec.secrets import HOW_TO_REFERENCE, SecretRef, looks_secret
-
-META_ALERT_NAMES = (
-    "Watchdog",
-    "PrometheusRuleFailures",
-    "PrometheusRuleGroupSlow",
-    "PrometheusNotConnectedToAlertmanagers",
-    "PrometheusNotificationsFailing",
-    "AlertmanagerNotificationsFailing",
-    "AlertmanagerTicketNotificationsFailing",
-    "AlertmanagerClusterDegraded",
-    "PrometheusConfigReloadFailed",
-    "AlertmanagerConfigReloadFailed",
-    "AlertmanagerConfigInconsistent",
-    "ScrapeTargetsVanished",
-)
 
 
 class Heartbeat(StrictModel):
@@ -97,9 +83,9 @@ class MonitoringSettings(StrictModel):
     @classmethod
     def _known(cls, value: dict[str, str]) -> dict[str, str]:
         for name in value:
-            if name == "Watchdog":
+            if name == HEARTBEAT:
                 raise ValueError(
-                    "Watchdog is the heartbeat and always fires; set heartbeat.url instead"
+                    f"{HEARTBEAT} is the heartbeat and always fires; set heartbeat.url instead"
                 )
             if name not in META_ALERT_NAMES:
                 raise ValueError(

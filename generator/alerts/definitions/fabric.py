@@ -9,7 +9,7 @@ explains them (node_scoped); a port that is down inhibits its own flap ticket
 
 from __future__ import annotations
 
-from trainsignals.generator.alerts.model import AlertGroup, Rule
+from trainsignals.generator.alerts.model import AlertGroup, Explains, Rule
 from trainsignals.generator.signals.fabric import (
     FLAPS,
     LINK_DOWNED,
@@ -22,14 +22,25 @@ from trainsignals.generator.signals.fabric_series import port_down_fault, port_f
 from trainsignals.generator.signals.promql import RuleContext
 
 GROUP = AlertGroup()
+# Names other modules import (no module outside a definition types an alert's name).
+INFINIBAND_PORT_DOWN = "InfinibandPortDown"
+INFINIBAND_PORT_FLAPPING = "InfinibandPortFlapping"  # explained by a port down
 
 
 @GROUP.alert(
-    "InfinibandPortDown",
+    INFINIBAND_PORT_DOWN,
     signal="infrastructure",
     severity="ticket",
     owner="infra",
     node_scoped=True,
+    explains=(
+        Explains(
+            "A port that is down also counts a link-down: the flap ticket for that port is the "
+            "same fault.",
+            alerts=(INFINIBAND_PORT_FLAPPING,),
+            equal=("training_job", "node", "device", "port"),
+        ),
+    ),
     meaning="An InfiniBand port of one of the job's nodes that was active is down.",
 )
 def infiniband_port_down(ctx: RuleContext) -> Rule | None:
@@ -55,7 +66,7 @@ def infiniband_port_down(ctx: RuleContext) -> Rule | None:
 
 
 @GROUP.alert(
-    "InfinibandPortFlapping",
+    INFINIBAND_PORT_FLAPPING,
     signal="infrastructure",
     severity="ticket",
     owner="infra",

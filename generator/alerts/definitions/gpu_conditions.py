@@ -10,6 +10,13 @@ from trainsignals.generator.signals.gpu import gpu_source
 from trainsignals.generator.signals.promql import RuleContext
 
 GROUP = AlertGroup()
+GPU_EXPORTER_NVML_ERRORS = "GpuExporterNvmlErrors"  # explained by a lost GPU
+# Names other modules import (no module outside a definition types an alert's name).
+GPU_THERMAL_THROTTLING = "GpuThermalThrottling"
+GPU_POWER_THROTTLING = "GpuPowerThrottling"
+GPU_TEMPERATURE_HIGH = "GpuTemperatureHigh"
+GPU_EXPORTER_DOWN = "GpuExporterDown"
+GPU_MEMORY_NEAR_FULL = "GpuMemoryNearFull"
 onset = FAULT_ONSET
 
 
@@ -35,7 +42,7 @@ def _throttling(ctx: RuleContext, signal: str, how: str, cause: str, consequence
 
 
 @GROUP.alert(
-    "GpuThermalThrottling",
+    GPU_THERMAL_THROTTLING,
     signal="infrastructure",
     severity="ticket",
     owner="infra",
@@ -53,7 +60,7 @@ def gpu_thermal_throttling(ctx: RuleContext) -> Rule:
 
 
 @GROUP.alert(
-    "GpuPowerThrottling",
+    GPU_POWER_THROTTLING,
     signal="infrastructure",
     severity="ticket",
     owner="infra",
@@ -66,7 +73,7 @@ def gpu_power_throttling(ctx: RuleContext) -> Rule:
 
 
 @GROUP.alert(
-    "GpuTemperatureHigh",
+    GPU_TEMPERATURE_HIGH,
     signal="infrastructure",
     severity="ticket",
     owner="infra",
@@ -101,7 +108,7 @@ def gpu_temperature_high(ctx: RuleContext) -> Rule:
 
 
 @GROUP.alert(
-    "GpuMemoryNearFull",
+    GPU_MEMORY_NEAR_FULL,
     signal="saturation",
     severity="ticket",
     node_scoped=True,
@@ -137,7 +144,7 @@ def gpu_memory_near_full(ctx: RuleContext) -> Rule:
 
 
 @GROUP.alert(
-    "GpuExporterDown",
+    GPU_EXPORTER_DOWN,
     signal="infrastructure",
     severity="ticket",
     owner="infra",
@@ -172,7 +179,7 @@ def gpu_exporter_down(ctx: RuleContext) -> Rule:
 
 
 @GROUP.alert(
-    "GpuExporterNvmlErrors",
+    GPU_EXPORTER_NVML_ERRORS,
     signal="infrastructure",
     severity="ticket",
     owner="infra",

@@ -3,18 +3,50 @@ infra tickets otherwise (the node itself: reachability.py; degraded GPUs: gpu_co
 
 from __future__ import annotations
 
+from trainsignals.generator.alerts.definitions.gpu_conditions import GPU_EXPORTER_NVML_ERRORS
 from trainsignals.generator.alerts.definitions.gpu_labels import GPU_ID, named_gpu
-from trainsignals.generator.alerts.model import AlertGroup, Rule
+from trainsignals.generator.alerts.definitions.training import TRAINING_TARGETS_DOWN
+from trainsignals.generator.alerts.model import PROGRESS_SYMPTOM, AlertGroup, Explains, Rule
 from trainsignals.generator.signals.faults import FAULT_ONSET, GPU_HEALTHY, FaultCase, after
 from trainsignals.generator.signals.gpu import gpu_source
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.spec.durations import format_duration
 
 GROUP = AlertGroup()
+# Names other modules import (no module outside a definition types an alert's name).
+GPU_UNCORRECTABLE_ECC_ERRORS = "GpuUncorrectableEccErrors"
+GPU_XID_ERROR = "GpuXidError"
+GPU_REMAPPED_ROWS_PENDING = "GpuRemappedRowsPending"
+GPU_LOST = "GpuLost"
+GPU_XID_CRITICAL = "GpuXidCritical"
 onset = FAULT_ONSET
 # Application-fault XIDs, one of which the GpuXidError test injects.
 APPLICATION_XIDS = (13, 31, 43, 45)
 REMAP_SEEN_WITHIN = 900  # a remap state seen this recently still tickets (see below)
+# The XIDs the driver logs for a fault another alert of the same GPU already reports
+# (generator/signals/xid_catalog.py): the same fault, one page. An uncorrectable ECC error is
+# XID 48 (double bit) before Ampere, 94 (contained) or 95 (uncontained) on A100 / H100.
+XID_FELL_OFF_BUS = (79,)
+XID_UNCORRECTABLE_ECC = (48, 94, 95)
+SAME_GPU = ("training_job", "node", "gpu")
+XID_ALERTS = (GPU_XID_CRITICAL, GPU_XID_ERROR)  # a code is one or the other (xid_page_codes)
+
+
+def _codes(codes: tuple[int, ...]) -> tuple[tuple[str, str], ...]:
+    return (("xid", "|".join(map(str, codes))),)
+
+
+def _in_words(codes: tuple[int, ...]) -> str:
+    return " / ".join(map(str, codes))
+
+
+CRASHES_RANK = Explains(
+    "A lost GPU or a critical XID crashes (or hangs) the rank on that GPU, and with it "
+    "every collective of the job: the missing rank, the stall and the slowdown are the "
+    "same fault, which already paged once.",
+    alerts=(TRAINING_TARGETS_DOWN,),
+    roles=(PROGRESS_SYMPTOM,),
+)
 
 
 def _xid_labels(ctx: RuleContext) -> tuple[str, ...]:
@@ -24,12 +56,29 @@ def _xid_labels(ctx: RuleContext) -> tuple[str, ...]:
 
 
 @GROUP.alert(
-    "GpuLost",
+    GPU_LOST,
     signal="infrastructure",
     severity="page",
     auto_restart="ticket",
     owner="infra",
     node_scoped=True,
+    hardware_fault=True,
+    explains=(
+        CRASHES_RANK,
+        Explains(
+            "A lost GPU cannot answer NVML queries: the exporter's NVML errors for that GPU are "
+            "the symptom, not a second problem.",
+            alerts=(GPU_EXPORTER_NVML_ERRORS,),
+            equal=SAME_GPU,
+        ),
+        Explains(
+            f"A GPU that fell off the bus logs XID {_in_words(XID_FELL_OFF_BUS)}: the XID alert "
+            "of that GPU is the same fault, one page.",
+            alerts=XID_ALERTS,
+            equal=SAME_GPU,
+            target_labels=_codes(XID_FELL_OFF_BUS),
+        ),
+    ),
     meaning="A GPU stopped answering NVML (fell off the bus) or is missing from its node.",
 )
 def gpu_lost(ctx: RuleContext) -> Rule:
@@ -64,12 +113,23 @@ def gpu_lost(ctx: RuleContext) -> Rule:
 
 
 @GROUP.alert(
-    "GpuUncorrectableEccErrors",
+    GPU_UNCORRECTABLE_ECC_ERRORS,
     signal="infrastructure",
     severity="page",
     auto_restart="ticket",
     owner="infra",
     node_scoped=True,
+    hardware_fault=True,
+    explains=(
+        Explains(
+            "An uncorrectable ECC error logs XID "
+            f"{_in_words(XID_UNCORRECTABLE_ECC)}: the XID alert of that GPU is the same fault, "
+            "one page.",
+            alerts=XID_ALERTS,
+            equal=SAME_GPU,
+            target_labels=_codes(XID_UNCORRECTABLE_ECC),
+        ),
+    ),
     meaning="A GPU reported uncorrectable (double-bit) ECC errors: results may be corrupt.",
 )
 def gpu_uncorrectable_ecc(ctx: RuleContext) -> Rule:
@@ -94,12 +154,14 @@ def gpu_uncorrectable_ecc(ctx: RuleContext) -> Rule:
 
 
 @GROUP.alert(
-    "GpuXidCritical",
+    GPU_XID_CRITICAL,
     signal="infrastructure",
     severity="page",
     auto_restart="ticket",
     owner="infra",
     node_scoped=True,
+    hardware_fault=True,
+    explains=(CRASHES_RANK,),
     meaning="A GPU reported an XID error that needs the node drained (see xid_page_codes).",
 )
 def gpu_xid_critical(ctx: RuleContext) -> Rule:
@@ -129,7 +191,7 @@ def gpu_xid_critical(ctx: RuleContext) -> Rule:
 
 
 @GROUP.alert(
-    "GpuXidError",
+    GPU_XID_ERROR,
     signal="infrastructure",
     severity="ticket",
     owner="infra",
@@ -169,7 +231,7 @@ def _failed_then_drained(minute: int) -> float | None:
 
 
 @GROUP.alert(
-    "GpuRemappedRowsPending",
+    GPU_REMAPPED_ROWS_PENDING,
     signal="infrastructure",
     severity="ticket",
     owner="infra",

@@ -11,6 +11,13 @@ from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.spec.durations import format_duration
 
 GROUP = AlertGroup()
+# Names other modules import (no module outside a definition types an alert's name).
+NON_FINITE_LOSS = "NonFiniteLoss"
+LOSS_DIVERGING = "LossDiverging"
+LOSS_PLATEAU = "LossPlateau"
+CHECKPOINT_TOO_OLD = "CheckpointTooOld"
+CHECKPOINT_DISK_ALMOST_FULL = "CheckpointDiskAlmostFull"
+CHECKPOINT_DISK_FILLING_UP = "CheckpointDiskFillingUp"
 onset = FAULT_ONSET
 # NaN bursts closer than this (after the 5m window) are one incident: one page episode.
 NONFINITE_KEEP = 1800
@@ -18,7 +25,7 @@ NAN_EVERY = 8  # minutes between the intermittent fault's bursts
 
 
 @GROUP.alert(
-    "NonFiniteLoss",
+    NON_FINITE_LOSS,
     signal="errors",
     severity="page",
     meaning="The loss was NaN or infinite more often than the spec tolerates.",
@@ -63,7 +70,7 @@ def nonfinite_loss(ctx: RuleContext) -> Rule:
 
 
 @GROUP.alert(
-    "LossDiverging",
+    LOSS_DIVERGING,
     signal="loss",
     severity="page",
     meaning="The loss (10m average) rose above loss_spike_factor x its best 10m average of "
@@ -109,7 +116,7 @@ def loss_diverging(ctx: RuleContext) -> Rule:
 
 
 @GROUP.alert(
-    "LossPlateau",
+    LOSS_PLATEAU,
     signal="loss",
     severity="ticket",
     meaning="The loss improved less than loss_plateau_min_improvement_ratio over "
@@ -173,7 +180,7 @@ def _saves_fail_and_restarts(every: int):
 
 
 @GROUP.alert(
-    "CheckpointTooOld",
+    CHECKPOINT_TOO_OLD,
     signal="errors",
     severity="page",
     incident_consequence=True,
@@ -217,7 +224,7 @@ def checkpoint_too_old(ctx: RuleContext) -> Rule:
 
 
 @GROUP.alert(
-    "CheckpointDiskAlmostFull",
+    CHECKPOINT_DISK_ALMOST_FULL,
     signal="saturation",
     severity="page",
     node_scoped=True,
@@ -250,7 +257,7 @@ def checkpoint_disk_almost_full(ctx: RuleContext) -> Rule:
 
 
 @GROUP.alert(
-    "CheckpointDiskFillingUp",
+    CHECKPOINT_DISK_FILLING_UP,
     signal="saturation",
     severity="ticket",
     node_scoped=True,

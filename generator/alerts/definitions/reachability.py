@@ -6,7 +6,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from trainsignals.generator.alerts.definitions.recovery import completed
-from trainsignals.generator.alerts.model import AlertGroup, Rule
+from trainsignals.generator.alerts.definitions.training import TRAINING_TARGETS_DOWN
+from trainsignals.generator.alerts.model import (
+    NODE_SCOPED,
+    PROGRESS_INCIDENT,
+    PROGRESS_SYMPTOM,
+    AlertGroup,
+    Explains,
+    Rule,
+)
 from trainsignals.generator.signals.faults import FAULT_ONSET, FaultCase
 from trainsignals.generator.signals.gpu_sources import RawSeries
 from trainsignals.generator.signals.job_series import target_series
@@ -14,15 +22,34 @@ from trainsignals.generator.signals.promql import RuleContext, matchers
 from trainsignals.generator.signals.series_notation import STALE
 
 GROUP = AlertGroup()
+# Names other modules import (no module outside a definition types an alert's name).
+NODE_DOWN = "NodeDown"
+NODE_UNREACHABLE_RECENTLY = "NodeUnreachableRecently"
 onset = FAULT_ONSET
 
 
 @GROUP.alert(
-    "NodeDown",
+    NODE_DOWN,
     signal="infrastructure",
     severity="page",
     auto_restart="ticket",
     owner="infra",
+    incident=PROGRESS_INCIDENT,
+    hardware_fault=True,
+    explains=(
+        Explains(
+            "A node that is down explains every per-GPU and per-node alert of that node: its "
+            "exporter and disk metrics vanish or go stale with it. Page for the node only.",
+            roles=(NODE_SCOPED,),
+            equal=("training_job", "node"),
+        ),
+        Explains(
+            "A node that is down takes its ranks with it: the job-wide crash and progress "
+            "symptoms are consequences, not separate faults.",
+            alerts=(TRAINING_TARGETS_DOWN,),
+            roles=(PROGRESS_SYMPTOM,),
+        ),
+    ),
     meaning="Every target of a node (GPU exporter and training ranks) is down.",
 )
 def node_down(ctx: RuleContext) -> Rule:
@@ -51,7 +78,7 @@ UNREACHABLE_LOOKBACK_S = 3600
 
 
 @GROUP.alert(
-    "NodeUnreachableRecently",
+    NODE_UNREACHABLE_RECENTLY,
     signal="infrastructure",
     severity="ticket",
     owner="infra",

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from trainsignals.generator.alerts.model import AlertGroup, Rule
+from trainsignals.generator.alerts.model import (
+    INCIDENT_CONSEQUENCE,
+    PROGRESS_INCIDENT,
+    AlertGroup,
+    Explains,
+    Rule,
+    incident_alerts,
+)
 from trainsignals.generator.signals.faults import (
     FAULT_ONSET,
     GPU_HEALTHY,
@@ -18,6 +25,10 @@ from trainsignals.generator.spec.durations import format_duration
 from trainsignals.generator.spec.job import CRASH_LOOP_RESTARTS
 
 GROUP = AlertGroup()
+# Names other modules import (no module outside a definition types an alert's name).
+TRAINING_RESTARTS_ON_BAD_NODE = "TrainingRestartsOnBadNode"
+TRAINING_NO_PROGRESS = "TrainingNoProgress"
+TRAINING_CRASH_LOOPING = "TrainingCrashLooping"
 onset = FAULT_ONSET
 
 
@@ -26,21 +37,22 @@ def completed(ctx: RuleContext) -> str:
     return f" unless on (training_job) job:trainsignals_completed:bool{ctx.recorded()} == 1"
 
 
-# Pages of an incident that stops progress: what they page for, a stale checkpoint follows.
-PROGRESS_INCIDENTS = (
-    "TrainingNoProgress",
-    "TrainingCrashLooping",
-    "TrainingRestartsOnBadNode",
-    "TrainingStalled",
-    "TrainingTargetsDown",
-    "NodeDown",
+# The page of an incident whose restarts failed: what else the job shows is that incident.
+SELF_HEALING_FAILED = Explains(
+    "No progress (or a crash loop) beyond the restart budget is the page for the incident; "
+    "the stall, the missing ranks, the slowdown, the aging checkpoint and the goodput "
+    "burn it causes are the same incident.",
+    roles=(INCIDENT_CONSEQUENCE,),
+    page_only=True,
 )
 
 
 def _incident_pages(ctx: RuleContext) -> str:
+    # Pages of an incident that stops progress (incident=PROGRESS_INCIDENT): what they page
+    # for, a stale checkpoint follows.
     return "ALERTS" + matchers(
         {
-            "alertname": regex("|".join(PROGRESS_INCIDENTS)),
+            "alertname": regex("|".join(incident_alerts(PROGRESS_INCIDENT))),
             "alertstate": "firing",
             "severity": "page",
             "training_job": ctx.job,
@@ -78,10 +90,12 @@ def last_progress(ctx: RuleContext, series: str = "last_step:timestamp_max") -> 
 
 
 @GROUP.alert(
-    "TrainingNoProgress",
+    TRAINING_NO_PROGRESS,
     signal="errors",
     severity="off",
     auto_restart="page",
+    incident=PROGRESS_INCIDENT,
+    explains=(SELF_HEALING_FAILED,),
     meaning="No training step completed for longer than recovery.restart_budget, counted "
     "across restarts: the job is down, hung, or automatic restarts do not bring it back to a "
     "first step. The self-healing loop failed.",
@@ -133,10 +147,21 @@ def no_progress(ctx: RuleContext) -> Rule:
 
 
 @GROUP.alert(
-    "TrainingCrashLooping",
+    TRAINING_CRASH_LOOPING,
     signal="errors",
     severity="ticket",
     auto_restart="page",
+    incident=PROGRESS_INCIDENT,
+    explains=(
+        Explains(
+            "Self-healing jobs (recovery: auto_restart): a crash loop is the diagnosis of an "
+            "incident whose restarts keep failing; when the restarts finally stop, the lack of "
+            "progress that follows is the same incident, which already paged.",
+            alerts=(TRAINING_NO_PROGRESS,),
+            page_only=True,
+        ),
+        SELF_HEALING_FAILED,
+    ),
     meaning="The job restarted at least 3 times within recovery.restart_window without "
     "progress (the global step's high-water mark did not advance): every incarnation dies "
     "before it gets past the work the last one lost (a bad node, a bad checkpoint, a software "
@@ -151,7 +176,7 @@ def crash_looping(ctx: RuleContext) -> Rule:
     # Restarts that never reach a step are TrainingNoProgress's incident, also for the window
     # after it (the job then redoes the steps its checkpoint lost: no progress yet either).
     no_progress = matchers(
-        {"alertname": "TrainingNoProgress", "alertstate": "firing", "training_job": ctx.job}
+        {"alertname": TRAINING_NO_PROGRESS, "alertstate": "firing", "training_job": ctx.job}
     )
     loop = (
         f"{restarts} >= {CRASH_LOOP_RESTARTS} and on (training_job) "
@@ -196,10 +221,20 @@ def crash_looping(ctx: RuleContext) -> Rule:
 
 
 @GROUP.alert(
-    "TrainingRestartsOnBadNode",
+    TRAINING_RESTARTS_ON_BAD_NODE,
     signal="errors",
     severity="ticket",
     auto_restart="page",
+    incident=PROGRESS_INCIDENT,
+    explains=(
+        Explains(
+            "A job restarted onto a bad node is the diagnosis; the crash loop and the lack of "
+            "progress it leads to are the same incident, which already paged.",
+            alerts=(TRAINING_CRASH_LOOPING, TRAINING_NO_PROGRESS),
+            page_only=True,
+        ),
+        SELF_HEALING_FAILED,
+    ),
     meaning="The same node was named by hardware faults (GPU lost, critical XID, uncorrectable "
     "memory errors, node down) in two separate incidents within recovery.restart_window while "
     "the job restarted: automation keeps putting the job back on a bad node.",

@@ -9,11 +9,14 @@ from trainsignals.generator.signals.faults import FaultCase, from_onset, stall
 from trainsignals.generator.signals.promql import RuleContext
 
 GROUP = AlertGroup()
+# Names other modules import (no module outside a definition types an alert's name).
+SLO_ERROR_BUDGET_BURN_FAST = "SloErrorBudgetBurnFast"
+SLO_ERROR_BUDGET_BURN_SLOW = "SloErrorBudgetBurnSlow"
 BUDGET = "{{ $labels.slo }} SLO of {{ $labels.training_job }}"
 
 
 @GROUP.alert(
-    "SloErrorBudgetBurnFast",
+    SLO_ERROR_BUDGET_BURN_FAST,
     signal="slo",
     severity="page",
     incident_consequence=True,
@@ -41,7 +44,7 @@ def burn_fast(ctx: RuleContext) -> Rule | None:
 
 
 @GROUP.alert(
-    "SloErrorBudgetBurnSlow",
+    SLO_ERROR_BUDGET_BURN_SLOW,
     signal="slo",
     severity="ticket",
     meaning="An SLO burns its error budget slowly but steadily (10% of the budget in 1d or "

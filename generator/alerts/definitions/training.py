@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from trainsignals.generator.alerts.definitions.recovery import completed
-from trainsignals.generator.alerts.model import AlertGroup, Rule
+from trainsignals.generator.alerts.model import (
+    PROGRESS_INCIDENT,
+    PROGRESS_SYMPTOM,
+    AlertGroup,
+    Explains,
+    Rule,
+)
 from trainsignals.generator.signals.faults import (
     FAULT_ONSET,
     FaultCase,
@@ -17,6 +23,14 @@ from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.spec.durations import format_duration
 
 GROUP = AlertGroup()
+# Names other modules import (no module outside a definition types an alert's name).
+DATA_LOADER_STARVED = "DataLoaderStarved"
+DROPPED_BATCHES_ABOVE_TOLERANCE = "DroppedBatchesAboveTolerance"
+TRAINING_TARGETS_DOWN = "TrainingTargetsDown"
+TRAINING_STALLED = "TrainingStalled"
+THROUGHPUT_BELOW_FLOOR = "ThroughputBelowFloor"
+STEP_TIME_ABOVE_BOUND = "StepTimeAboveBound"
+MFU_BELOW_FLOOR = "MfuBelowFloor"
 onset = FAULT_ONSET
 
 # Window of the training-time averages below. A `for` on an instantaneous phase gate would
@@ -74,11 +88,19 @@ def training_average(ctx: RuleContext, expr: str) -> str:
 
 
 @GROUP.alert(
-    "TrainingTargetsDown",
+    TRAINING_TARGETS_DOWN,
     signal="errors",
     severity="page",
     auto_restart="ticket",
     incident_consequence=True,
+    incident=PROGRESS_INCIDENT,
+    explains=(
+        Explains(
+            "A crashed rank (targets down) stops every step: stall, throughput, step time, MFU "
+            "and data-wait alerts follow from it.",
+            roles=(PROGRESS_SYMPTOM,),
+        ),
+    ),
     meaning="Fewer training ranks are scraped than the spec's shape: a rank crashed or its "
     "target is missing.",
 )
@@ -112,12 +134,21 @@ def targets_down(ctx: RuleContext) -> Rule:
 
 
 @GROUP.alert(
-    "TrainingStalled",
+    TRAINING_STALLED,
     signal="latency",
     severity="page",
     auto_restart="ticket",
     progress_symptom=True,
     incident_consequence=True,
+    incident=PROGRESS_INCIDENT,
+    explains=(
+        Explains(
+            "A stalled job (no steps while processes are up) has zero throughput and MFU and "
+            "unbounded step time; a hung data loader is one of the stall's causes and its "
+            "runbook covers it: report the stall only.",
+            roles=(PROGRESS_SYMPTOM,),
+        ),
+    ),
     meaning="No step has completed for longer than the job allows (hung collective, deadlock, "
     "or a pause that never ended), while the processes are up.",
 )
@@ -142,7 +173,7 @@ def stalled(ctx: RuleContext) -> Rule:
 
 
 @GROUP.alert(
-    "ThroughputBelowFloor",
+    THROUGHPUT_BELOW_FLOOR,
     signal="traffic",
     severity="page",
     progress_symptom=True,
@@ -181,7 +212,7 @@ def throughput_below_floor(ctx: RuleContext) -> Rule:
 
 
 @GROUP.alert(
-    "StepTimeAboveBound",
+    STEP_TIME_ABOVE_BOUND,
     signal="latency",
     severity="ticket",
     progress_symptom=True,
@@ -235,7 +266,7 @@ def step_time_above_bound(ctx: RuleContext) -> Rule | None:
 
 
 @GROUP.alert(
-    "DataLoaderStarved",
+    DATA_LOADER_STARVED,
     signal="saturation",
     severity="ticket",
     progress_symptom=True,
@@ -273,7 +304,7 @@ def data_loader_starved(ctx: RuleContext) -> Rule:
 
 
 @GROUP.alert(
-    "MfuBelowFloor",
+    MFU_BELOW_FLOOR,
     signal="saturation",
     severity="ticket",
     progress_symptom=True,
@@ -307,7 +338,7 @@ def mfu_below_floor(ctx: RuleContext) -> Rule:
 
 
 @GROUP.alert(
-    "DroppedBatchesAboveTolerance",
+    DROPPED_BATCHES_ABOVE_TOLERANCE,
     signal="errors",
     severity="ticket",
     meaning="The share of dropped batches over dropped_batches_window is above tolerance.",
