@@ -134,3 +134,19 @@ def test_a_new_users_spec_reaches_an_integration_or_is_refused(tmp_path: Path, m
         generate_all(pairs, options)
     (line,) = error.value.problems
     assert "recovery.infra_routing.ticket: team 'hw' gets tickets" in line
+
+
+def test_no_receiver_without_integration_and_strays_reach_the_monitoring_tickets(
+    tmp_path: Path,
+) -> None:
+    """gpu-infra gets only tickets: an alert labelled team="gpu-infra", severity="page" (no
+    rule emits it today; a future one might) must not land in a receiver that notifies no one.
+    Every receiver of the committed config has an integration, except those a spec's
+    `notify_nobody` names; the stray falls through to the monitoring team's tickets."""
+    config = tmp_path / "alertmanager.yaml"
+    config.write_text((ROOT / "alerts" / "alertmanager.yaml").read_text(encoding="utf-8"))
+    parsed = yaml.safe_load(config.read_text())
+    empty = [r["name"] for r in parsed["receivers"] if not real_integration(r)]
+    assert empty == [], f"receivers that notify no one: {empty}"
+    stray = {"alertname": "GpuLost", "severity": "page", "team": "gpu-infra"}
+    assert receiver_of(config, stray) == "meta-monitoring-ticket"
