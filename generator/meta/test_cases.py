@@ -147,7 +147,8 @@ def config_tests(settings: MonitoringSettings, labels: Labels) -> dict[str, list
 def notification_tests(
     settings: MonitoringSettings, specs: list[JobSpec], labels: Callable[..., dict[str, str]]
 ) -> dict[str, list[dict]]:
-    """A failing page integration pages; one that carries tickets only raises a ticket."""
+    """A failing page integration pages and stops the heartbeat; one that carries tickets only
+    raises a ticket."""
     am_job = settings.alertmanager_job
     page_kinds, ticket_kinds = integrations(settings, specs)
 
@@ -183,6 +184,8 @@ def notification_tests(
                         40,
                         [labels("AlertmanagerNotificationsFailing", am_job, integration=page)],
                     ),
+                    # Pages are lost: the heartbeat stops, so the dead man's switch pages.
+                    alert("Watchdog", 40, []),
                 ],
             )
         ]
