@@ -120,7 +120,7 @@ def node_exporter_rules(
                 description=(
                     f"Service discovery lists none of {job_labels}'s node_exporter targets "
                     f"(`{NODE_EXPORTER_JOB}`) while its `{gpu}` targets are still scraped: the "
-                    f"InfiniBand alerts ({', '.join(fabric_alert_names())}) read "
+                    f"fabric alerts ({', '.join(fabric_alert_names())}) read "
                     "node_exporter and cannot fire."
                 ),
                 dashboard_url=f"{settings.prometheus_url}/service-discovery",

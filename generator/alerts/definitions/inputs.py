@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from trainsignals.generator.alerts.model import AlertGroup, AlertRule, Rule, firing_expr
+from trainsignals.generator.signals.fabric import NODE_EXPORTER_JOB
 from trainsignals.generator.signals.fabric_series import ib_series
 from trainsignals.generator.signals.faults import FAULT_ONSET, FaultCase
 from trainsignals.generator.signals.job_series import gpu_series, target_series
@@ -44,6 +45,9 @@ def required_inputs(
     memo: dict[str, frozenset] = {}  # what each recording rule reads, for every alert
     mig = Matcher(*MIG_INSTANCE_MATCHER)
     gate = f"up{ctx.training_targets()}"
+    # node_exporter's own `up` is NodeExporterDown's subject (stopped) and
+    # ScrapeTargetsVanished's (gone from discovery), not an input every node must have.
+    node_exporter_up = f"up{ctx.raw(job=NODE_EXPORTER_JOB)}"
     for rule in others:
         if rule.name == NAME:
             continue
@@ -55,7 +59,7 @@ def required_inputs(
                 # bound has a fallback).
                 or any(m.label == "le" for m in matchers)
                 or mig in matchers  # MIG instances only: empty without MIG
-                or text == gate  # the gate itself
+                or text in (gate, node_exporter_up)  # the gate itself
             ):
                 continue
             needed.setdefault(text, set()).add(rule.name)
