@@ -65,10 +65,12 @@ class Received:
 
 
 class PagerShaped:
-    """POST /pagerduty (Events v2) and /slack/...; records every request and its answer."""
+    """POST /pagerduty (Events v2) and /slack/...; records every request and its answer.
+    Paths starting with one of `failing` are answered 500 (an outage: Alertmanager retries)."""
 
     def __init__(self) -> None:
         self.received: list[Received] = []
+        self.failing: set[str] = set()
         self._lock = threading.Lock()
         shaped = self
 
@@ -83,6 +85,8 @@ class PagerShaped:
                     check = pagerduty_errors if self.path.startswith("/pagerduty") else slack_errors
                     errors = check(body)
                 status = 400 if errors else 202
+                if any(self.path.startswith(prefix) for prefix in shaped.failing):
+                    status, errors = 500, ["outage"]
                 with shaped._lock:
                     shaped.received.append(Received(self.path, body, status, errors))
                 answer = {"status": "invalid event", "errors": errors} if errors else {}

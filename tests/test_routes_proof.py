@@ -13,9 +13,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from click.testing import CliRunner
 from trainsignals.generator.loader import load_specs
 from trainsignals.generator.pipeline import Options, generate_all
 from trainsignals.generator.routing.check import RoutingError
+
+from trainsignals.cli.main import main
 
 from .conftest import ROOT, require_tool
 
@@ -134,3 +137,59 @@ def test_a_new_users_spec_reaches_an_integration_or_is_refused(tmp_path: Path, m
         generate_all(pairs, options)
     (line,) = error.value.problems
     assert "recovery.infra_routing.ticket: team 'hw' gets tickets" in line
+
+
+def test_no_receiver_without_integration_and_strays_reach_the_monitoring_tickets(
+    tmp_path: Path,
+) -> None:
+    """gpu-infra gets only tickets: an alert labelled team="gpu-infra", severity="page" (no
+    rule emits it today; a future one might) must not land in a receiver that notifies no one.
+    Every receiver of the committed config has an integration, except those a spec's
+    `notify_nobody` names; the stray falls through to the monitoring team's tickets."""
+    config = tmp_path / "alertmanager.yaml"
+    config.write_text((ROOT / "alerts" / "alertmanager.yaml").read_text(encoding="utf-8"))
+    parsed = yaml.safe_load(config.read_text())
+    empty = [r["name"] for r in parsed["receivers"] if not real_integration(r)]
+    assert empty == [], f"receivers that notify no one: {empty}"
+    stray = {"alertname": "GpuLost", "severity": "page", "team": "gpu-infra"}
+    assert receiver_of(config, stray) == "meta-monitoring-ticket"
+
+
+def test_a_failing_integrations_alert_goes_around_it(tmp_path: Path) -> None:
+    """AlertmanagerNotificationsFailing{integration="pagerduty"} must not travel through
+    PagerDuty (the monitoring team's page receiver): it goes to their Slack tickets; a
+    failing Slack (tickets only) goes to their pager; other meta pages are unchanged."""
+    config = tmp_path / "alertmanager.yaml"
+    config.write_text((ROOT / "alerts" / "alertmanager.yaml").read_text(encoding="utf-8"))
+    monitoring = {"team": "monitoring", "job": "alertmanager"}
+    cases = [
+        ("AlertmanagerNotificationsFailing", "page", "pagerduty", "meta-monitoring-ticket"),
+        ("AlertmanagerTicketNotificationsFailing", "ticket", "slack", "meta-monitoring-page"),
+        ("AlertmanagerTicketNotificationsFailing", "ticket", "webhook", "meta-monitoring-ticket"),
+        ("PrometheusRuleFailures", "page", "", "meta-monitoring-page"),
+    ]
+    for alertname, severity, integration, expected in cases:
+        labels = {**monitoring, "alertname": alertname, "severity": severity}
+        if integration:
+            labels["integration"] = integration
+        assert receiver_of(config, labels) == expected, labels
+
+
+def test_validate_warns_when_the_monitoring_teams_only_integration_carries_pages(
+    tmp_path: Path,
+) -> None:
+    settings = tmp_path / "monitoring.yaml"
+    pd = {"kind": "pagerduty", "secret": {"file": "/run/secrets/sre-pd"}}
+    for ticket, warned in ((pd, True), ({"kind": "email", "target": "sre@corp.test"}, False)):
+        settings.write_text(yaml.safe_dump({"routing": {"page": pd, "ticket": ticket}}))
+        result = CliRunner().invoke(
+            main, ["validate", "--jobs", str(ROOT / "jobs"), "--monitoring", str(settings)]
+        )
+        assert result.exit_code == 0, result.output
+        line = (
+            "monitoring settings: routing: every receiver of the monitoring team uses "
+            "pagerduty, which carries pages"
+        )
+        assert (line in result.output) is warned, result.output
+        if warned:
+            assert "give routing.ticket another integration" in result.output

@@ -61,6 +61,13 @@ def test_slurm_targets_writes_and_removes_file_sd(tmp_path: Path) -> None:
         {"labels": {**labels, "node": "gpu01"}, "targets": ["gpu01:9842"]},
         {"labels": {**labels, "node": "gpu02"}, "targets": ["gpu02:9842"]},
     ]
+    # node_exporter too: the scrape config reads node*.json (the fabric alerts, and the meta
+    # rule ScrapeTargetsVanished{vanished="node"} pages without them).
+    node = json.loads((tmp_path / "node-4242.json").read_text())
+    assert node == [
+        {"labels": {**labels, "node": "gpu01"}, "targets": ["gpu01:9100"]},
+        {"labels": {**labels, "node": "gpu02"}, "targets": ["gpu02:9100"]},
+    ]
     result = CliRunner().invoke(main, [*args, "--remove"], env=env)
     assert result.exit_code == 0, result.output
     assert list(tmp_path.iterdir()) == []

@@ -46,12 +46,16 @@ RUNBOOKS: tuple[MetaRunbook, ...] = (
         "Always firing, on purpose. Alertmanager sends it to the dead man's switch (receiver "
         "`deadmansswitch`) every `heartbeat.interval`; the switch pages the monitoring team when "
         "the pings stop. It is the only alert that notices a dead Prometheus, a dead "
-        "Alertmanager cluster or a dead monitoring host.",
+        "Alertmanager cluster or a dead monitoring host. It also stops on purpose while "
+        "AlertmanagerNotificationsFailing fires: an integration that carries pages (PagerDuty) "
+        "is failing, and the switch is a path around it.",
         "You see this page only from the switch (the Watchdog itself never pages). No pings "
         "means no alert of any training job can reach anyone right now.",
         (
             "Open Prometheus `/-/ready` and Alertmanager `/-/ready`: which one is down?",
-            'Prometheus up: `ALERTS{alertname="Watchdog"}` should be 1; if not, the meta rule '
+            'Prometheus up: `ALERTS{alertname="AlertmanagerNotificationsFailing"}` firing? '
+            "Then pages are failing: see its runbook (your ticket channel has it too).",
+            'Otherwise `ALERTS{alertname="Watchdog"}` should be 1; if not, the meta rule '
             "file is not loaded (`/rules`).",
             "Alertmanager up: `/#/alerts` should list Watchdog; if it does, the receiver "
             "`deadmansswitch` fails (see AlertmanagerNotificationsFailing, the Alertmanager log).",
@@ -131,9 +135,11 @@ RUNBOOKS: tuple[MetaRunbook, ...] = (
         "AlertmanagerNotificationsFailing",
         "Alertmanager's notifications to an integration (webhook, PagerDuty, Slack, email) fail "
         "after all retries: the receiver rejects them (4xx/5xx), times out or is unreachable.",
-        "Pages routed through that integration are not arriving. If the monitoring team's own "
-        "page receiver uses the same integration, this alert fails the same way: give "
-        "`routing.page` in the monitoring settings an independent path (another integration).",
+        "Pages routed through that integration are not arriving. This alert is routed around "
+        "it (to the monitoring team's receiver that does not use it, e.g. their ticket channel "
+        "when PagerDuty fails), and the Watchdog heartbeat stops while it fires, so the dead "
+        "man's switch pages too. If every receiver of the monitoring team uses the failing "
+        "integration (`validate` warns), the switch is the only path.",
         (
             "Alertmanager log: `Notify for alerts failed` names the receiver and the HTTP status.",
             "`increase(alertmanager_notifications_failed_total[5m])` by `integration`.",

@@ -11,7 +11,16 @@ from trainsignals.generator.meta.rule import MetaRule
 from trainsignals.generator.signals.promql import matchers, regex
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.generator.spec.monitoring import MonitoringSettings
+from trainsignals.generator.spec.pipeline_alerts import (
+    NOTIFICATIONS_FAILING,
+    TICKET_NOTIFICATIONS_FAILING,
+)
 from trainsignals.generator.spec.receivers import Routing
+
+# The alerts about a failing integration (label `integration`): generator/routing/meta.py sends
+# them around the integration they name, and the heartbeat stops while pages fail.
+PAGES_FAILING = NOTIFICATIONS_FAILING
+TICKETS_FAILING = TICKET_NOTIFICATIONS_FAILING
 
 
 def _routings(settings: MonitoringSettings, specs: list[JobSpec]) -> list[Routing]:
@@ -65,3 +74,13 @@ def notifications_failing(
             f"{settings.alertmanager_url}/#/status",
         )
     ]
+
+
+def heartbeat_expr(page_kinds: list[str], pages_failing_on: bool) -> str:
+    """The Watchdog: always firing, except while notifications of an integration that carries
+    pages keep failing (PAGES_FAILING firing). Then the pings stop and the external dead man's
+    switch pages: the one path that does not go through the failing integration when the
+    monitoring team has no other (check.delivery_warnings warns about that setup)."""
+    if not page_kinds or not pages_failing_on:
+        return "vector(1)"
+    return f'vector(1) unless on () ALERTS{{alertname="{PAGES_FAILING}",alertstate="firing"}}'

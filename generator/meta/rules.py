@@ -38,7 +38,13 @@ from trainsignals.generator.meta.names import (
     TARGETS_VANISHED,
     TICKET_NOTIFICATIONS_FAILING,
 )
-from trainsignals.generator.meta.notify import integrations, notifications_failing
+from trainsignals.generator.meta.notify import (
+    PAGES_FAILING,
+    TICKETS_FAILING,
+    heartbeat_expr,
+    integrations,
+    notifications_failing,
+)
 from trainsignals.generator.meta.rule import MetaRule, Scale
 from trainsignals.generator.meta.targets import (
     fabric_specs,
@@ -174,10 +180,10 @@ def meta_rules(
             ],
         ),
         (
-            NOTIFICATIONS_FAILING,
+            PAGES_FAILING,
             lambda sev: notifications_failing(
                 settings,
-                NOTIFICATIONS_FAILING,
+                PAGES_FAILING,
                 page_kinds,
                 sev,
                 w5,
@@ -185,10 +191,10 @@ def meta_rules(
             ),
         ),
         (
-            TICKET_NOTIFICATIONS_FAILING,
+            TICKETS_FAILING,
             lambda sev: notifications_failing(
                 settings,
-                TICKET_NOTIFICATIONS_FAILING,
+                TICKETS_FAILING,
                 ticket_kinds,
                 sev,
                 w5,
@@ -279,13 +285,14 @@ def meta_rules(
     rules = [
         MetaRule(
             HEARTBEAT,
-            "vector(1)",
+            heartbeat_expr(page_kinds, severity_of(settings, PAGES_FAILING) != "off"),
             0,
             HEARTBEAT_SEVERITY,
             settings.prometheus_job,
             "Heartbeat: the alerting pipeline is working",
             "Always firing. It is routed to the dead man's switch, which pages when it stops "
-            "arriving (Prometheus, Alertmanager or the host is down).",
+            "arriving (Prometheus, Alertmanager or the host is down, or notifications of an "
+            f"integration that carries pages keep failing: {PAGES_FAILING}).",
             f"{settings.alertmanager_url}/#/alerts",
         )
     ]

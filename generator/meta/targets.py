@@ -8,6 +8,7 @@ and for multi-node specs one more for their node_exporters, which the InfiniBand
 
 from __future__ import annotations
 
+from trainsignals.generator.alerts.definitions.fabric import GROUP as FABRIC_ALERTS
 from trainsignals.generator.meta.names import (
     TARGETS_VANISHED,
 )
@@ -81,6 +82,12 @@ def completed_jobs(group: list[JobSpec], by: str, still: str) -> str:
     )
 
 
+def fabric_alert_names() -> list[str]:
+    """The InfiniBand alerts, from their definitions: a name typed here went stale once
+    (IbPortDown, IbPortFlapping, IbPortErrors never existed)."""
+    return [definition.name for definition in FABRIC_ALERTS.definitions]
+
+
 def fabric_specs(specs: list[JobSpec]) -> list[JobSpec]:
     """Multi-node specs: their InfiniBand alerts read node_exporter (signals/fabric.py)."""
     return [spec for spec in specs if spec.shape.nodes > 1]
@@ -116,7 +123,7 @@ def node_exporter_rules(
                 description=(
                     f"Service discovery lists none of {job_labels}'s node_exporter targets "
                     f"(`{NODE_EXPORTER_JOB}`) while its `{gpu}` targets are still scraped: the "
-                    "InfiniBand alerts (IbPortDown, IbPortFlapping, IbPortErrors) read "
+                    f"fabric alerts ({', '.join(fabric_alert_names())}) read "
                     "node_exporter and cannot fire."
                 ),
                 dashboard_url=f"{settings.prometheus_url}/service-discovery",

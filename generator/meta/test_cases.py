@@ -8,6 +8,7 @@ from collections.abc import Callable
 from trainsignals.generator.meta.names import (
     ALERTMANAGER_RELOAD_FAILED,
     CONFIG_INCONSISTENT,
+    HEARTBEAT,
     NOTIFICATIONS_FAILING,
     PROMETHEUS_RELOAD_FAILED,
     TARGETS_VANISHED,
@@ -155,7 +156,8 @@ def config_tests(settings: MonitoringSettings, labels: Labels) -> dict[str, list
 def notification_tests(
     settings: MonitoringSettings, specs: list[JobSpec], labels: Callable[..., dict[str, str]]
 ) -> dict[str, list[dict]]:
-    """A failing page integration pages; one that carries tickets only raises a ticket."""
+    """A failing page integration pages and stops the heartbeat; one that carries tickets only
+    raises a ticket."""
     am_job = settings.alertmanager_job
     page_kinds, ticket_kinds = integrations(settings, specs)
 
@@ -191,6 +193,8 @@ def notification_tests(
                         40,
                         [labels(NOTIFICATIONS_FAILING, am_job, integration=page)],
                     ),
+                    # Pages are lost: the heartbeat stops, so the dead man's switch pages.
+                    alert(HEARTBEAT, 40, []),
                 ],
             )
         ]

@@ -139,10 +139,14 @@ def alertmanager_config(
                 receiver = Receiver(
                     kind="webhook", target=f"{local_webhook_base}/{team}/{severity}"
                 )
-            if receiver is None:  # notify_nobody, or no alert of the team has this severity
+            if receiver is None and (team, severity) not in nobody:
+                # No alert of the team has this severity (routing_problems refused the
+                # rest): no route, so a stray alert with it falls through to the root, the
+                # monitoring team's tickets, instead of a receiver that notifies no one.
+                continue
+            if receiver is None:  # notify_nobody: the one receiver without integration
                 receivers.append({"name": name})
-                if (team, severity) in nobody:
-                    unrouted.append(name)
+                unrouted.append(name)
             else:
                 uses_email = uses_email or receiver.kind == "email"
                 receivers.append(_receiver_config(name, receiver))

@@ -118,3 +118,26 @@ def monitoring_problems(
                 f"{_fix('routing', level)} (pass the file with --monitoring)"
             )
     return problems
+
+
+def delivery_warnings(
+    specs: Iterable[tuple[JobSpec, str]], settings: MonitoringSettings
+) -> list[str]:
+    """The monitoring team's only integration is one that carries pages: when it fails,
+    AlertmanagerNotificationsFailing would have to travel through it (routing/meta.py sends
+    it around the failing integration where the team has another), and only the heartbeat
+    stopping tells anyone. A warning, not an error: the dead man's switch still pages."""
+    from trainsignals.generator.meta.notify import PAGES_FAILING, integrations
+
+    page_kinds, _ = integrations(settings, [spec for spec, _ in specs])
+    own = {r.kind for r in (settings.routing.page, settings.routing.ticket) if r is not None}
+    if len(own) != 1 or not own <= set(page_kinds):
+        return []
+    (kind,) = own
+    other = "slack" if kind != "slack" else "email"
+    return [
+        f"monitoring settings: routing: every receiver of the monitoring team uses {kind}, "
+        f"which carries pages: when {kind} fails, {PAGES_FAILING} can only travel through "
+        f"{kind} itself and just the dead man's switch (the heartbeat stops) tells anyone; "
+        f"give routing.ticket another integration (e.g. `ticket: {{kind: {other}, ...}}`)"
+    ]

@@ -9,6 +9,7 @@ happens to be called like the monitoring team keeps its own routes.
 from __future__ import annotations
 
 from trainsignals.generator.meta.names import ONCALL_ALERT, SHARD_ALERT
+from trainsignals.generator.meta.notify import PAGES_FAILING, TICKETS_FAILING
 from trainsignals.generator.meta.rules import HEARTBEAT
 from trainsignals.generator.routing.receivers import _receiver_config
 from trainsignals.generator.spec.durations import format_duration
@@ -16,6 +17,8 @@ from trainsignals.generator.spec.monitoring import META_ALERT_NAMES, MonitoringS
 from trainsignals.generator.spec.receivers import Receiver
 
 SWITCH_RECEIVER = "deadmansswitch"
+# Alerts about an integration failing (label `integration`, generator/meta/notify.py).
+FAILING_ALERTS = (PAGES_FAILING, TICKETS_FAILING)
 SEVERITIES = ("page", "ticket")
 
 
@@ -34,8 +37,51 @@ def heartbeat_timing(settings: MonitoringSettings) -> dict[str, str]:
     }
 
 
+def _other(severity: str) -> str:
+    return "ticket" if severity == "page" else "page"
+
+
+def fallback_routes(
+    settings: MonitoringSettings, timing_of: dict[str, dict[str, str]]
+) -> list[dict]:
+    """A failing integration's alert must not travel through that integration: with PagerDuty
+    answering 500, AlertmanagerNotificationsFailing{integration="pagerduty"} routed to a
+    PagerDuty page receiver is lost like every other page. One route per integration the
+    monitoring team's receivers use: a severity whose receiver uses it goes to the team's
+    other receiver instead (a page to the ticket channel, a ticket to the pager). Where both
+    use it there is no other path (`validate` warns, check.delivery_warnings) and only the
+    heartbeat stopping (meta/rules.py) tells the dead man's switch."""
+    routing = settings.routing
+    kinds = sorted({r.kind for r in (routing.page, routing.ticket) if r is not None})
+    routes = []
+    for kind in kinds:
+        children, moved = [], False
+        for severity in SEVERITIES:
+            target = severity
+            usual, other = getattr(routing, severity), getattr(routing, _other(severity))
+            uses_it = usual is not None and usual.kind == kind
+            if uses_it and other is not None and other.kind != kind:
+                target, moved = _other(severity), True
+            children.append(
+                {
+                    "receiver": receiver_name(settings, target),
+                    "matchers": [f'severity="{severity}"'],
+                    **timing_of[severity],
+                }
+            )
+        if moved:
+            matchers = [
+                f'team="{settings.team}"',
+                f'alertname=~"{"|".join(FAILING_ALERTS)}"',
+                f'integration="{kind}"',
+            ]
+            routes.append({"matchers": matchers, "routes": children})
+    return routes
+
+
 def meta_routes(settings: MonitoringSettings, timing_of: dict[str, dict[str, str]]) -> list[dict]:
-    """[heartbeat route, meta alerts route]; `timing_of` maps page/ticket to their timing.
+    """[heartbeat route, failing-integration routes, meta alerts route]; `timing_of` maps
+    page/ticket to their timing.
 
     The on-call ticket of the monitoring team itself (OncallPageLoadHigh{team=<it>}) is theirs
     too: it matched no route before and fell to a receiver that notified nobody. So is
@@ -49,6 +95,7 @@ def meta_routes(settings: MonitoringSettings, timing_of: dict[str, dict[str, str
             "matchers": [f'alertname="{HEARTBEAT}"'],
             **heartbeat_timing(settings),
         },
+        *fallback_routes(settings, timing_of),
         {
             "matchers": [f'team="{settings.team}"', f'alertname=~"{names}"'],
             "routes": [
@@ -90,6 +137,8 @@ def meta_receivers(settings: MonitoringSettings, local_webhook_base: str | None)
 
 COMMENT = (
     f"Meta-monitoring first: the always-firing {HEARTBEAT} goes only to the dead man's switch "
-    "(it pages when these pings stop: Prometheus, Alertmanager or their host is down); the "
-    "other meta alerts go to the monitoring team, whoever owns the job."
+    "(it pages when these pings stop: Prometheus, Alertmanager or their host is down, or an "
+    "integration that carries pages keeps failing); an integration's failure goes to the "
+    "monitoring team's receiver that does not use it; the other meta alerts go to the "
+    "monitoring team, whoever owns the job."
 )

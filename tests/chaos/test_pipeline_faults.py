@@ -4,7 +4,8 @@ purpose; each asserts what reaches the receivers, how often and when.
 Time: the meta rules run at time scale 60 (a 5m window is 5 s, a 10m `for` 10 s) and
 Prometheus' for-grace-period is 10m / 60; resend delay 3 s, so a firing alert lives in
 Alertmanager for 12 s without a resend. Each test records its row of the fault table
-(tests/chaos/conftest.py). The short ones run in `make test`; all of them in `make chaos`.
+(tests/chaos/conftest.py). The short ones (and the page receiver answering 500, one
+Alertmanager) run in `make test`; all of them in `make chaos`.
 """
 
 from __future__ import annotations
@@ -340,8 +341,9 @@ def test_prometheus_restart_short_for_and_grace_period(pipeline_factory, fault_t
     )
 
 
-@pytest.mark.chaos_full
-@pytest.mark.parametrize("members", [1, 2])
+# One Alertmanager in `make test` too: run only by `make chaos`, this test rotted unseen (the
+# stack's meta rules had lost AlertmanagerNotificationsFailing, issue 27); the cluster in chaos.
+@pytest.mark.parametrize("members", [1, pytest.param(2, marks=pytest.mark.chaos_full)])
 def test_page_receiver_answering_500(pipeline_factory, fault_table, members):
     """The page receiver answers 500: Alertmanager retries, AlertmanagerNotificationsFailing
     reaches the monitoring team (another receiver) meanwhile, and the page arrives once the

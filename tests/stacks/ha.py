@@ -30,6 +30,7 @@ import yaml
 from trainsignals.generator.meta.files import meta_files
 from trainsignals.generator.pipeline import Options
 from trainsignals.generator.spec.monitoring import Heartbeat, MonitoringSettings
+from trainsignals.generator.spec.receivers import Receiver, Routing
 
 from trainsignals.stacks.stack import (
     ALERTMANAGER,
@@ -75,13 +76,20 @@ class GaugeTarget:
 def monitoring_settings(
     receiver_url: str, replicas: int, heartbeat_seconds: int
 ) -> MonitoringSettings:
-    """Meta-monitoring settings for the stack: the heartbeat goes to the local receiver."""
+    """Meta-monitoring settings for the stack: the heartbeat goes to the local receiver, and so
+    do the monitoring team's page and ticket receivers, as the webhooks they are here. The
+    meta rules follow the routing: without receivers no integration carries pages, and
+    AlertmanagerNotificationsFailing was not generated at all (`make chaos` waited 90 s for it)."""
     return MonitoringSettings(
         prometheus_job=PROMETHEUS_JOB,
         alertmanager_job=ALERTMANAGER_JOB,
         alertmanager_replicas=replicas,
         heartbeat=Heartbeat(
             url=f"{receiver_url}/deadmansswitch", secret=None, interval=f"{heartbeat_seconds}s"
+        ),
+        routing=Routing(
+            page=Receiver(kind="webhook", target=f"{receiver_url}/monitoring/page"),
+            ticket=Receiver(kind="webhook", target=f"{receiver_url}/monitoring/ticket"),
         ),
     )
 

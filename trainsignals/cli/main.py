@@ -62,8 +62,9 @@ def _monitoring(path: Path | None):  # -> MonitoringSettings | None
 
 def _routed(specs: list, settings) -> None:  # settings: MonitoringSettings | None
     """Refuse alerts that would reach no one (generator/routing/check.py); warn about
-    placeholders (example hosts, the built-in example monitoring settings)."""
-    from trainsignals.generator.routing.check import routing_problems
+    placeholders (example hosts, the built-in example monitoring settings) and a monitoring
+    team whose only integration is one it watches."""
+    from trainsignals.generator.routing.check import delivery_warnings, routing_problems
     from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS
     from trainsignals.generator.spec.placeholders import placeholder_warnings
 
@@ -72,7 +73,9 @@ def _routed(specs: list, settings) -> None:  # settings: MonitoringSettings | No
         click.echo(problem, err=True)
     if problems:
         raise SystemExit(1)
-    for warning in placeholder_warnings(specs, settings):
+    warnings = placeholder_warnings(specs, settings)
+    warnings += delivery_warnings(specs, settings or DEFAULT_SETTINGS)
+    for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
 
 

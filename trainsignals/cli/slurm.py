@@ -3,8 +3,11 @@
 `trainsignals slurm-targets --spec jobs/<job>.yaml` reads SLURM_JOB_NODELIST (hostlist syntax,
 e.g. `gpu[001-004,010],login1`) and SLURM_JOB_ID, and writes
 `<deploy.file_sd_dir>/<job>/training-<id>.json` (ranks at training_base_port + local rank on
-every node) and `gpu-<id>.json` (the GPU exporter of every node), the files the generated scrape
-config (deploy/prometheus/<job>.scrape.yaml) reads. `--remove` deletes them (epilog).
+every node), `gpu-<id>.json` (the GPU exporter of every node) and `node-<id>.json` (node_exporter
+of every node, port 9100 or --node-exporter-port), the files the generated scrape config
+(deploy/prometheus/<job>.scrape.yaml) reads, one per kind it scrapes (scrape_config.KINDS).
+Without `node-<id>.json` a multi-node job's fabric alerts were blind and the meta rule
+ScrapeTargetsVanished{vanished="node"} paged after 10 minutes. `--remove` deletes them (epilog).
 """
 
 from __future__ import annotations
@@ -14,13 +17,14 @@ from pathlib import Path
 
 import click
 
-from trainsignals.generator.deploy.scrape_config import targets_dir
+from trainsignals.generator.deploy.scrape_config import KINDS, targets_dir
 from trainsignals.generator.loader import SpecError, load_specs
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.simulator.targets import write_atomically
 
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
 MAX_HOSTS = 100_000  # a typo such as gpu[1-99999999] must not exhaust memory
+NODE_EXPORTER_PORT = 9100  # node_exporter's default listen port
 
 
 class HostlistError(ValueError):
@@ -94,26 +98,34 @@ def expand_hostlist(text: str) -> list[str]:
     return list(dict.fromkeys(hosts))
 
 
-def target_groups(spec: JobSpec, hosts: list[str], ranks_per_node: int) -> dict[str, list[dict]]:
-    """{kind: file_sd groups}: one group per node carrying `node` and the selector labels."""
+def target_groups(
+    spec: JobSpec,
+    hosts: list[str],
+    ranks_per_node: int,
+    node_exporter_port: int = NODE_EXPORTER_PORT,
+) -> dict[str, list[dict]]:
+    """{kind: file_sd groups} for every kind the scrape config reads: one group per node
+    carrying `node` and the selector labels."""
     deploy = spec.deploy
-    labels = spec.selector_labels
-    training = [
-        {
-            "targets": [f"{host}:{deploy.training_base_port + r}" for r in range(ranks_per_node)],
-            "labels": {**labels, "node": host},
-        }
-        for host in hosts
-    ]
-    gpu = [
-        {"targets": [f"{host}:{deploy.gpu_exporter_port}"], "labels": {**labels, "node": host}}
-        for host in hosts
-    ]
-    return {"training": training, "gpu": gpu}
+    ports = {
+        "training": [deploy.training_base_port + r for r in range(ranks_per_node)],
+        "gpu": [deploy.gpu_exporter_port],
+        "node": [node_exporter_port],
+    }
+    return {
+        kind: [
+            {
+                "targets": [f"{host}:{port}" for port in ports[kind]],
+                "labels": {**spec.selector_labels, "node": host},
+            }
+            for host in hosts
+        ]
+        for kind in KINDS
+    }
 
 
 def target_paths(directory: Path, slurm_job_id: str) -> dict[str, Path]:
-    return {kind: directory / f"{kind}-{slurm_job_id}.json" for kind in ("training", "gpu")}
+    return {kind: directory / f"{kind}-{slurm_job_id}.json" for kind in KINDS}
 
 
 @click.command("slurm-targets")
@@ -144,6 +156,13 @@ def target_paths(directory: Path, slurm_job_id: str) -> dict[str, Path]:
     default=None,
     help="Folder of the job's file_sd files (default: <deploy.file_sd_dir>/<job>).",
 )
+@click.option(
+    "--node-exporter-port",
+    type=click.IntRange(min=1, max=65535),
+    default=NODE_EXPORTER_PORT,
+    show_default=True,
+    help="node_exporter's port on every node (the InfiniBand alerts read it).",
+)
 @click.option("--remove", is_flag=True, help="Delete this Slurm job's files (epilog).")
 def slurm_targets(
     spec_path: Path,
@@ -151,6 +170,7 @@ def slurm_targets(
     slurm_job_id: str,
     ranks_per_node: int | None,
     directory: Path | None,
+    node_exporter_port: int,
     remove: bool,
 ) -> None:
     """Write (or --remove) a Slurm job's Prometheus file_sd targets."""
@@ -171,7 +191,9 @@ def slurm_targets(
         hosts = expand_hostlist(nodelist)
     except HostlistError as exc:
         raise click.BadParameter(str(exc), param_hint="--nodelist / SLURM_JOB_NODELIST") from None
-    groups = target_groups(spec, hosts, ranks_per_node or spec.shape.gpus_per_node)
+    groups = target_groups(
+        spec, hosts, ranks_per_node or spec.shape.gpus_per_node, node_exporter_port
+    )
     for kind, path in paths.items():
         write_atomically(path, groups[kind])
         click.echo(f"wrote {path} ({len(hosts)} node(s))")

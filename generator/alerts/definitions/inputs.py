@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from trainsignals.generator.alerts.model import AlertGroup, AlertRule, Rule, firing_expr
+from trainsignals.generator.signals.fabric import NODE_EXPORTER_JOB
 from trainsignals.generator.signals.fabric_series import ib_series
 from trainsignals.generator.signals.faults import FAULT_ONSET, FaultCase
 from trainsignals.generator.signals.job_series import gpu_series, target_series
@@ -44,6 +45,9 @@ def required_inputs(
     memo: dict[str, frozenset] = {}  # what each recording rule reads, for every alert
     mig = Matcher(*MIG_INSTANCE_MATCHER)
     gate = f"up{ctx.training_targets()}"
+    # node_exporter's own `up` is NodeExporterDown's subject (stopped) and
+    # ScrapeTargetsVanished's (gone from discovery), not an input every node must have.
+    node_exporter_up = f"up{ctx.raw(job=NODE_EXPORTER_JOB)}"
     for rule in others:
         if rule.name == NAME:
             continue
@@ -55,7 +59,7 @@ def required_inputs(
                 # bound has a fallback).
                 or any(m.label == "le" for m in matchers)
                 or mig in matchers  # MIG instances only: empty without MIG
-                or text == gate  # the gate itself
+                or text in (gate, node_exporter_up)  # the gate itself
             ):
                 continue
             needed.setdefault(text, set()).add(rule.name)
@@ -79,7 +83,12 @@ def missing_expr(ctx: RuleContext, inputs: list[tuple[str, str, tuple[str, ...]]
     ranks_up = f"up{ctx.training_targets()} == 1"
     # The job-wide gate is the recorded rank count, not count(up == 1) again in every branch:
     # on a 512-rank job that recount was more than half of the whole rule file's cost.
-    job_running = f"job:trainsignals_ranks_up:sum{ctx.recorded()} > 0"
+    # Every rank up, not just one: a missing input means the targets are scraped and still do
+    # not export it (a misconfiguration). A series gone because its rank died (GpuLost takes
+    # rank 0 and its process_start_time_seconds{rank="0"}) is the target being down, which
+    # TrainingTargetsDown and the incident that killed it already report: no ticket telling
+    # on-call to run `readiness` (`make demo SCENARIO=gpu_lost` sent one).
+    job_running = f"job:trainsignals_ranks_up:sum{ctx.recorded()} >= {ctx.spec.shape.gpus}"
     branches = []
     for name, text, alerts in inputs:
         if name == "up":
@@ -94,9 +103,10 @@ def missing_expr(ctx: RuleContext, inputs: list[tuple[str, str, tuple[str, ...]]
     NAME,
     signal="infrastructure",
     severity="ticket",
-    meaning="A series that one of the job's page or ticket alerts reads is absent while the "
-    "job's training targets are up: that alert cannot fire. The ticket names the series and "
-    "the alerts; a target's `up` is checked per node (a node with ranks but no GPU exporter).",
+    meaning="A series that one of the job's page or ticket alerts reads is absent while all "
+    "the job's training targets are up: that alert cannot fire. The ticket names the series and "
+    "the alerts; a target's `up` is checked per node (a node with ranks but no GPU exporter). "
+    "A series gone with a rank that died is not missing: the rank is down.",
     reads_other_alerts=True,
 )
 def alert_input_missing(ctx: RuleContext, others: Sequence[AlertRule]) -> Rule | None:
@@ -127,8 +137,8 @@ def alert_input_missing(ctx: RuleContext, others: Sequence[AlertRule]) -> Rule |
         summary="{{ $labels.training_job }}: {{ $labels.series }} is missing"
         "{{ with $labels.node }} on {{ . }}{{ end }}; blind: {{ $labels.alerts }}",
         description="No series matches {{ $labels.series }}"
-        "{{ with $labels.node }} on node {{ . }}{{ end }} while the job's training targets are "
-        "up, so {{ $labels.alerts }} cannot fire{{ if $labels.node }}, and the GPU alerts "
+        "{{ with $labels.node }} on node {{ . }}{{ end }} while all the job's training targets "
+        "are up, so {{ $labels.alerts }} cannot fire{{ if $labels.node }}, and the GPU alerts "
         "(GpuLost, ECC, XID, throttling) see nothing of that node{{ end }}. Run `trainsignals "
         "readiness` to see which label or exporter is wrong.",
         panel="targets_up",
