@@ -218,7 +218,9 @@ class Kubernetes(_Strict):
         "exporter DaemonSet runs there, and (dcgm) only exporters there are the job's.",
     )
     gpu_exporter_image: str = Field(
-        GPU_EXPORTER_IMAGE, description="Image of the GPU exporter DaemonSet."
+        GPU_EXPORTER_IMAGE,
+        description="Image of the GPU exporter DaemonSet. The default is a placeholder no "
+        "registry serves (generate warns): build the image, push it and name it here.",
     )
     dcgm_exporter_labels: dict[str, str] = Field(
         default_factory=lambda: {"app.kubernetes.io/name": "dcgm-exporter"},

@@ -214,7 +214,10 @@ def check_routing(job: Job, am_url: str | None) -> Check:
     check = Check(f"each alert routes to the spec's receiver ({origin})")
     amtool = shutil.which("amtool")
     if amtool is None:
-        check.fail("amtool not found", "run `make setup` (Debian prometheus-alertmanager)")
+        check.fail(
+            "amtool not found",
+            "install amtool (Debian/Ubuntu: apt-get install prometheus-alertmanager)",
+        )
         return check
     config = yaml.safe_load(text) or {}
     receivers = {r.get("name"): r for r in config.get("receivers") or []}
