@@ -235,8 +235,12 @@ class Kubernetes(_Strict):
         description="Multi-node jobs: labels of the release's node_exporter pods, scraped "
         "again on the job's nodes for the InfiniBand series.",
     )
-    node_exporter_namespace: Annotated[str, Field(pattern=DNS_LABEL)] | None = Field(
-        None, description="Namespace of the node_exporter pods (default: `namespace`)."
+    # kube-prometheus-stack runs its node-exporter subchart in the release's namespace, not in
+    # the namespace these objects go to.
+    node_exporter_namespace: Annotated[str, Field(pattern=DNS_LABEL)] = Field(
+        "monitoring",
+        description="Namespace of the node_exporter pods: kube-prometheus-stack's release "
+        "namespace (`helm install -n monitoring` in its instructions).",
     )
     node_exporter_port: Annotated[str, Field(pattern=DNS_LABEL)] = Field(
         "http-metrics", description="Name of node_exporter's container port."
