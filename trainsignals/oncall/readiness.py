@@ -337,7 +337,7 @@ def render(job: str, checks: list[Check]) -> str:
     type=click.Path(file_okay=False, path_type=Path),
     default=".",
     show_default=True,
-    help="Checkout holding the generated runbooks/.",
+    help="Folder holding the generated runbooks/ (the --out of `trainsignals generate`).",
 )
 def readiness_command(
     job_name: str, prometheus_url: str, alertmanager_url: str | None, jobs_dir: Path, root: Path
