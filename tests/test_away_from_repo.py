@@ -103,3 +103,18 @@ def test_demo_provider_points_at_the_dashboard_it_wrote(tmp_path: Path) -> None:
     folder = Path(provider["providers"][0]["options"]["path"])
     assert folder.is_relative_to(tmp_path.resolve())
     assert json.loads((folder / "minimal.json").read_text())["uid"] == "ts-minimal"
+
+
+@pytest.mark.parametrize("target", ["demo", "wheel"])
+def test_demo_and_wheel_install_no_test_extras(target: str, tmp_path: Path) -> None:
+    """`make demo` / `make wheel` from a clean clone: what they would install (`make -n`, a venv
+    that does not exist yet) is the base package, never torch and the test extras (~1.5 GB)."""
+    done = subprocess.run(
+        ["make", "-n", "-C", str(ROOT), target, f"VENV={tmp_path / 'venv'}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "pip install -q -e ." in done.stdout, done.stdout  # the base package
+    assert "torch" not in done.stdout and "[dev" not in done.stdout, done.stdout
