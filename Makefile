@@ -99,12 +99,17 @@ FLEET_SHARDS ?= 1
 fleet: setup
 	$(BIN)/python -m trainsignals.fleet --days $(FLEET_DAYS) --shards $(FLEET_SHARDS)
 
-demo: setup
-	$(BIN)/python -m trainsignals.demo --scenario $(SCENARIO)
+# Neither the demo nor the wheel needs the test extras (torch and friends, ~1.5 GB).
+demo: $(VENV)/.installed-base tools
+	$(BIN)/python -m trainsignals.demo --scenario $(SCENARIO) --spec jobs/minimal.yaml --out .demo
 
 # The sdist and the wheel (tests/test_wheel_install.py installs the wheel into a fresh venv).
 # An old *.egg-info's file list would leak into the sdist: build from a clean slate.
-wheel: $(VENV)/.installed-test
+$(VENV)/.installed-build: $(VENV)/.installed-base
+	$(BIN)/pip install -q 'build>=1.2'
+	touch $@
+
+wheel: $(VENV)/.installed-build
 	rm -rf build *.egg-info
 	$(BIN)/python -m build --outdir dist .
 

@@ -149,7 +149,7 @@ def generate_all(specs: list[tuple[JobSpec, str]], options: Options = Options())
     sources = ", ".join(source for _, source in specs)
     am_header = (
         f"# {GENERATED_MARK} {__version__} from {sources}.\n"
-        "# Do not edit: change the specs and run `make dashboards`.\n"
+        "# Do not edit: change the specs and run `trainsignals generate`.\n"
     )
     files["alerts/alertmanager.yaml"] = alertmanager_config(
         job_specs, am_header, monitoring=settings

@@ -14,6 +14,7 @@ import pytest
 from trainsignals.stacks import reaper
 
 from .pager_shaped import PagerShaped
+from .wheel_build import installed  # noqa: F401  (the wheel tests share one session build)
 
 ROOT = Path(__file__).resolve().parent.parent
 JOBS = ROOT / "jobs"

@@ -183,21 +183,67 @@ def test_every_marked_line_and_band_names_its_alert() -> None:
     firing = [
         (t0 + 50, t0 + 70, "NodeDown"),
         (t0 + 52, t0 + 90, "TrainingNoProgress"),
-        (t0 + 80, t0 + 95, "NodeDown"),  # a second episode: same colour, one legend entry
+        (t0 + 80, t0 + 95, "NodeDown"),  # a second episode: same lane, same colour
     ]
     look = PlotSpec("Loss", "", None)
     fig = draw(series, t0, t0 + 100, (t0 + 40, t0 + 60), firing, 1, look, (t0 + 48, "NodeDown"))
     try:
-        ax = fig.axes[0]
-        _handles, labels = ax.get_legend_handles_labels()
-        assert "NodeDown firing" in labels and "TrainingNoProgress firing" in labels, labels
-        assert labels.count("NodeDown firing") == 1
+        main, strip = fig.axes
+        (legend,) = fig.legends
+        labels = [text.get_text() for text in legend.get_texts()]
         assert "onset: NodeDown pending" in labels, labels
-        strips = [p for p in ax.patches if p.get_label() != "incident window"]
-        colours = {p.get_label(): p.get_facecolor() for p in strips if p.get_label()}
-        assert colours["NodeDown firing"] != colours["TrainingNoProgress firing"]
-        names = [t.get_text() for t in ax.texts]
-        assert names.count("NodeDown") == 1 and "TrainingNoProgress" in names, names
+        assert "incident window" in labels and "Loss" in labels, labels
+        # One lane per alert, named by its tick label, in order of first firing.
+        lanes = [label.get_text() for label in strip.get_yticklabels()]
+        assert lanes == ["NodeDown", "TrainingNoProgress"]
+        bars = [p for p in strip.patches if p.get_height() < 1]
+        by_lane = {}
+        for bar in bars:
+            by_lane.setdefault(round(bar.get_y() + bar.get_height() / 2), set()).add(
+                bar.get_facecolor()
+            )
+        assert len(by_lane[0]) == 1 and len(bars) == 3, "both episodes in NodeDown's lane"
+        assert by_lane[0] != by_lane[1]
+        assert not main.texts, "no names written over the signal"
+    finally:
+        plt.close(fig)
+
+
+def test_nothing_drawn_leaves_the_figure() -> None:
+    """The legend, the lane names and the axis labels fit the 640x240 figure, also with long
+    alert names firing together (their names overlapped and the legend ran off both edges)."""
+    import matplotlib.pyplot as plt
+
+    from trainsignals.oncall.postmortem_plot import draw
+
+    t0 = 1_800_000_000.0
+    series = [(t0 + 15 * t, 220_000.0) for t in range(120)]
+    names = ["GpuLost", "AlertInputMissing", "TrainingThroughputBelowFloor", "TrainingStalled"]
+    firing = [(t0 + 675 + 15 * (i // 2), t0 + 1050, name) for i, name in enumerate(names)]
+    look = PlotSpec("Throughput (tokens/s)", "tokens/s", 200_000.0, "throughput floor")
+    fig = draw(
+        series, t0, t0 + 1800, (t0 + 600, t0 + 1200), firing, 15, look, (t0 + 660, "GpuLost")
+    )
+    try:
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        width, height = SIZE
+        texts = [t for t in fig.findobj(plt.Text) if t.get_visible() and t.get_text()]
+        outside = []
+        boxes = []
+        for text in texts:
+            box = text.get_window_extent(renderer)
+            if box.x0 < -0.5 or box.y0 < -0.5 or box.x1 > width + 0.5 or box.y1 > height + 0.5:
+                outside.append(text.get_text())
+            boxes.append((text.get_text(), box))
+        assert not outside, outside
+        lane_boxes = [b for name, b in boxes if name in names]
+        overlapping = [
+            (a, b) for i, a in enumerate(lane_boxes) for b in lane_boxes[i + 1 :] if a.overlaps(b)
+        ]
+        assert not overlapping, "alert names overlap"
+        lanes = [t.get_text() for t in fig.axes[1].get_yticklabels()]
+        assert lanes == sorted(names, key=lambda n: (names.index(n) // 2, n))
     finally:
         plt.close(fig)
 

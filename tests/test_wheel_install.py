@@ -10,16 +10,12 @@ GPUs and records training steps.
 
 from __future__ import annotations
 
-import ast
-import os
 import shutil
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -30,86 +26,9 @@ from trainsignals import __version__
 from trainsignals.stacks import reaper
 
 from .conftest import ROOT
+from .wheel_build import Installed, _roots
 
 pytestmark = pytest.mark.xdist_group("wheel")
-
-
-@dataclass(frozen=True)
-class Installed:
-    wheel: Path
-    sdist: Path
-    venv: Path
-    work: Path  # cwd of every installed command: no repository file in reach
-
-    def bin(self, name: str) -> str:
-        return str(self.venv / "bin" / name)
-
-    def env(self) -> dict[str, str]:
-        """Nothing from this test run: no PYTHONPATH, no VIRTUAL_ENV, only the venv's bin."""
-        return {
-            "PATH": f"{self.venv / 'bin'}:/usr/bin:/bin",
-            "HOME": str(self.work),
-            "LANG": "C.UTF-8",
-        }
-
-    def run(self, *argv: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            argv, cwd=self.work, env=self.env(), capture_output=True, text=True, timeout=300
-        )
-
-    def python(self, *lines: str) -> subprocess.CompletedProcess:
-        """The venv's python on `lines` (joined by "; ")."""
-        return self.run("python", "-c", "; ".join(lines))
-
-
-def _roots() -> dict[str, str]:
-    """setup.py's import-name -> folder map, read without running setup()."""
-    tree = ast.parse((ROOT / "setup.py").read_text(encoding="utf-8"))
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "ROOTS":
-            return ast.literal_eval(node.value)
-    raise AssertionError("setup.py has no ROOTS")
-
-
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
-    tmp = tmp_path_factory.mktemp("wheel")
-    source, dist, venv, work = tmp / "source", tmp / "dist", tmp / "venv", tmp / "work"
-    work.mkdir()
-    # Build from the files git would commit, as a fresh clone: an egg-info left in the working
-    # tree by an earlier build feeds its file list into the sdist and hides a discovery bug.
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT, capture_output=True, check=True,
-    ).stdout.decode().split("\0")  # fmt: skip
-    for relative in filter(None, listed):
-        if (ROOT / relative).is_file():  # not a file deleted in the working tree
-            (source / relative).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / relative, source / relative)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    build = subprocess.run(
-        [sys.executable, "-m", "build", "--outdir", str(dist), str(source)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
-    (wheel,) = dist.glob("*.whl")
-    (sdist,) = dist.glob("*.tar.gz")
-    # A venv without pip (faster); this run's pip installs into it. Base packages only: the
-    # wheel's own dependencies, no torch and no test extras.
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    pip = subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
-         "-q", "--disable-pip-version-check", str(wheel)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )  # fmt: skip
-    assert pip.returncode == 0, pip.stderr[-3000:]
-    return Installed(wheel, sdist, venv, work)
 
 
 def test_wheel_holds_every_module_and_template(installed: Installed) -> None:

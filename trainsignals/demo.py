@@ -2,8 +2,9 @@
 
 The job runs healthy, then the chosen fault starts after a minute of real time (with
 `--scenario healthy`, nothing happens). Pages and tickets are printed as they reach the
-webhook. Grafana provisioning files for the demo Prometheus and the repository's dashboards are
-written under `.demo/grafana/provisioning/`. Ctrl-C stops everything.
+webhook. Grafana provisioning files for the demo Prometheus and the job's dashboard are written
+under `--out` (default `./trainsignals-demo/`); nothing else is written outside a temporary
+folder. Ctrl-C stops everything, or `--duration` after that many seconds.
 """
 
 from __future__ import annotations
@@ -24,12 +25,29 @@ from trainsignals.simulator.scenarios import SCENARIOS
 from trainsignals.stacks import reaper
 from trainsignals.stacks.stack import Notification, Stack, job_files
 
-ROOT = Path(__file__).resolve().parent.parent
 FAULT_AFTER_REAL_SECONDS = 60
+# The spec the demo runs without --spec: the smallest useful one (the repository's
+# jobs/minimal.yaml), built in so that an installed wheel has it too.
+DEMO_SPEC = """\
+name: minimal
+team: ml-research
+owners: [alice@example.com]
+shape: {nodes: 1, gpus_per_node: 8, gpu_model: H100-SXM, model_flops_per_token: 4.2e10}
+routing:
+  page: {kind: pagerduty, secret: {file: /etc/alertmanager/secrets/ml-research-pagerduty}}
+  ticket: {kind: slack, secret: {file: /etc/alertmanager/secrets/ml-research-slack}}
+"""
 
 
-def write_grafana_provisioning(directory: Path, prometheus_url: str) -> list[Path]:
-    """datasources/prometheus.yaml and dashboards/trainsignals.yaml under `directory`."""
+def write_grafana_provisioning(
+    directory: Path, prometheus_url: str, dashboards: dict[str, str]
+) -> list[Path]:
+    """datasources/prometheus.yaml and dashboards/trainsignals.yaml under `directory`, and the
+    `dashboards` ({file name: JSON}) in `directory`/../dashboards/, where the provider looks."""
+    folder = directory.parent / "dashboards"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in dashboards.items():
+        (folder / name).write_text(text, encoding="utf-8")
     datasource = {
         "apiVersion": 1,
         "datasources": [
@@ -49,7 +67,7 @@ def write_grafana_provisioning(directory: Path, prometheus_url: str) -> list[Pat
                 "name": "trainsignals",
                 "type": "file",
                 "disableDeletion": False,
-                "options": {"path": str(ROOT / "dashboards")},
+                "options": {"path": str(folder.resolve())},
             }
         ],
     }
@@ -97,18 +115,40 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m trainsignals.demo", description=__doc__)
     parser.add_argument("--scenario", default="healthy", choices=sorted(SCENARIOS))
     parser.add_argument("--time-scale", type=float, default=60.0)
-    parser.add_argument("--spec", type=Path, default=ROOT / "jobs" / "minimal.yaml")
+    parser.add_argument("--spec", type=Path, default=None, help="Default: a built-in minimal job.")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("trainsignals-demo"),
+        help="Folder for the Grafana provisioning and the job's dashboard (default: %(default)s).",
+    )
+    parser.add_argument(
+        "--fault-after",
+        type=float,
+        default=FAULT_AFTER_REAL_SECONDS,
+        help="Real seconds of healthy running before the fault (default: %(default)s).",
+    )
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        help="Stop after this many real seconds (default: run until Ctrl-C).",
+    )
     parser.add_argument("--nodes", type=int, default=2)
     parser.add_argument("--gpus-per-node", type=int, default=2)
     args = parser.parse_args(argv)
     reaper.raise_on_sigterm()  # `kill` stops the stack like Ctrl-C does
 
-    spec = effective_spec(load_specs([args.spec])[0], args.nodes, args.gpus_per_node)
     scenario = SCENARIOS[args.scenario]
-    # Healthy first: the fault starts a minute of real time in, whatever the scenario says.
-    fault_at = FAULT_AFTER_REAL_SECONDS * args.time_scale
+    # Healthy first: the fault starts `--fault-after` real seconds in, whatever the scenario says.
+    fault_at = args.fault_after * args.time_scale
     with tempfile.TemporaryDirectory(prefix="trainsignals-demo-") as tmp:
         work = Path(tmp)
+        source = args.spec
+        if source is None:
+            source = work / "minimal.yaml"
+            source.write_text(DEMO_SPEC, encoding="utf-8")
+        spec = effective_spec(load_specs([source])[0], args.nodes, args.gpus_per_node)
         files = job_files(spec, args.time_scale)
         rules = work / f"{spec.name}.rules.yaml"
         rules.write_text(files[f"alerts/{spec.name}.rules.yaml"], encoding="utf-8")
@@ -123,8 +163,11 @@ def main(argv: list[str] | None = None) -> int:
             defer_rules=True,
         )
         with stack:
+            dashboard = f"{spec.name}.json"
             provisioning = write_grafana_provisioning(
-                ROOT / ".demo" / "grafana" / "provisioning", stack.prometheus_url
+                args.out / "grafana" / "provisioning",
+                stack.prometheus_url,
+                {dashboard: files[f"dashboards/{dashboard}"]},
             )
             with Simulation(
                 spec,
@@ -144,11 +187,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 print(
                     f"scenario     {scenario.name}"
-                    + (
-                        ""
-                        if scenario.name == "healthy"
-                        else f" (fault in {FAULT_AFTER_REAL_SECONDS} s)"
-                    )
+                    + ("" if scenario.name == "healthy" else f" (fault in {args.fault_after:g} s)")
                 )
                 print(f"prometheus   {stack.prometheus_url}")
                 print(f"alertmanager {stack.alertmanager_url}")
@@ -161,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"grafana      provisioning in {provisioning[0].parent.parent}")
                 print("Ctrl-C stops everything.", flush=True)
                 try:
-                    threading.Event().wait()
+                    threading.Event().wait(args.duration)
                 except KeyboardInterrupt:
                     signal.signal(signal.SIGINT, signal.SIG_IGN)  # let the shutdown finish
                     print("\nstopping", flush=True)

@@ -250,7 +250,7 @@ class _Builder(PanelBuilder):
         return self.series(
             "restarts",
             "Restarts",
-            f"Job restarts (new incarnations of rank 0) per hour, per day and per {window}. "
+            f"Job restarts (new incarnations of rank 0) per {_windows(window)}. "
             f"TrainingCrashLooping ({rec.mode}) fires for {CRASH_LOOP_RESTARTS} restarts in "
             f"{window} without progress (the global step's high-water mark did not advance)"
             + ("" if rec.max_restarts is None else f", or past {rec.max_restarts} in any case")
@@ -329,3 +329,9 @@ def _throughput(ctx: RuleContext) -> tuple[str, str, float]:
     if spec.tokens_per_second_floor is not None:
         return "job:trainsignals_tokens:rate5m", "tokens/s", spec.tokens_per_second_floor
     return "job:trainsignals_steps:rate5m", "steps/s", spec.steps_per_second_floor or 0.0
+
+
+def _windows(window: str) -> str:
+    """ "hour and day", or "hour, day and 6h": the restart window once, not "per 1h" again."""
+    names = ["hour", "day"] + ([] if window in ("1h", "1d") else [window])
+    return ", ".join(names[:-1]) + " and " + names[-1]

@@ -6,7 +6,6 @@ readers for the finished JSON. generator/dashboards/job.py lays out the job's se
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -43,10 +42,16 @@ def red_above(bound: float | None) -> list[tuple[str, float | None]]:
 def red_above_count(max_count: float) -> list[tuple[str, float | None]]:
     """Red for counts over `max_count`: at exactly the tolerated count (usually 0) it stays green.
 
-    Grafana steps mean `>=`, so the step sits at the next float above the tolerance; that is
-    the alert's `> max_count` exactly, including for increase()'s fractional extrapolations.
+    Grafana steps mean `>=`, so the step sits just above the tolerance (`over_count`).
     """
-    return [(GREEN, None), (RED, math.nextafter(max_count, math.inf))]
+    return [(GREEN, None), (RED, over_count(max_count))]
+
+
+def over_count(max_count: float) -> float:
+    """Where `> max_count` starts on a Grafana step (`>=`), as a person reads it: 2.001, not the
+    next float (2.0000000000000004, 5e-324). Counts are whole, and increase()'s extrapolations
+    only stretch a whole delta upwards, so nothing real falls in the thousandth between."""
+    return round(max_count + 0.001, 3)
 
 
 def g_thresholds(steps: list[tuple[str, float | None]]) -> list[g.Threshold]:

@@ -58,7 +58,7 @@ def shared_deploy_files(
     sources = ", ".join(source for _, source in specs)
     meta_header = (
         f"# {GENERATED_MARK} {__version__} from {sources} and the monitoring settings.\n"
-        "# Do not edit: change the specs (deploy.kubernetes) or generator/spec/monitoring.py and "
-        "regenerate.\n"
+        "# Do not edit: change the specs (deploy.kubernetes) or the monitoring settings "
+        "(--monitoring FILE) and run `trainsignals generate`.\n"
     )
     return monitoring_files([spec for spec, _ in specs], generated, meta_header, settings)

@@ -35,6 +35,7 @@ from trainsignals.generator.deploy.daemonset import (
     exporter_labels,
     gpu_exporter_daemonset,
 )
+from trainsignals.generator.deploy.operator_version import operator_comment
 from trainsignals.generator.deploy.scrape_config import NODE_EXPORTER_JOB
 from trainsignals.generator.output.yaml import dump
 from trainsignals.generator.routing.kubernetes import alertmanager_config_object
@@ -236,7 +237,7 @@ def node_exporter_pod_monitor(spec: JobSpec) -> dict:
         "metadata": metadata(spec, f"trainsignals-{spec.name}-node"),
         "spec": {
             "selector": {"matchLabels": dict(sorted(k8s.node_exporter_labels.items()))},
-            "namespaceSelector": {"matchNames": [k8s.node_exporter_namespace or k8s.namespace]},
+            "namespaceSelector": {"matchNames": [k8s.node_exporter_namespace]},
             "attachMetadata": {"node": True},
             "podMetricsEndpoints": [endpoint],
         },
@@ -276,10 +277,11 @@ def kubernetes_objects(
 def kubernetes_files(
     spec: JobSpec, header: str, files: dict[str, str], rules: dict | None = None
 ) -> dict[str, str]:
-    documents = [dump(obj) for obj in kubernetes_objects(spec, files, rules)]
+    objects = kubernetes_objects(spec, files, rules)
+    documents = [dump(obj) for obj in objects]
     comment = (
         "# kubectl apply --server-side -f this file. Label the job's nodes "
         f"{_k8s(spec).node_label}={spec.name}; receivers read Secrets in "
-        f"namespace {_k8s(spec).namespace}.\n"
+        f"namespace {_k8s(spec).namespace}.\n" + operator_comment(objects)
     )
     return {f"deploy/kubernetes/{spec.name}.yaml": header + comment + "---\n".join(documents)}

@@ -25,6 +25,7 @@ from __future__ import annotations
 import yaml
 from trainsignals.generator.deploy.kube_prometheus_stack import chart_jobs
 from trainsignals.generator.deploy.kubernetes import MONITORING
+from trainsignals.generator.deploy.operator_version import operator_comment
 from trainsignals.generator.meta.names import HEARTBEAT
 from trainsignals.generator.meta.rules import NAME, rules_document
 from trainsignals.generator.oncall.policy import NAME as ONCALL
@@ -97,23 +98,24 @@ def monitoring_files(
     specs: list[JobSpec], files: dict[str, str], header: str, settings: MonitoringSettings
 ) -> dict[str, str]:
     """{PATH: the PrometheusRules}, or nothing when no spec deploys to Kubernetes."""
-    documents = []
+    documents, objects = [], []
     for (namespace, release), group in releases(specs).items():
         k8s = group[0].deploy.kubernetes
         assert k8s is not None
         # Every spec's receivers: the main Alertmanager configuration routes all teams.
         meta = rules_document(release_settings(settings, k8s), group, routed=specs)["groups"]
-        documents.append(dump(_rule_object(NAME, namespace, release, meta)))
+        objects.append(_rule_object(NAME, namespace, release, meta))
         oncall = files.get(f"alerts/{ONCALL}.rules.yaml")
         if oncall is not None:
             groups = yaml.safe_load(oncall)["groups"]
-            documents.append(dump(_rule_object(ONCALL, namespace, release, groups)))
+            objects.append(_rule_object(ONCALL, namespace, release, groups))
+    documents = [dump(obj) for obj in objects]
     if not documents:
         return {}
     comment = (
         "# kubectl apply --server-side -f this file. Route the meta alerts with the routes\n"
         "# of alerts/alertmanager.yaml in the Alertmanager's main configuration\n"
         f"# (kube-prometheus-stack: alertmanager.config): the {HEARTBEAT} must reach the dead\n"
-        "# man's switch from any namespace.\n"
+        "# man's switch from any namespace.\n" + operator_comment(objects)
     )
     return {PATH: header + comment + "---\n".join(documents)}

@@ -65,8 +65,8 @@ def prometheus_config(
 def file_header(sources: str) -> str:
     return (
         f"# {GENERATED_MARK} {__version__} from {sources} and the monitoring settings.\n"
-        "# Do not edit: change the specs or generator/spec/monitoring.py and run "
-        "`make dashboards`.\n"
+        "# Do not edit: change the specs or the monitoring settings (--monitoring FILE) and run "
+        "`trainsignals generate`.\n"
         "# Plain Prometheus (2.42+): the scrape configs and rules of every job without\n"
         "# deploy.kubernetes, the meta and on-call rules, the Alertmanagers, and the\n"
         f"# self-scrapes the meta rules read. Install alerts/*.rules.yaml in {RULES_DIR}/ and\n"

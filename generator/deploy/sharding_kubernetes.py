@@ -22,6 +22,7 @@ from trainsignals.generator.deploy.kubernetes import (
     training_pod_monitor,
 )
 from trainsignals.generator.deploy.kubernetes import prometheus_rule as k8s_prometheus_rule
+from trainsignals.generator.deploy.operator_version import operator_comment
 from trainsignals.generator.deploy.sharding import HEARTBEAT, SHARD_LABEL, WRITTEN, split_document
 from trainsignals.generator.output.yaml import dump
 from trainsignals.generator.signals.promql import RuleContext
@@ -146,6 +147,7 @@ def sharded_kubernetes_files(
     comment = (
         f"# Sharded ({spec.deploy.shards} shards): apply this file instead of {spec.name}.yaml;"
         " the global ruler loads the PrometheusRule labelled trainsignals.io/rules=global.\n"
+        + operator_comment(objects)
     )
     return {
         f"deploy/kubernetes/{spec.name}.sharded.yaml": (

@@ -21,8 +21,8 @@ def _table(metrics) -> list[str]:
 
 def metrics_markdown() -> str:
     lines = [
-        f"<!-- {GENERATED_MARK} {__version__} from trainsignals/metrics/catalog.py. "
-        "Do not edit: change the catalogue and run `make dashboards`. -->",
+        f"<!-- {GENERATED_MARK} {__version__} from its metric catalogue. "
+        "Do not edit: run `trainsignals generate`. -->",
         "# Metric table",
         "",
         "Every raw series a generated rule or dashboard panel reads, and the component that",

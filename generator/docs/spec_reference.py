@@ -13,10 +13,13 @@ from typing import Annotated, Any, get_args, get_origin
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 from trainsignals.generator.output.files import GENERATED_MARK
+from trainsignals.generator.spec.deploy import K8S_LABEL_KEY, K8S_LABEL_VALUE
 from trainsignals.generator.spec.durations import DURATION_PATTERN, format_duration
 from trainsignals.generator.spec.job import JobSpec
+from trainsignals.generator.spec.types import JOB_NAME, LABEL_NAME
 
 from trainsignals import __version__
+from trainsignals.metrics.gpu_models import PEAK_DENSE_FLOPS
 
 SCHEMA_PATH = "docs/spec.schema.json"
 DOC_PATH = "docs/spec.md"
@@ -58,6 +61,44 @@ def _models(annotation: Any, found: dict[str, type[BaseModel]]) -> dict[str, typ
     return found
 
 
+# What the models' field validators check in code, said again in the schema so that an editor
+# flags what `trainsignals validate` refuses: {($defs name or "", field): schema of a value}.
+SAFE_LABEL_VALUE = r"""^[^"'{}\\\n`]*$"""  # none of what UNSAFE_LABEL_VALUE finds
+_K8S_LABELS = {
+    "propertyNames": {"pattern": K8S_LABEL_KEY},
+    "additionalProperties": {"type": "string", "pattern": K8S_LABEL_VALUE},
+}
+CHECKED_IN_CODE: dict[tuple[str, str], dict] = {
+    ("", "name"): {"pattern": JOB_NAME.pattern},
+    ("", "team"): {"pattern": SAFE_LABEL_VALUE},
+    ("", "rotation"): {"pattern": SAFE_LABEL_VALUE},
+    ("", "selector"): {
+        "propertyNames": {"pattern": LABEL_NAME.pattern},
+        "additionalProperties": {"type": "string", "pattern": SAFE_LABEL_VALUE},
+    },
+    ("Shape", "gpu_model"): {"enum": sorted(PEAK_DENSE_FLOPS)},
+    ("Recovery", "infra_team"): {"pattern": SAFE_LABEL_VALUE},
+    ("GpuExporter", "node_selector"): _K8S_LABELS,
+    ("GpuExporter", "affinity"): {
+        "propertyNames": {"enum": ["nodeAffinity", "podAffinity", "podAntiAffinity"]}
+    },
+    ("Kubernetes", "pod_labels"): _K8S_LABELS,
+    ("Kubernetes", "dcgm_exporter_labels"): _K8S_LABELS,
+    ("Kubernetes", "node_exporter_labels"): _K8S_LABELS,
+}
+
+
+def _add_checks(definition: dict, name: str) -> None:
+    for (owner, field), extra in CHECKED_IN_CODE.items():
+        if owner != name:
+            continue
+        prop = definition["properties"][field]
+        # A nullable field is anyOf [value, null]: the value's branch gets the check.
+        branches = [b for b in prop.get("anyOf", [prop]) if b.get("type") != "null"]
+        for branch in branches:
+            branch.update(extra)
+
+
 def _fill_defaults(definition: dict, model: type[BaseModel]) -> None:
     # pydantic leaves default_factory defaults out of the schema and writes a Duration's
     # default in seconds; both are written here as a spec would write them ("10m").
@@ -79,16 +120,18 @@ def spec_schema() -> dict:
     schema = JobSpec.model_json_schema()
     models = _models(JobSpec, {})
     _fill_defaults(schema, JobSpec)
+    _add_checks(schema, "")
     for name, definition in schema.get("$defs", {}).items():
         _fill_defaults(definition, models[name])
+        _add_checks(definition, name)
     schema["properties"]["alerts"]["propertyNames"] = {
         "title": "alert name",
         "enum": sorted(BY_NAME),
     }
     head = {
         "$schema": DRAFT,
-        "$comment": f"{GENERATED_MARK} {__version__} from generator/spec/. Do not edit: "
-        "change the models and run `make dashboards`.",
+        "$comment": f"{GENERATED_MARK} {__version__} from its spec models. Do not edit: "
+        "run `trainsignals generate`.",
         "title": "trainsignals job spec",
     }
     return head | {k: v for k, v in schema.items() if k != "title"}
@@ -192,8 +235,8 @@ def _sections(schema: dict) -> list[tuple[str, dict, list[str]]]:
 def spec_markdown(schema: dict) -> str:
     """docs/spec.md: every field of every section with type, default, unit and meaning."""
     lines = [
-        f"<!-- {GENERATED_MARK} {__version__} from generator/spec/. "
-        "Do not edit: change the models and run `make dashboards`. -->",
+        f"<!-- {GENERATED_MARK} {__version__} from its spec models. "
+        "Do not edit: run `trainsignals generate`. -->",
         "# Job spec reference",
         "",
         "One YAML file per training job in `jobs/`, validated strictly: an unknown key is an",

@@ -79,8 +79,8 @@ RUNBOOKS: tuple[MetaRunbook, ...] = (
             "`trainsignals lint` on the generated rules.",
         ),
         (
-            "Revert the last rule or exporter change, or regenerate (`make dashboards`) after "
-            "fixing the spec; reload Prometheus (`POST /-/reload`).",
+            "Revert the last rule or exporter change, or regenerate (`trainsignals generate`) "
+            "after fixing the spec; reload Prometheus (`POST /-/reload`).",
             "Query timeouts: see PrometheusRuleGroupSlow.",
         ),
     ),
@@ -182,7 +182,7 @@ RUNBOOKS: tuple[MetaRunbook, ...] = (
             "PrometheusRule the operator rejected is not even written).",
         ),
         (
-            "Fix the file (or regenerate: `make dashboards`) and reload (`POST /-/reload`). "
+            "Fix the file (or regenerate: `trainsignals generate`) and reload (`POST /-/reload`). "
             "Do not restart Prometheus with a configuration that does not load: it will not start.",
         ),
     ),
@@ -306,8 +306,8 @@ def meta_files(
     mark = f"{GENERATED_MARK} {__version__} from {sources} and the monitoring settings"
     header = (
         f"# {mark} (team {settings.team}).\n"
-        "# Do not edit: change generator/spec/monitoring.py (or --monitoring FILE) and "
-        "regenerate.\n"
+        "# Do not edit: change the monitoring settings (--monitoring FILE) and run "
+        "`trainsignals generate`.\n"
     )
     scale = Scale(options.time_scale, options.min_range_seconds)
     rules_file = f"{NAME}.rules.yaml"

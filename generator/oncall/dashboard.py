@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import math
-
 from grafanalib import core as g
 from trainsignals.generator.dashboards.grafana_normalize import grafanalib_json, normalize_dashboard
-from trainsignals.generator.dashboards.kit import DATASOURCE, multi_value_variable
+from trainsignals.generator.dashboards.kit import DATASOURCE, multi_value_variable, over_count
 from trainsignals.generator.oncall.policy import (
     ALERT,
     DASHBOARD_UID,
@@ -61,7 +59,7 @@ def _target(expr: str, legend: str = "", **kwargs: object) -> g.Target:
 
 def _limit_steps(limit: int) -> list[g.Threshold]:
     # Grafana colours a step from its value up (>=); the alert is `> limit`.
-    return [g.Threshold(GREEN, 0, 0.0), g.Threshold(RED, 1, math.nextafter(limit, math.inf))]
+    return [g.Threshold(GREEN, 0, 0.0), g.Threshold(RED, 1, over_count(limit))]
 
 
 def _started(severity: str) -> str:

@@ -37,7 +37,7 @@ def oncall_files(
         f"{GENERATED_MARK} {__version__} from {sources} (on-call policy: at most "
         f"{policy.max_pages_per_shift} pages per {policy.shift} shift)."
     )
-    header = f"# {mark}\n# Do not edit: change the specs or generator/oncall/ and regenerate.\n"
+    header = f"# {mark}\n# Do not edit: change the specs and run `trainsignals generate`.\n"
     files = {f"alerts/{NAME}.rules.yaml": dump(rules_document(policy, links), header)}
     if options.with_tests and policy.time_scale == 1:
         files[f"alerts/{NAME}.test.yaml"] = dump(rule_tests(policy), header)

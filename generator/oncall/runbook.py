@@ -48,8 +48,8 @@ def runbook(policy: OncallPolicy, links: Links, specs: list[JobSpec], header: st
             "storage mount), and drain or replace the hardware;",
             "   - not urgent (nobody had to act within the hour): demote it to a ticket in the "
             "job's spec, `alerts: {AlertName: ticket}`, and regenerate;",
-            "   - a symptom of another alert that also paged: add an inhibition rule "
-            "(`generator/routing/alertmanager.py`), so one fault pages once;",
+            "   - a symptom of another alert that also paged: inhibit it in Alertmanager "
+            "while the cause fires, so one fault pages once;",
             "   - too sensitive: raise its threshold or window in the spec's `objectives`.",
             "4. If the load is genuine and lasting, share it: a second rotation or fewer jobs "
             "per team.",

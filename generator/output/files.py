@@ -42,7 +42,7 @@ def header(spec: JobSpec, source: str, digest: str | None = None) -> str:
     return (
         f"# {GENERATED_MARK} {__version__} from {source} "
         f"(spec sha256 {(digest or spec_hash(spec))[:12]}).\n"
-        "# Do not edit: change the spec and run `make dashboards`.\n"
+        "# Do not edit: change the spec and run `trainsignals generate`.\n"
     )
 
 

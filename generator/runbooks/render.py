@@ -14,7 +14,7 @@ from trainsignals.generator.alerts.catalog import ALERTS, relations
 from trainsignals.generator.alerts.model import Explains
 from trainsignals.generator.alerts.rules import AlertRule, firing_expr, severity, team
 from trainsignals.generator.output.templates import environment
-from trainsignals.generator.signals.panels import PANEL_IDS, dashboard_uid
+from trainsignals.generator.signals.panels import PANEL_IDS, PANEL_TITLES, dashboard_uid
 from trainsignals.generator.signals.promql import RuleContext
 
 from trainsignals import __version__
@@ -64,7 +64,7 @@ def _row(ctx: RuleContext, alert: AlertRule, source: str) -> JobRow:
         window=alert.window,
         for_=ctx.duration(alert.for_seconds),
         expr=firing_expr(ctx, alert),
-        panel=alert.panel,
+        panel=PANEL_TITLES[alert.panel],
         # Same link as the alert's dashboard_url annotation.
         dashboard_url=f"{spec.links.grafana_base_url}/d/{dashboard_uid(spec.name)}/{spec.name}"
         f"?viewPanel={PANEL_IDS[alert.panel]}",
@@ -78,7 +78,7 @@ def _header(sources: list[str]) -> str:
     files = ", ".join(sources) if sources else "no spec"
     return (
         f"<!-- {GENERATED_MARK} {__version__} from {files}. Do not edit: change the spec "
-        "(or generator/templates/runbook_*.md.j2) and regenerate. -->"
+        "and run `trainsignals generate`. -->"
     )
 
 

@@ -42,6 +42,44 @@ PANEL_IDS: dict[str, int] = {
     "badput": 51,
 }
 
+# Each keyed panel's title (tests/test_dashboard_text.py checks the dashboards agree), so a
+# runbook's link to a panel reads as the title of the panel it opens.
+PANEL_TITLES: dict[str, str] = {
+    "step_time": "Step time p95",
+    "throughput": "Throughput (tokens/s)",
+    "errors": "Errors",
+    "gpu_saturation": "GPU saturation",
+    "mfu": "MFU",
+    "slo": "Error budget remaining",
+    "loss": "Loss",
+    "data_wait": "Data-loader wait share",
+    "checkpoint_age": "Checkpoint age",
+    "step_progress": "Time since last step",
+    "targets_up": "Targets up",
+    "dropped_batches": "Dropped batches",
+    "step_time_series": "Step time",
+    "throughput_series": "Throughput (tokens/s)",
+    "mfu_series": "MFU",
+    "restarts": "Restarts",
+    "gpu_utilization": "GPU utilization",
+    "gpu_memory": "GPU memory used",
+    "gpu_power": "GPU power",
+    "gpu_temperature": "GPU temperature",
+    "gpu_throttle": "GPU throttling",
+    "gpu_errors": "GPU errors",
+    "gpu_count": "GPUs per node",
+    "gpu_activity": "GPU activity (real busy)",
+    "gpu_mig_memory": "MIG instances: memory used",
+    "gpu_mig_activity": "MIG instances: activity",
+    "gpu_nvlink": "NVLink errors",
+    "disk": "Checkpoint disk free",
+    "network": "Network",
+    "fabric": "InfiniBand fabric",
+    "firing_alerts": "Firing alerts",
+    "goodput": "Goodput (ETTR)",
+    "badput": "Where the time goes (1h)",
+}
+
 
 def dashboard_uid(job: str) -> str:
     """Stable uid from the job name (Grafana allows 40 characters)."""

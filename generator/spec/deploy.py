@@ -218,7 +218,9 @@ class Kubernetes(_Strict):
         "exporter DaemonSet runs there, and (dcgm) only exporters there are the job's.",
     )
     gpu_exporter_image: str = Field(
-        GPU_EXPORTER_IMAGE, description="Image of the GPU exporter DaemonSet."
+        GPU_EXPORTER_IMAGE,
+        description="Image of the GPU exporter DaemonSet. The default is a placeholder no "
+        "registry serves (generate warns): build the image, push it and name it here.",
     )
     dcgm_exporter_labels: dict[str, str] = Field(
         default_factory=lambda: {"app.kubernetes.io/name": "dcgm-exporter"},
@@ -233,8 +235,12 @@ class Kubernetes(_Strict):
         description="Multi-node jobs: labels of the release's node_exporter pods, scraped "
         "again on the job's nodes for the InfiniBand series.",
     )
-    node_exporter_namespace: Annotated[str, Field(pattern=DNS_LABEL)] | None = Field(
-        None, description="Namespace of the node_exporter pods (default: `namespace`)."
+    # kube-prometheus-stack runs its node-exporter subchart in the release's namespace, not in
+    # the namespace these objects go to.
+    node_exporter_namespace: Annotated[str, Field(pattern=DNS_LABEL)] = Field(
+        "monitoring",
+        description="Namespace of the node_exporter pods: kube-prometheus-stack's release "
+        "namespace (`helm install -n monitoring` in its instructions).",
     )
     node_exporter_port: Annotated[str, Field(pattern=DNS_LABEL)] = Field(
         "http-metrics", description="Name of node_exporter's container port."

@@ -42,6 +42,7 @@ _FIXES = {
     "greater_than": "write a positive value",
     "greater_than_equal": "write a larger value",
     "less_than_equal": "write a smaller value",
+    "less_than": "write a smaller value",
     "literal_error": "write one of the listed values",
     "dict_type": "write a mapping (key: value)",
     "model_type": "write a mapping (key: value)",
@@ -103,11 +104,33 @@ def _unknown_key(error: dict, model: type[BaseModel] | None) -> str:
     return f"unknown key {key!r}; {_FIXES['extra_forbidden']}"
 
 
+# A value that must match a pattern: what a matching value looks like, by field name.
+_PATTERN_FIXES = {
+    "file": "write an absolute path, e.g. /etc/alertmanager/secrets/<name>/<key>",
+    "name": "write a Kubernetes name: lower-case letters, digits, '-' and '.'",
+    "key": "write a Secret key: letters, digits, '-', '_' and '.'",
+    "namespace": "write a Kubernetes namespace: lower-case letters, digits and '-'",
+}
+
+
+def _fix(error: dict) -> str | None:
+    kind, got = error["type"], error.get("input")
+    limit = (error.get("ctx") or {}).get("lt", (error.get("ctx") or {}).get("le"))
+    if kind in ("less_than", "less_than_equal") and limit == 1 and isinstance(got, int | float):
+        if 1 < got <= 100:  # 85 meant 85 %
+            return f"write {got / 100:g} (a ratio, not a percentage)"
+        return "write a ratio below 1"
+    if kind == "string_pattern_mismatch":
+        field = next((str(i) for i in reversed(error["loc"]) if isinstance(i, str)), "")
+        return _PATTERN_FIXES.get(field, "write a value that matches the pattern")
+    return _FIXES.get(kind)
+
+
 def _describe(error: dict, model: type[BaseModel] | None = None) -> str:
     message = error["msg"].removeprefix("Value error, ")
     if error["type"] == "extra_forbidden":
         return _unknown_key(error, model)
-    fix = _FIXES.get(error["type"])
+    fix = _fix(error)
     got = error.get("input")
     shown = "" if error["type"] == "missing" or isinstance(got, dict) else f" (got {got!r})"
     return f"{message}{shown}" + (f"; {fix}" if fix and fix not in message else "")

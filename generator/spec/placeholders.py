@@ -1,4 +1,5 @@
-"""Placeholders said out loud: example hosts and the built-in example monitoring settings.
+"""Placeholders said out loud: example hosts, the built-in example monitoring settings and the
+placeholder GPU exporter image.
 
 They generate (the bundled examples use them) but would notify no one in a real deployment,
 so `trainsignals validate` and `generate` print one warning per placeholder, naming the field
@@ -10,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
+from trainsignals.generator.spec.deploy import GPU_EXPORTER_IMAGE
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS, MonitoringSettings
 from trainsignals.generator.spec.receivers import Routing
@@ -51,6 +53,23 @@ def _routing_warnings(routing: Routing, where: str) -> list[str]:
     return found
 
 
+def _image_warning(spec: JobSpec, source: str) -> list[str]:
+    k8s = spec.deploy.kubernetes
+    # The DaemonSet is generated for trainsignals' own GPU exporter only (not dcgm).
+    if (
+        k8s is None
+        or spec.gpu_metrics != "trainsignals"
+        or k8s.gpu_exporter_image != GPU_EXPORTER_IMAGE
+    ):
+        return []
+    return [
+        f"{source}: deploy.kubernetes.gpu_exporter_image: the default {GPU_EXPORTER_IMAGE} is "
+        "a placeholder that no registry serves, so the GPU exporter DaemonSet will not start; "
+        "build the image (`trainsignals image` names the tags; Containerfile in the source), "
+        "push it and set gpu_exporter_image to it"
+    ]
+
+
 def placeholder_warnings(
     specs: Iterable[tuple[JobSpec, str]], settings: MonitoringSettings | None
 ) -> list[str]:
@@ -60,6 +79,7 @@ def placeholder_warnings(
     for spec, source in specs:
         found += _routing_warnings(spec.routing, f"{source}: routing")
         found += _routing_warnings(spec.recovery.infra_routing, f"{source}: recovery.infra_routing")
+        found += _image_warning(spec, source)
     if settings is None:
         settings = DEFAULT_SETTINGS
         found.append(

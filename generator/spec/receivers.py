@@ -81,7 +81,7 @@ Severity = Literal["page", "ticket"]
 
 class Routing(BaseModel):
     """A team's receivers per severity. A severity the team's alerts can have needs a receiver
-    (generation fails otherwise, generator/routing/check.py) unless `notify_nobody` lists it:
+    (generation fails otherwise) unless `notify_nobody` lists it:
     the explicit opt-in for alerts that reach no one (e.g. a sandbox job)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -29,8 +29,7 @@ class Shape(StrictModel):
         8, description="GPUs per node, each one rank."
     )
     gpu_model: str = Field(
-        description="GPU model, for its peak FLOP/s (MFU), e.g. H100-SXM; "
-        "trainsignals/metrics/gpu_models.py lists them."
+        description="GPU model, for its peak FLOP/s (MFU), e.g. H100-SXM."
     )
     dtype: Literal["bf16", "fp16", "fp8", "tf32"] = Field(
         "bf16", description="Training precision: picks the peak FLOP/s that MFU divides by."
@@ -236,9 +235,9 @@ class Recovery(StrictModel):
 class Slo(StrictModel):
     """A service level objective on the job, alerted by multi-window burn rates.
 
-    goodput: share of wall time in steps that move the job forward (generator/signals/goodput.py:
-    start-up, checkpoints, eval, data wait, redone steps and recovery are bad time; the job's
-    very first start-up is not counted). throughput: share of training time with
+    goodput: share of wall time in steps that move the job forward (start-up, checkpoints,
+    eval, data wait, redone steps and recovery are bad time; the job's very first start-up is
+    not counted). throughput: share of training time with
     throughput at or above the floor.
     """
 

@@ -33,8 +33,8 @@ monitoring_option = click.option(
     "monitoring_file",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Monitoring settings YAML (owner team, heartbeat URL; see generator/spec/monitoring.py). "
-    "Default: the settings in generator/spec/monitoring.py.",
+    help="Monitoring settings YAML: the team that owns the pipeline, its receivers, the "
+    "heartbeat URL (README 'Meta-monitoring'). Default: built-in example settings.",
 )
 
 
@@ -166,7 +166,8 @@ def check(jobs_dir: Path, out_dir: Path, monitoring_file: Path | None, workers: 
         for line in result.lines():
             click.echo(line, err=True)
         click.echo(
-            "generated files drifted from the specs: run `make dashboards` and commit", err=True
+            "generated files drifted from the specs: run `trainsignals generate` and commit",
+            err=True,
         )
         sys.exit(1)
     click.echo(f"{len(files)} generated file(s) match the specs")

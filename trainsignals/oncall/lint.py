@@ -195,7 +195,7 @@ def _unknown_metric_problems(rule: Rule, known: frozenset[str] | set[str]) -> li
     return [
         rule.problem(
             f"reads {', '.join(unknown)}, which nothing exports or records",
-            "fix the name, record it, or add it to the catalogue in trainsignals/metrics/",
+            "fix the name or record it (trainsignals' metric catalogue: docs/metrics.md)",
         )
     ]
 

@@ -45,12 +45,19 @@ from trainsignals.oncall.postmortem_query import (
     points,
     step_for,
 )
-from trainsignals.oncall.postmortem_signals import LAST_STEP_AGE, SIGNALS, SignalView, threshold
+from trainsignals.oncall.postmortem_signals import (
+    GPU_COUNT,
+    LAST_STEP_AGE,
+    SIGNALS,
+    SignalView,
+    threshold,
+)
 from trainsignals.oncall.postmortem_timeline import (
     AlertEvent,
     Detection,
     build_timeline,
     detection,
+    onset_name,
     runs,
 )
 
@@ -171,7 +178,7 @@ def collect(
     p0, p1 = start - pad, min(end + pad, drawn)
     plot_step = step_for(p0, p1)
     bands = firing_bands(events, p1)
-    onset_alert = next((e.alertname for e in events if e.first_sign == found.earliest_sign), None)
+    onset_alert = onset_name(events, found.earliest_sign, step)
     plot_dir.mkdir(parents=True, exist_ok=True)
     views = []
     tokens: list[tuple[float, float]] = []
@@ -201,6 +208,8 @@ def collect(
             )
         )
     step_age = points(prom.query_range(f"{LAST_STEP_AGE}{selector}", start, min(end, drawn), step))
+    # GPU-hours count the GPUs that ran, not the spec's shape (GPU_COUNT in postmortem_signals).
+    gpu_counts = points(prom.query_range(f"sum({GPU_COUNT}{selector})", p0, min(end, drawn), step))
     badput = None
     if spec is not None:
         try:  # the incident's badput: the goodput command's computation over the window
@@ -214,7 +223,7 @@ def collect(
         spec=spec,
         events=events,
         detection=found,
-        impact=impact(spec, tokens, step_age, start, end, plot_step),
+        impact=impact(spec, tokens, step_age, start, end, plot_step, gpu_counts),
         signals=views,
         queries=list(prom.log),
         prometheus=prom.url,

@@ -1,10 +1,10 @@
 """The postmortem's signal plots, drawn with matplotlib's Agg backend (no display needed).
 
 One PNG per golden signal: the series against a UTC time axis, the unit on the y axis, the
-spec's threshold as a dashed line, the incident window shaded, each firing alert as a strip
-along the top (first firing to resolved) in its own colour, named in the legend and at the
-strip's start, and the fault onset (the first sign of the alerts that fired) as a vertical
-line naming its alert. Deterministic: fixed size and DPI, no timestamp in the PNG metadata.
+spec's threshold as a dashed line, the incident window shaded, each firing alert in its own
+lane above the signal (first firing to resolved, its own colour, named at the lane's left),
+and the fault onset (the first sign of the incident) as a vertical line naming its alert.
+Deterministic: fixed size and DPI, no timestamp in the PNG metadata.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ matplotlib.use("Agg")  # before pyplot: never a GUI backend
 
 import matplotlib.dates as mdates
 import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 SIZE = (640, 240)  # pixels: room for the axes text and a legend below the plot
@@ -74,27 +75,32 @@ def draw(
     size: tuple[int, int] = SIZE,
 ) -> Figure:
     """The figure. `firing`: (first firing, resolved or window end, alert name) per alert
-    instance; `onset`: (time, alert name) of the first sign. Close it with plt.close."""
-    fig, ax = plt.subplots(figsize=(size[0] / DPI, size[1] / DPI), dpi=DPI)
+    instance; `onset`: (time, alert name) of the first sign. Close it with plt.close.
+
+    The alerts get a lane each in a strip above the signal, named by the lane's tick label:
+    names written at their strips' starts overlapped into unreadable text when several alerts
+    fired together, and a legend entry per alert was wider than the figure."""
+    lanes = _lanes(firing)
+    # Constrained layout keeps the lane names, the axis labels and the legend inside the figure.
+    fig = plt.figure(figsize=(size[0] / DPI, size[1] / DPI), dpi=DPI, layout="constrained")
+    fig.get_layout_engine().set(w_pad=0.03, h_pad=0.03, hspace=0.02)
     try:
+        if lanes:
+            grid = fig.add_gridspec(2, 1, height_ratios=[len(lanes), LANES_HEIGHT])
+            ax = fig.add_subplot(grid[1])
+            strip = fig.add_subplot(grid[0], sharex=ax)
+        else:
+            ax, strip = fig.add_subplot(), None
         ax.axvspan(_utc(band[0]), _utc(band[1]), color=BAND, zorder=0, label="incident window")
-        colours: dict[str, str] = {}
-        for a, b, name in firing:
-            new = name not in colours
-            colour = colours.setdefault(name, FIRING[len(colours) % len(FIRING)])
-            ax.axvspan(
-                _utc(a), _utc(max(b, a + step)), ymin=0.93, ymax=1.0, color=colour, zorder=3,
-                label=f"{name} firing" if new else None,
-            )  # fmt: skip
-            if new and t0 <= a <= t1:
-                ax.annotate(
-                    name, (_utc(a), 0.92), xycoords=("data", "axes fraction"), fontsize=5,
-                    color=colour, va="top", ha="left",
-                )  # fmt: skip
+        if strip is not None:
+            _draw_lanes(strip, lanes, firing, band, step)
         if onset is not None and t0 <= onset[0] <= t1:
-            ax.axvline(
-                _utc(onset[0]), color=ONSET, linewidth=1.5, label=f"onset: {onset[1]} pending"
-            )
+            for axes in (ax, strip):
+                if axes is not None:
+                    axes.axvline(
+                        _utc(onset[0]), color=ONSET, linewidth=1.5,
+                        label=f"onset: {onset[1]} pending" if axes is ax else None,
+                    )  # fmt: skip
         if spec.threshold is not None:
             ax.axhline(
                 spec.threshold, color=THRESHOLD, linestyle="--", linewidth=1,
@@ -124,19 +130,69 @@ def draw(
         ax.xaxis.set_major_formatter(formatter)
         ax.set_xlabel("time (UTC)", fontsize=7)
         ax.set_ylabel(spec.unit or spec.title.lower(), fontsize=7)
-        ax.set_title(spec.title, fontsize=8, loc="left")
+        (strip or ax).set_title(spec.title, fontsize=8, loc="left")
         ax.tick_params(labelsize=6)
         ax.grid(True, linewidth=0.3, alpha=0.6)
         ax.xaxis.get_offset_text().set_fontsize(6)
-        # Below the axes, so it never hides the data.
-        ax.legend(
-            fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.32), ncol=5, frameon=False
-        )
-        fig.tight_layout(pad=0.3)
+        # Below the axes, so it never hides the data; as many columns as fit the width.
+        _fitting_legend(fig, ax)
         return fig
     except BaseException:
         plt.close(fig)
         raise
+
+
+LANES_HEIGHT = 9  # the signal's height in lanes: 5 lanes take a third of the axes
+MAX_LANES = 6
+
+
+def _lanes(firing: Sequence[tuple[float, float, str]]) -> list[str]:
+    """One lane per alert name in order of first firing; past MAX_LANES, one lane for the rest."""
+    names = list(dict.fromkeys(name for _, _, name in sorted(firing)))
+    if len(names) <= MAX_LANES:
+        return names
+    return [*names[: MAX_LANES - 1], f"{len(names) - MAX_LANES + 1} other alerts"]
+
+
+def _draw_lanes(
+    strip: Axes,
+    lanes: list[str],
+    firing: Sequence[tuple[float, float, str]],
+    band: tuple[float, float],
+    step: float,
+) -> None:
+    strip.axvspan(_utc(band[0]), _utc(band[1]), color=BAND, zorder=0)
+    for a, b, name in firing:
+        lane = lanes.index(name) if name in lanes else len(lanes) - 1
+        colour = FIRING[lane % len(FIRING)]
+        left = mdates.date2num(_utc(a))
+        width = mdates.date2num(_utc(max(b, a + step))) - left
+        strip.barh(lane, width, left=left, height=0.7, color=colour, zorder=3)
+    strip.set_ylim(len(lanes) - 0.5, -0.5)  # the first to fire on top
+    strip.set_yticks(range(len(lanes)), lanes, fontsize=6)
+    for label, lane in zip(strip.get_yticklabels(), range(len(lanes)), strict=True):
+        label.set_color(FIRING[lane % len(FIRING)])
+    strip.tick_params(axis="x", labelbottom=False, length=0)
+    strip.tick_params(axis="y", length=0)
+    strip.grid(True, axis="x", linewidth=0.3, alpha=0.6)
+    for side in ("top", "right", "bottom"):
+        strip.spines[side].set_visible(False)
+
+
+def _fitting_legend(fig: Figure, ax: Axes) -> None:
+    """The legend of `ax` below the axes, in as many columns (at most 4) as fit the figure's
+    width: five columns of long labels ran off both edges."""
+    handles, labels = ax.get_legend_handles_labels()
+    width = fig.get_figwidth() * fig.dpi
+    renderer = fig.canvas.get_renderer()
+    for ncol in range(min(4, len(labels)), 0, -1):
+        legend = fig.legend(
+            handles, labels, fontsize=6, loc="outside lower center", ncol=ncol, frameon=False,
+            handlelength=1.5, columnspacing=1.0,
+        )  # fmt: skip
+        if ncol == 1 or legend.get_window_extent(renderer).width <= 0.98 * width:
+            return
+        legend.remove()
 
 
 def firing_bands(events: Sequence[object], end: float) -> list[tuple[float, float, str]]:

@@ -28,6 +28,7 @@ SIGNALS: tuple[Signal, ...] = (
     Signal("data_wait", "Data-wait share", "job:trainsignals_data_wait:ratio_rate5m", "ratio"),
 )
 LAST_STEP_AGE = "job:trainsignals_last_step:age_seconds"
+GPU_COUNT = "node:trainsignals_gpus:count"  # GPU series per node (a lost GPU still has one)
 
 
 @dataclass

@@ -148,3 +148,32 @@ def detection(events: list[AlertEvent], start: float) -> Detection:
         tickets=[e for e in fired if e.severity == "ticket"],
         suppressed=[e for e in fired if e.severity == "page" and not e.paged],
     )
+
+
+def _reads_other_alerts(name: str) -> bool:
+    """A meta or input alert (AlertInputMissing, the pipeline's own): it goes pending with the
+    fault it did not cause, as the inputs of a dead rank vanish."""
+    from trainsignals.generator.alerts.catalog import BY_NAME
+    from trainsignals.generator.spec.monitoring import META_ALERT_NAMES
+
+    found = BY_NAME.get(name)
+    return name in META_ALERT_NAMES or (found is not None and found.reads_other_alerts)
+
+
+def onset_name(events: list[AlertEvent], earliest: float, step: float) -> str | None:
+    """The alert the onset line names: of those whose first sign came within a query step of
+    the earliest, the one that explains the incident: a page before a ticket, a fault's own
+    alert before a meta or input alert (AlertInputMissing went pending with GpuLost)."""
+    near = [e for e in events if e.first_sign is not None and e.first_sign - earliest <= step]
+    if not near:
+        return None
+    best = min(
+        near,
+        key=lambda e: (
+            e.severity != "page",
+            _reads_other_alerts(e.alertname),
+            e.first_sign,
+            e.alertname,
+        ),
+    )
+    return best.alertname

@@ -214,7 +214,10 @@ def check_routing(job: Job, am_url: str | None) -> Check:
     check = Check(f"each alert routes to the spec's receiver ({origin})")
     amtool = shutil.which("amtool")
     if amtool is None:
-        check.fail("amtool not found", "run `make setup` (Debian prometheus-alertmanager)")
+        check.fail(
+            "amtool not found",
+            "install amtool (Debian/Ubuntu: apt-get install prometheus-alertmanager)",
+        )
         return check
     config = yaml.safe_load(text) or {}
     receivers = {r.get("name"): r for r in config.get("receivers") or []}
@@ -334,7 +337,7 @@ def render(job: str, checks: list[Check]) -> str:
     type=click.Path(file_okay=False, path_type=Path),
     default=".",
     show_default=True,
-    help="Checkout holding the generated runbooks/.",
+    help="Folder holding the generated runbooks/ (the --out of `trainsignals generate`).",
 )
 def readiness_command(
     job_name: str, prometheus_url: str, alertmanager_url: str | None, jobs_dir: Path, root: Path

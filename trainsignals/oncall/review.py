@@ -35,6 +35,25 @@ def git(repo: Path, *args: str) -> str:
     return result.stdout
 
 
+def git_root(repo: Path) -> Path:
+    """The checkout holding `repo`; outside one, an error that says what to do instead."""
+    try:
+        result = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "--show-toplevel"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+    except FileNotFoundError:
+        result = None
+    if result is None or result.returncode != 0:
+        raise click.ClickException(
+            f"{repo}: not inside a git checkout, so there are no revisions to compare. Run it "
+            "in the repository that commits the generated alerts/ and dashboards/ (or pass "
+            "--repo), or compare two output folders: `trainsignals diff OLD_DIR NEW_DIR` "
+            "(each written by `trainsignals generate --out DIR`)."
+        )
+    return Path(result.stdout.strip())
+
+
 def default_base(repo: Path) -> str:
     """Where this branch left main; HEAD itself when there is no main to compare with."""
     result = subprocess.run(
@@ -344,16 +363,23 @@ def diff_command(base: str | None, head: str | None, repo: Path, fail_on_page_ch
     """Markdown review of generated alerts, recording rules and dashboards from BASE to HEAD.
 
     BASE defaults to `git merge-base HEAD main` (HEAD when there is no main); HEAD defaults
-    to the work tree.
+    to the work tree. BASE and HEAD may also be two output folders of `trainsignals generate
+    --out`: then no git checkout is needed.
     """
-    root = Path(git(repo, "rev-parse", "--show-toplevel").strip())
-    base = base or default_base(root)
-    result = review(
-        revision_files(root, base),
-        revision_files(root, head),
-        revision_label(root, base),
-        revision_label(root, head),
-    )
+    folders = [Path(rev) for rev in (base, head) if rev is not None and Path(rev).is_dir()]
+    if base is not None and head is not None and len(folders) == 2:
+        # Two output folders (`trainsignals generate --out`): no git needed.
+        old, new = folders
+        result = review(revision_files(old, None), revision_files(new, None), str(base), str(head))
+    else:
+        root = git_root(repo)
+        base = base or default_base(root)
+        result = review(
+            revision_files(root, base),
+            revision_files(root, head),
+            revision_label(root, base),
+            revision_label(root, head),
+        )
     click.echo(result.markdown, nl=False)
     if fail_on_page_change and result.page_changed:
         raise SystemExit(2)
