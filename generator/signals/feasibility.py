@@ -1,8 +1,10 @@
 """Can the spec's own healthy job meet its objectives? Goodput SLOs and checkpoint_max_age.
 
 A spec is refused (generator/loader.py) when the job it describes, running as its `cadence`
-says, would burn its goodput budget or page CheckpointTooOld after one ordinary restart: its
-own generated tests would fail, and so would its pager on a healthy day.
+says, would burn its goodput budget without a single failure or page CheckpointTooOld after
+one ordinary restart: its own generated tests would fail, and so would its pager on a healthy
+day. An objective only the expected failures at the job's GPU count put out of reach is a
+warning (`trainsignals validate` / `generate` print it): the failure rate is a fleet average.
 
 Expected goodput (effective training time ratio, ETTR), the standard model (Kokolis et al.
 2024, "Revisiting Reliability in Large-Scale ML Research Clusters", arXiv:2410.21680): each
@@ -123,22 +125,44 @@ def max_age_problems(spec: JobSpec) -> list[str]:
 
 
 def goodput_problems(spec: JobSpec) -> list[str]:
-    """Goodput objectives the spec's own healthy job cannot meet: refused with the numbers."""
+    """Goodput objectives the spec's own healthy job misses without a single failure (its
+    saves, evals and data wait, through the burn windows): refused, since its generated tests
+    and its pager would fire on a healthy day."""
     problems = []
     for index, slo in enumerate(spec.slos):
         if slo.sli != "goodput":
             continue
         e = expected_ettr(spec)
         floor = healthy_floor(healthy_pattern(spec.cadence))
-        best = _down(min(e.value, floor - MARGIN))
+        best = _down(min(e.value + e.failures, floor - MARGIN))
         if slo.objective <= best:
             continue
         problems.append(
             f"slos[{index}].objective: goodput {slo.objective:g} cannot be met by this job's "
-            f"own healthy pattern: {_explain(spec, e)}; its healthy job (cadence) stays under "
-            f"the burn alerts up to {_down(floor - MARGIN):g}; {_fix(spec, slo.objective, best)}"
+            f"own healthy pattern (cadence), even without failures: it stays under the burn "
+            f"alerts up to {_down(floor - MARGIN):g}, and {_explain(spec, e)}; "
+            f"{_fix(spec, slo.objective, best)}"
         )
     return problems
+
+
+def goodput_warnings(spec: JobSpec) -> list[str]:
+    """Goodput objectives above the expected ETTR once failures at the job's GPU count are
+    counted: a warning (the failure rate is a fleet average, not this job's), with the fix."""
+    warnings = []
+    for index, slo in enumerate(spec.slos):
+        if slo.sli != "goodput":
+            continue
+        e = expected_ettr(spec)
+        best = _down(e.value)
+        if slo.objective <= best or goodput_problems(spec):
+            continue
+        warnings.append(
+            f"slos[{index}].objective: goodput {slo.objective:g} is above what failures at "
+            f"{spec.shape.gpus:,} GPUs leave: {_explain(spec, e)}; the budget would burn on "
+            f"ordinary failures alone; {_fix(spec, slo.objective, best)}"
+        )
+    return warnings
 
 
 def _explain(spec: JobSpec, e: Ettr) -> str:

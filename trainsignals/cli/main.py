@@ -64,6 +64,7 @@ def _routed(specs: list, settings) -> None:  # settings: MonitoringSettings | No
     """Refuse alerts that would reach no one (generator/routing/check.py); warn about
     placeholders (example hosts, the built-in example monitoring settings)."""
     from trainsignals.generator.routing.check import routing_problems
+    from trainsignals.generator.signals.feasibility import goodput_warnings
     from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS
     from trainsignals.generator.spec.placeholders import placeholder_warnings
 
@@ -74,6 +75,9 @@ def _routed(specs: list, settings) -> None:  # settings: MonitoringSettings | No
         raise SystemExit(1)
     for warning in placeholder_warnings(specs, settings):
         click.echo(f"warning: {warning}", err=True)
+    for spec, source in specs:  # goodput objectives failures alone put out of reach
+        for warning in goodput_warnings(spec):
+            click.echo(f"warning: {source}: {warning}", err=True)
 
 
 def _headed(specs: list) -> list:
