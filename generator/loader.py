@@ -9,6 +9,7 @@ import yaml
 from pydantic import ValidationError
 from trainsignals.generator.alerts.catalog import suggest_alert_name
 from trainsignals.generator.routing.kubernetes import secret_reference_problems
+from trainsignals.generator.signals.feasibility import feasibility_problems
 from trainsignals.generator.spec.errors import SpecError, problem_lines
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.generator.spec.secrets import secret_problems
@@ -41,6 +42,10 @@ def parse_spec(path: Path, text: str) -> JobSpec:
     unreferenced = secret_reference_problems(spec)  # deploy.kubernetes needs Secret names
     if unreferenced:
         raise SpecError([f"{path}: {line}" for line in unreferenced])
+    # Objectives the spec's own healthy job would miss (its generated tests would fail too).
+    infeasible = feasibility_problems(spec)
+    if infeasible:
+        raise SpecError([f"{path}: {line}" for line in infeasible])
     return spec
 
 

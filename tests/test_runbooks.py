@@ -154,7 +154,7 @@ def test_per_job_values_come_from_the_spec(files: dict[str, str]) -> None:
     assert "maria@example.com, sam@example.com" in llama
     assert "`applied-ml-oncall`" in llama
     assert "`/mnt/ckpt/llama-8b-finetune`" in llama
-    assert "fires when > 1h" in llama  # checkpoint_max_age: 1h
+    assert "fires when > 2h30m" in llama  # checkpoint_max_age: 2h30m
     assert "> 3h" in job_section(text, "gpt-70b-pretrain")  # checkpoint_max_age: 3h
     assert "(not set in the spec)" in job_section(text, "minimal")
 

@@ -12,11 +12,13 @@ live values.
 from __future__ import annotations
 
 from trainsignals.generator.alerts.definitions import fabric as fabric_definitions
+from trainsignals.generator.alerts.definitions.loss_checkpoint import CHECKPOINT_TOO_OLD
 from trainsignals.generator.alerts.definitions.reachability import (
     NODE_DOWN,
     NODE_UNREACHABLE_RECENTLY,
 )
 from trainsignals.generator.alerts.rules import AlertRule, severity, team
+from trainsignals.generator.rules.checkpoint_restart import checkpoint_restart_test
 from trainsignals.generator.rules.reads import Reads, alert_reads, keeps
 from trainsignals.generator.signals.fabric_series import FABRIC_PORT, ib_series
 from trainsignals.generator.signals.faults import (
@@ -364,6 +366,8 @@ def _rule_tests(
         if ctx.spec.recovery.max_restarts is None:
             tests.append(frequent_restarts_test(ctx, inputs))
     tests.append(completion_test(ctx, inputs, fabric=fabric))
+    if any(a.name == CHECKPOINT_TOO_OLD for a in alerts):
+        tests.append(checkpoint_restart_test(ctx, inputs))
     tests += [*(fault_test(ctx, c, inputs, r) for c, r in cases), *goodput_tests(ctx)]
     return promtool_suite(ctx, rule_file, tests)
 

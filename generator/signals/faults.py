@@ -10,11 +10,36 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from trainsignals.generator.signals.promql import RuleContext
+from trainsignals.generator.spec.sections import Cadence
 
 # A healthy job runs close to its step-time bound: 3% of its steps are slower than the bound
 # (p95 under it), the rest between half the bound and the bound.
 HEALTHY_SLOW_STEPS = 0.03
+HEALTHY_DATA_WAIT = 0.02  # share of a stepping minute spent waiting for data (a fed loader)
 FAULT_ONSET = 40  # minutes: startup and warm-up are over, the job trains
+STARTUP_MINUTES, WARMUP_END = 5, 30  # the healthy job's first start-up, then its warm-up
+
+# The cadence in whole minutes (the tests' resolution): checkpoint interval, save time, eval
+# interval (0: no evals), eval time.
+Pattern = tuple[int, int, int, int]
+
+
+def _minutes(seconds: int) -> int:
+    return max(1, round(seconds / 60))
+
+
+def healthy_pattern(cadence: Cadence) -> Pattern:
+    """The spec's cadence as the healthy job's minutes."""
+    evals = cadence.eval_interval
+    return (
+        _minutes(cadence.checkpoint_interval),
+        _minutes(cadence.checkpoint_save_time),
+        _minutes(evals) if evals else 0,
+        _minutes(cadence.eval_time),
+    )
+
+
+DEFAULT_PATTERN = healthy_pattern(Cadence())
 
 
 @dataclass
@@ -79,11 +104,12 @@ class JobTimeline:
         count = self.minutes + 1
         # Column by column: every value of a minute follows from its phase alone (and the loss
         # from the minute), as when this was one loop over the minutes.
-        self.phase += _healthy_phases(count)
-        self.tokens_per_second += _at_speed(self.healthy_tokens, count)
-        self.steps_per_second += _at_speed(self.healthy_steps, count)
+        pattern = healthy_pattern(self.ctx.spec.cadence)
+        self.phase += _healthy_phases(count, pattern)
+        self.tokens_per_second += _at_speed(self.healthy_tokens, count, pattern)
+        self.steps_per_second += _at_speed(self.healthy_steps, count, pattern)
         self.slow_step_share += [HEALTHY_SLOW_STEPS] * count
-        self.data_wait_share += _at_speed(0.05, count, flat=True)
+        self.data_wait_share += _at_speed(HEALTHY_DATA_WAIT, count, pattern, flat=True)
         self.loss += _healthy_loss(count)
         self.nonfinite_per_minute += [0.0] * count
         self.dropped_per_minute += [0.0] * count
@@ -100,20 +126,21 @@ class JobTimeline:
 _SPEED = {"warmup": 0.6, "train": 1.0}
 
 
-# The healthy phases and loss of the first `count` minutes: the same for every spec, asked
-# for at a few dozen lengths (one per test): each length computed once.
+# The healthy phases and loss of the first `count` minutes: the same for every spec of one
+# cadence, asked for at a few dozen lengths (one per test): each length computed once.
 @lru_cache(maxsize=256)
-def _healthy_phases(count: int) -> tuple[str, ...]:
-    return tuple(healthy_phase(minute) for minute in range(count))
+def _healthy_phases(count: int, pattern: Pattern) -> tuple[str, ...]:
+    return tuple(healthy_phase(minute, pattern) for minute in range(count))
 
 
 @lru_cache(maxsize=256)
-def _at_speed(rate: float, count: int, flat: bool = False) -> tuple[float, ...]:
+def _at_speed(rate: float, count: int, pattern: Pattern, flat: bool = False) -> tuple[float, ...]:
     """Per healthy minute: `rate` times its phase's speed (`flat`: times 1) while stepping,
     else 0. A spec's fault tests ask for a few dozen lengths: each worked out once."""
+    phases = _healthy_phases(count, pattern)
     if flat:
-        return tuple([rate if p in _SPEED else 0.0 for p in _healthy_phases(count)])
-    return tuple([rate * _SPEED[p] if p in _SPEED else 0.0 for p in _healthy_phases(count)])
+        return tuple([rate if p in _SPEED else 0.0 for p in phases])
+    return tuple([rate * _SPEED[p] if p in _SPEED else 0.0 for p in phases])
 
 
 @lru_cache(maxsize=256)
@@ -121,15 +148,22 @@ def _healthy_loss(count: int) -> tuple[float | None, ...]:
     return tuple(2 + 8 / math.sqrt(minute + 10) if minute >= 5 else None for minute in range(count))
 
 
-def healthy_phase(minute: int) -> str:
-    """Startup 5m, warm-up to 30m, a 3m checkpoint every hour, one 10m eval at 2h30."""
-    if minute < 5:
+def healthy_phase(minute: int, pattern: Pattern = DEFAULT_PATTERN) -> str:
+    """Startup 5m, warm-up to 30m, then the spec's cadence: a save every checkpoint interval,
+    an eval every eval interval (the first halfway through it). A save wins a minute both
+    claim (an eval that meets a save is cut short, never longer)."""
+    every, save, eval_every, eval_time = pattern
+    if minute < STARTUP_MINUTES:
         return "startup"
-    if minute < 30:
+    if minute < WARMUP_END:
         return "warmup"
-    if minute >= 60 and minute % 60 < 3:
+    if minute >= every and minute % every < save:
         return "checkpoint"
-    if 150 <= minute < 160:
+    if (
+        eval_every
+        and minute >= eval_every // 2
+        and (minute - eval_every // 2) % eval_every < (eval_time)
+    ):
         return "eval"
     return "train"
 

@@ -66,13 +66,16 @@ def slo_recordings(ctx: RuleContext) -> list[dict]:
     if any(slo.sli == "goodput" for slo in spec.slos):
         # The 5m goodput once the job has completed a step: its very first start-up would
         # otherwise fill the nearly empty long windows of a young job and page. Restarts
-        # (the global step's high-water mark is above 0 then) count in full.
+        # (the global step's high-water mark is above 0 then) count in full. Until it has
+        # finished: the minutes after a clean exit (no process, targets leaving) are no
+        # badput of a job that is done.
         rank0 = ctx.raw(rank="0")
         rules.append(
             {
                 "record": SLO_GOODPUT,
                 "expr": f"{goodput_name('5m')}{r} and on () "
-                f"max(max_over_time(trainsignals_global_step{rank0}[{ctx.range(86400)}])) > 0",
+                f"max(max_over_time(trainsignals_global_step{rank0}[{ctx.range(86400)}])) > 0 "
+                f"unless on () job:trainsignals_completed:bool{r} == 1",
                 "labels": ctx.job_label,
             }
         )

@@ -15,6 +15,7 @@ from trainsignals.generator.spec.receivers import Routing
 # The sections and value types live in their own modules; importers keep using this one.
 from trainsignals.generator.spec.sections import (
     CRASH_LOOP_RESTARTS,
+    Cadence,
     Links,
     Objectives,
     Recovery,
@@ -35,6 +36,7 @@ from trainsignals.generator.spec.types import (
 
 __all__ = [
     "CRASH_LOOP_RESTARTS",
+    "Cadence",
     "Duration",
     "JobSpec",
     "Links",
@@ -77,6 +79,11 @@ class JobSpec(StrictModel):
     shape: Shape = Field(description="What the job runs on and the FLOPs of its work (for MFU).")
     objectives: Objectives = Field(
         Objectives(), description="What healthy means: the thresholds of the alerts."
+    )
+    cadence: Cadence = Field(
+        Cadence(),
+        description="How a healthy run saves and evaluates: the generated tests' healthy job "
+        "follows it; goodput objectives and checkpoint_max_age are checked against it.",
     )
     alerts: dict[str, Severity] = Field(
         default_factory=dict,

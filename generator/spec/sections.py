@@ -127,7 +127,13 @@ class Objectives(StrictModel):
         "Longest announced pause (eval, checkpoint) before it counts as a stall; "
         "at least stall_after.",
     )
-    checkpoint_max_age: Duration = _d(2 * 3600, "Newest successful checkpoint older: alert.")
+    checkpoint_max_age: Duration = _d(
+        150 * 60,
+        "Newest successful checkpoint older: alert. One ordinary restart must not reach it: at "
+        "least 2 x cadence.checkpoint_interval + recovery.restart_budget + "
+        "cadence.checkpoint_save_time (a crash just before a save restores a checkpoint one "
+        "interval old, and the next save comes an interval of steps after the restart).",
+    )
     data_wait_max_ratio: Ratio = _d(0.25, "Share of step time spent waiting for data.")
     disk_free_min_ratio: Ratio = _d(0.10, "Free-space floor of the checkpoint disk.")
     disk_full_horizon: Duration = _d(
@@ -149,6 +155,39 @@ class Objectives(StrictModel):
         if self.max_pause < self.stall_after:
             raise ValueError(
                 "max_pause must be at least stall_after (a pause is a stall the job announced)"
+            )
+        return self
+
+
+class Cadence(StrictModel):
+    """How a healthy run of the job spends its time between steps: its saves and evals.
+
+    The generated tests' healthy job follows it, and goodput objectives and checkpoint_max_age
+    are checked against it (README: expected goodput): a spec whose own healthy job
+    would page is refused.
+    """
+
+    checkpoint_interval: Duration = _d(3600, "How often the job saves a checkpoint.")
+    checkpoint_save_time: Duration = _d(
+        180, "How long one save pauses training (phase `checkpoint`)."
+    )
+    eval_interval: Duration | None = _d(
+        5 * 3600,
+        "How often the job pauses for an eval (the first halfway through); null: never.",
+    )
+    eval_time: Duration = _d(600, "How long one eval pauses training (phase `eval`).")
+
+    @model_validator(mode="after")
+    def _pauses_fit(self) -> Cadence:
+        if self.checkpoint_save_time >= self.checkpoint_interval:
+            raise ValueError(
+                "checkpoint_save_time must be shorter than checkpoint_interval (the job would "
+                "never train), e.g. checkpoint_save_time: 3m with checkpoint_interval: 1h"
+            )
+        if self.eval_interval is not None and self.eval_time >= self.eval_interval:
+            raise ValueError(
+                "eval_time must be shorter than eval_interval (the job would never train), "
+                "e.g. eval_time: 10m with eval_interval: 6h"
             )
         return self
 

@@ -63,8 +63,10 @@ def _monitoring(path: Path | None):  # -> MonitoringSettings | None
 def _routed(specs: list, settings) -> None:  # settings: MonitoringSettings | None
     """Refuse alerts that would reach no one (generator/routing/check.py); warn about
     placeholders (example hosts, the built-in example monitoring settings) and a monitoring
-    team whose only integration is one it watches."""
+    team whose only integration is one it watches, and goodput objectives that expected
+    failures put out of reach."""
     from trainsignals.generator.routing.check import delivery_warnings, routing_problems
+    from trainsignals.generator.signals.feasibility import goodput_warnings
     from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS
     from trainsignals.generator.spec.placeholders import placeholder_warnings
 
@@ -77,6 +79,9 @@ def _routed(specs: list, settings) -> None:  # settings: MonitoringSettings | No
     warnings += delivery_warnings(specs, settings or DEFAULT_SETTINGS)
     for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
+    for spec, source in specs:  # goodput objectives failures alone put out of reach
+        for warning in goodput_warnings(spec):
+            click.echo(f"warning: {source}: {warning}", err=True)
 
 
 def _headed(specs: list) -> list:
