@@ -12,6 +12,7 @@ live values.
 from __future__ import annotations
 
 from trainsignals.generator.alerts.rules import AlertRule, severity, team
+from trainsignals.generator.rules.long_horizon import slow_first_step_test
 from trainsignals.generator.rules.reads import Reads, alert_reads, keeps
 from trainsignals.generator.signals.fabric_series import FABRIC_PORT, ib_series
 from trainsignals.generator.signals.faults import (
@@ -356,6 +357,7 @@ def _rule_tests(
         if ctx.spec.recovery.max_restarts is None:
             tests.append(frequent_restarts_test(ctx, inputs))
     tests.append(completion_test(ctx, inputs, fabric=fabric))
+    tests.append(slow_first_step_test(ctx))
     tests += [*(fault_test(ctx, c, inputs, r) for c, r in cases), *goodput_tests(ctx)]
     return promtool_suite(ctx, rule_file, tests)
 
