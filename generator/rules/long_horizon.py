@@ -216,7 +216,7 @@ def hang_after_saves_stop_test(ctx: RuleContext, document: dict) -> dict:
 
     t = JobTimeline(ctx, minutes, fault).build()
     alert = "CheckpointTooOld"
-    due = _up(SAVED_AT + limit + HANG + 10 + 6)  # the hang's minutes are no unsaved work
+    due = _up(SAVED_AT + limit + HANG + 10 + 9)  # the hang's minutes are no unsaved work
     firing = _alert(ctx, alert, "firing")
     return {
         "name": f"{alert} pages on time after an unrelated {HANG}m hang while saves fail",

@@ -23,8 +23,8 @@ from trainsignals.generator.signals.promql import RuleContext
 
 # How far back a restarted Prometheus looks for a carried value it lost (the lookback is 5m).
 SEED_LOOKBACK_S = 86400
-# No step for this long: the job stands still (an outage, a hang, a pause), and the work at risk
-# since the newest checkpoint does not grow.
+# No step nor announced pause for this long: the job stands still (an outage, a hang), and the
+# work at risk since the newest checkpoint does not grow.
 STILL_AFTER_S = 120
 
 
@@ -115,7 +115,9 @@ def carried_recordings(ctx: RuleContext) -> dict[str, str]:
         if state.new in inputs:
             rules[state.new] = inputs[state.new]
         if state.drift == "job:trainsignals_standing_still:bool":
-            rules[state.drift] = f"time() - {LAST_STEP}{r} > bool {ctx.seconds(STILL_AFTER_S):g}"
+            # Neither a step nor an announced pause (eval, checkpoint): an outage or a hang.
+            last = f"(({LAST_STEP}{r} > {LAST_PAUSE}{r}) or {LAST_PAUSE}{r} or {LAST_STEP}{r})"
+            rules[state.drift] = f"time() - {last} > bool {ctx.seconds(STILL_AFTER_S):g}"
         rules[state.record] = carried_expr(ctx, state)
     return rules
 
