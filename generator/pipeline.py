@@ -18,6 +18,7 @@ from trainsignals.generator.output.files import (
 )
 from trainsignals.generator.output.workers import map_in_workers, worker_count
 from trainsignals.generator.output.yaml import dump
+from trainsignals.generator.rules.long_horizon import long_suite
 from trainsignals.generator.rules.unit_tests import rule_tests
 from trainsignals.generator.runbooks.render import JobRunbooks, job_runbooks, render_job_runbooks
 from trainsignals.generator.signals.promql import RuleContext
@@ -87,6 +88,9 @@ def job_output(spec: JobSpec, source: str, options: Options = Options()) -> JobO
     if options.with_tests and options.time_scale == 1:
         files[f"alerts/{spec.name}.test.yaml"] = dump(
             rule_tests(ctx, alerts, f"{spec.name}.rules.yaml", document), top
+        )
+        files[f"alerts/{spec.name}.long.test.yaml"] = dump(
+            long_suite(ctx, f"{spec.name}.rules.yaml", document), top
         )
     if options.with_dashboards:
         from trainsignals.generator.dashboards.job import build_dashboard

@@ -19,6 +19,7 @@ from trainsignals.generator.alerts.definitions.reachability import (
 )
 from trainsignals.generator.alerts.rules import AlertRule, severity, team
 from trainsignals.generator.rules.checkpoint_restart import checkpoint_restart_test
+from trainsignals.generator.rules.long_horizon import slow_first_step_test
 from trainsignals.generator.rules.reads import Reads, alert_reads, keeps
 from trainsignals.generator.signals.fabric_series import FABRIC_PORT, ib_series
 from trainsignals.generator.signals.faults import (
@@ -368,6 +369,7 @@ def _rule_tests(
     tests.append(completion_test(ctx, inputs, fabric=fabric))
     if any(a.name == CHECKPOINT_TOO_OLD for a in alerts):
         tests.append(checkpoint_restart_test(ctx, inputs))
+    tests.append(slow_first_step_test(ctx))
     tests += [*(fault_test(ctx, c, inputs, r) for c, r in cases), *goodput_tests(ctx)]
     return promtool_suite(ctx, rule_file, tests)
 

@@ -10,6 +10,15 @@ import re
 from collections.abc import Iterable, Mapping
 
 from trainsignals.exporters.training.metrics import STEP_BUCKETS
+from trainsignals.generator.signals.durable import (
+    CHECKPOINT_COVERS,
+    COMPLETED_AT,
+    LAST_CHECKPOINT,
+    LAST_PAUSE,
+    LAST_STEP,
+    NEWEST_START,
+    carried_recordings,
+)
 from trainsignals.generator.signals.fabric import fabric_recordings
 from trainsignals.generator.signals.goodput import goodput_long_recordings, goodput_recordings
 from trainsignals.generator.signals.gpu import gpu_source
@@ -26,7 +35,7 @@ NODE_HARDWARE_FAULTS = ("GpuLost", "GpuXidCritical", "GpuUncorrectableEccErrors"
 SLOW_INTERVAL = 180
 # Step-time quantiles for the dashboards and postmortems (the alert counts steps over the bound).
 STEP_TIME_QUANTILES = {"p50": 0.5, "p95": 0.95}
-# How long a clean exit is remembered (and a job with no checkpoint is aged back): a day.
+# How long the job's targets count as expected after rank 0 was last seen: a day.
 COMPLETION_MEMORY_S = 86400
 # Every rank's step-time buckets rated and summed by `le` (job level, one series per bucket).
 STEP_BUCKET_RATE = "job:trainsignals_step_duration_seconds_bucket:rate5m"
@@ -41,7 +50,6 @@ def job_recordings(ctx: RuleContext) -> dict[str, str]:
         if spec.shape.model_flops_per_token is not None
         else f"job:trainsignals_steps:rate5m{ctx.recorded()} * {spec.shape.model_flops_per_step:g}"
     )
-    paused_at = f"timestamp(job:trainsignals_phase_paused:max{ctx.recorded()} == 1)"
     rules = {
         "job:trainsignals_tokens:rate5m": f"sum(rate(trainsignals_tokens_total{raw}[{w5}]))",
         "job:trainsignals_samples:rate5m": f"sum(rate(trainsignals_samples_total{raw}[{w5}]))",
@@ -87,49 +95,14 @@ def job_recordings(ctx: RuleContext) -> dict[str, str]:
         "job:trainsignals_loss:avg10m": (
             f"avg_over_time(job:trainsignals_loss:avg{ctx.recorded()}[{ctx.range(600)}])"
         ),
-        # The slowest rank decides: a hung collective stops every rank, a straggler only one.
-        # Before any rank of this incarnation stepped, since the process started.
-        "job:trainsignals_last_step:age_seconds": (
-            f"time() - (min(trainsignals_last_step_timestamp_seconds{raw}) "
-            f"or min(trainsignals_process_start_time_seconds{raw}))"
-        ),
-        # Progress of any rank (all step together): survives restarts as the newest step; a
-        # restarted process reports nothing until it steps (never its own start).
-        "job:trainsignals_last_step:timestamp_max": (
-            f"max(trainsignals_last_step_timestamp_seconds{raw})"
-        ),
-        # The newest checkpoint saved or restored, as last reported: while the ranks are gone
-        # (a restart under way) the checkpoint is as old as it was, not as old as the job.
-        # With none at all, the age of the job's first process in the last day (restarting
-        # without a checkpoint is no checkpoint).
-        "job:trainsignals_last_checkpoint:timestamp_max": (
-            f"max(trainsignals_last_checkpoint_timestamp_seconds{raw})"
-        ),
-        "job:trainsignals_last_checkpoint:age_seconds": (
-            f"time() - (last_over_time(job:trainsignals_last_checkpoint:timestamp_max"
-            f"{ctx.recorded()}[{ctx.range(COMPLETION_MEMORY_S)}]) or on () "
-            f"min_over_time(job:trainsignals_incarnation_start:max{ctx.recorded()}"
-            f"[{ctx.range(COMPLETION_MEMORY_S)}]))"
-        ),
-        # A clean exit (phase "done", TrainingMetrics.finish()) is remembered for a day after
-        # the targets left: a completed job is no incident (no progress, targets down).
+        # A clean exit (phase "done", TrainingMetrics.finish()): a completed job is no
+        # incident (no progress, targets down) until a new run of it starts (durable.py).
         "job:trainsignals_phase_done:max": f"max(trainsignals_phase{ctx.raw(phase='done')})",
-        "job:trainsignals_completed:bool": (
-            f"last_over_time(job:trainsignals_phase_done:max{ctx.recorded()}"
-            f"[{ctx.range(COMPLETION_MEMORY_S)}])"
-        ),
         # 1 only while every rank reports phase "train": pauses silence the training alerts.
         "job:trainsignals_phase_train:min": f"min(trainsignals_phase{ctx.raw(phase='train')})",
         # An announced pause (eval, checkpoint) on any rank: no-progress waits longer.
         "job:trainsignals_phase_paused:max": (
             f"max(trainsignals_phase{ctx.raw(phase=regex('eval|checkpoint'))})"
-        ),
-        # The newest sign of a healthy job: a step, or an announced pause (eval, checkpoint).
-        # No-progress counts its restart budget from here: a clean stop right after an eval
-        # is as old as its stop, not as the eval's last step.
-        "job:trainsignals_last_progress:timestamp": (
-            f"(job:trainsignals_last_step:timestamp_max{ctx.recorded()} > {paused_at}) "
-            f"or {paused_at} or job:trainsignals_last_step:timestamp_max{ctx.recorded()}"
         ),
         # 0 when every rank left service discovery, for a day less an hour after rank 0 was
         # last seen (then the job is forgotten, a little before its completion is).
@@ -164,7 +137,42 @@ def job_recordings(ctx: RuleContext) -> dict[str, str]:
             f"sum by (node) (rate(node_network_transmit_bytes_total{physical}[{w5}]))"
         ),
     }
-    return rules | restart_recordings(ctx) | fabric_recordings(ctx)
+    return (
+        rules
+        | restart_recordings(ctx)
+        | carried_recordings(ctx)
+        | durable_readings(ctx)
+        | fabric_recordings(ctx)
+    )
+
+
+def durable_readings(ctx: RuleContext) -> dict[str, str]:
+    """What the alerts read of the carried state (durable.py): ages, last progress, completed."""
+    r = ctx.recorded()
+    step, pause = f"{LAST_STEP}{r}", f"{LAST_PAUSE}{r}"
+    return {
+        # The slowest rank decides: a hung collective stops every rank, a straggler only one.
+        # Before any rank of this incarnation stepped: the job's last step, carried across
+        # restarts and outages (never this process's start).
+        "job:trainsignals_last_step:age_seconds": (
+            f"time() - (min(trainsignals_last_step_timestamp_seconds{ctx.raw()}) or on () {step})"
+        ),
+        # The newest sign of a healthy job: a step, or an announced pause (eval, checkpoint).
+        # Budgets run from here: a clean stop right after an eval is as old as its stop.
+        "job:trainsignals_last_progress:timestamp": f"({step} > {pause}) or {pause} or {step}",
+        # 1 from a clean exit until a new run starts; 0 while a run goes on.
+        "job:trainsignals_completed:bool": (
+            f"({COMPLETED_AT}{r} > bool {NEWEST_START}{r}) or 0 * {NEWEST_START}{r}"
+        ),
+        # Wall time since the newest checkpoint saved or restored (the dashboards); with none
+        # at all, since the job's first process.
+        "job:trainsignals_last_checkpoint:age_seconds": (
+            f"time() - ({LAST_CHECKPOINT}{r} or {CHECKPOINT_COVERS}{r})"
+        ),
+        # Training time a crash now would lose: since the newest checkpoint, less the time the
+        # job stood still (an outage or a hang pages as its own incident). CheckpointTooOld.
+        "job:trainsignals_checkpoint_unsaved:seconds": f"time() - {CHECKPOINT_COVERS}{r}",
+    }
 
 
 def steps_within_bound(ctx: RuleContext, bound: float) -> str:

@@ -237,8 +237,8 @@ class Recovery(StrictModel):
     # The crash loop needs no tuning: 3 restarts without the step's high-water mark advancing.
     restart_window: Duration = _d(
         3600,
-        "Crash loops (3 restarts without progress) are judged over this window; also how "
-        "long the last progress is remembered through an outage.",
+        "Crash loops (3 restarts without progress) are judged over this window. The last "
+        "progress is remembered for as long as an outage lasts, whatever this is.",
     )
     max_restarts: Annotated[int | None, Field(ge=1)] = _d(
         None, "Optional cap: more restarts within restart_window page, even with progress."

@@ -5,6 +5,9 @@ tiers), each rule a range query at its group's interval (the evaluation step whe
 sets none) on multiples of it, its result imported as blocks with
 `promtool tsdb create-blocks-from openmetrics`, Prometheus restarted on the new blocks.
 
+Carried state (a recording rule that reads its own previous value, generator/signals/durable.py):
+its inputs as range queries, the state carried in Python from one evaluation to the next.
+
 Alerting rules: a range query of each expression at the evaluation step, then `for` and
 `keep_firing_for` applied exactly as Prometheus' alerting rule does (pending from the first
 evaluation that returns the series, firing once `ts - active_at >= for`, resolved at the first
@@ -18,6 +21,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainsignals.generator.signals.durable import CARRIED_BY_RECORD, Carry, carry
 from trainsignals.generator.spec.durations import parse_duration
 
 from .emit import BLOCK_S, import_openmetrics
@@ -75,6 +79,7 @@ def _record_tier(prom: Prometheus, rules: list[dict], start: int, end: int, work
     shutil.rmtree(out, ignore_errors=True)
     span = CHUNK_BLOCKS * BLOCK_S
     first = start
+    states: dict[str, Carry] = {}  # carried rules' state from one round of queries to the next
     while first <= end:
         last = min(end, first - first % BLOCK_S + span - STEP_S)  # ends at a block boundary
         per_block: dict[int, list[tuple[int, str]]] = {}
@@ -82,7 +87,12 @@ def _record_tier(prom: Prometheus, rules: list[dict], start: int, end: int, work
             extra = {k: str(v) for k, v in (rule.get("labels") or {}).items()}
             step = rule.get(STEP_KEY, STEP_S)
             begin = -(-first // step) * step  # a group evaluates on multiples of its interval
-            answer = prom.range_query(rule["expr"], begin, last, step) if begin <= last else []
+            if begin > last:
+                answer = []
+            elif _uses(rule["expr"], rule["record"]):
+                answer = _carried(prom, rule, begin, last, step, states)
+            else:
+                answer = prom.range_query(rule["expr"], begin, last, step)
             for series in answer:
                 labels = {k: v for k, v in series["metric"].items() if k != "__name__"} | extra
                 text = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(labels.items()))
@@ -99,6 +109,43 @@ def _record_tier(prom: Prometheus, rules: list[dict], start: int, end: int, work
         import_openmetrics(files, out)
         first = last + STEP_S
     return out
+
+
+def _carried(
+    prom: Prometheus, rule: dict, begin: int, last: int, step: int, states: dict[str, Carry]
+) -> list[dict]:
+    """A rule that reads its own previous value (generator/signals/durable.py), which a range
+    query cannot: its inputs as range queries, the state carried here as Prometheus carries it
+    from one evaluation to the next (durable.carry)."""
+    state = CARRIED_BY_RECORD.get(rule["record"])
+    if state is None:
+        raise ValueError(f"{rule['record']} reads itself but is no carried state (durable.py)")
+    selector = (
+        "{"
+        + ",".join(
+            f'{k}="{_escape(str(v))}"' for k, v in sorted((rule.get("labels") or {}).items())
+        )
+        + "}"
+    )
+    times = list(range(begin, last + 1, step))
+
+    def inputs(name: str | None) -> list[float | None] | None:
+        if name is None:
+            return None
+        at: dict[int, float] = {}
+        for series in prom.range_query(name + selector, begin, last, step):
+            at |= {round(float(ts)): float(v) for ts, v in series["values"]}
+        return [at.get(t) for t in times]
+
+    values, states[rule["record"]] = carry(
+        times,
+        inputs(state.new) or [],
+        inputs(state.fallback),
+        inputs(state.drift),
+        states.get(rule["record"]),
+    )
+    samples = [[t, repr(v)] for t, v in zip(times, values, strict=True) if v is not None]
+    return [{"metric": {}, "values": samples}] if samples else []
 
 
 def _backfill(prom: Prometheus, recording: list[dict], start: int, end: int, work: Path) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from trainsignals.generator.alerts.definitions.recovery import completed, paged_incident_within
+from trainsignals.generator.alerts.definitions.recovery import completed
 from trainsignals.generator.alerts.model import AlertGroup, Rule
 from trainsignals.generator.signals.faults import FAULT_ONSET, FaultCase, JobTimeline, from_onset
 from trainsignals.generator.signals.promql import RuleContext
@@ -190,10 +190,11 @@ def _saves_fail_and_restarts(every: int):
 def checkpoint_too_old(ctx: RuleContext) -> Rule:
     o, r = ctx.spec.objectives, ctx.recorded()
     return Rule(
-        expr=f"job:trainsignals_last_checkpoint:age_seconds{r} > "
-        f"{ctx.seconds(o.checkpoint_max_age):g}"
-        + completed(ctx)
-        + paged_incident_within(ctx, o.checkpoint_max_age),
+        # Training time since the newest checkpoint, not wall time: the time the job stood
+        # still (an outage, a hang: their own pages) is no unsaved work, so neither a long
+        # incident nor an unrelated one decides when this pages (signals/durable.py).
+        expr=f"job:trainsignals_checkpoint_unsaved:seconds{r} > "
+        f"{ctx.seconds(o.checkpoint_max_age):g}" + completed(ctx),
         for_seconds=600,
         summary="{{ $labels.training_job }}: last checkpoint {{ $value | humanizeDuration }} ago",
         description="The newest successful checkpoint is {{ $value | humanizeDuration }} old "

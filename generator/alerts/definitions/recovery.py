@@ -60,12 +60,6 @@ def _incident_pages(ctx: RuleContext) -> str:
     )
 
 
-def paged_incident_within(ctx: RuleContext, seconds: int) -> str:
-    """`unless` an incident that stopped progress paged within `seconds`: its consequences
-    outlive it (a checkpoint too old until the next save), and one incident pages once."""
-    return f" unless on (training_job) max_over_time({_incident_pages(ctx)}[{ctx.range(seconds)}])"
-
-
 def paged_incident_ended_within(ctx: RuleContext, seconds: int) -> str:
     """`unless` an incident that stopped progress paged within `seconds` and is over: while
     it lasts Alertmanager inhibits its consequences; after it, what it left in a window
@@ -74,18 +68,6 @@ def paged_incident_ended_within(ctx: RuleContext, seconds: int) -> str:
     return (
         f" unless on (training_job) (max_over_time({pages}[{ctx.range(seconds)}]) "
         f"unless on (training_job) {pages})"
-    )
-
-
-def last_progress(ctx: RuleContext, series: str = "last_step:timestamp_max") -> str:
-    """When the job last completed a step, durable across restarts: the newest step time any
-    rank reported within restart_window (a restarted process reports none before its first
-    step, never its own start); with none, the first process start in it. `series`
-    "last_progress:timestamp" also counts an announced pause as a sign of health."""
-    r, window = ctx.recorded(), ctx.range(ctx.spec.recovery.restart_window)
-    return (
-        f"(max_over_time(job:trainsignals_{series}{r}[{window}]) "
-        f"or min_over_time(job:trainsignals_incarnation_start:max{r}[{window}]))"
     )
 
 
@@ -104,9 +86,11 @@ def no_progress(ctx: RuleContext) -> Rule:
     o, r, rec = ctx.spec.objectives, ctx.recorded(), ctx.spec.recovery
     budget, pause_limit = rec.restart_budget, max(rec.restart_budget, o.max_pause)
     # The restart budget runs from the last step or announced pause (a clean stop right after
-    # an eval is not late); a pause itself may last max_pause from the last step.
-    since_healthy = f"time() - {last_progress(ctx, 'last_progress:timestamp')}"
-    since_step = f"time() - {last_progress(ctx)}"
+    # an eval is not late); a pause itself may last max_pause from the last step. Both are
+    # carried by the rules (signals/durable.py) for as long as the incident lasts, whatever
+    # restart_window is: no range runs out of samples.
+    since_healthy = f"time() - job:trainsignals_last_progress:timestamp{r}"
+    since_step = f"time() - job:trainsignals_last_step:timestamp_max{r}"
 
     def gone_for_good(t: JobTimeline, m: int) -> None:
         if m == onset:

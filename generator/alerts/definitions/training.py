@@ -155,9 +155,15 @@ def targets_down(ctx: RuleContext) -> Rule:
 def stalled(ctx: RuleContext) -> Rule:
     o, r = ctx.spec.objectives, ctx.recorded()
     return Rule(
-        expr=f"(job:trainsignals_last_step:age_seconds{r} > {ctx.seconds(o.stall_after):g} "
-        f"and {training(ctx)}) "
-        f"or job:trainsignals_last_step:age_seconds{r} > {ctx.seconds(o.max_pause):g}",
+        # While training, the limit runs from the last step or the end of an announced pause
+        # (the first step after an eval may recompile); any pause may last max_pause from the
+        # last step. Ages are carried across restarts (signals/durable.py).
+        expr=f"((job:trainsignals_last_step:age_seconds{r} > {ctx.seconds(o.stall_after):g} "
+        f"and {training(ctx)} unless on (training_job) "
+        f"time() - job:trainsignals_last_progress:timestamp{r} <= {ctx.seconds(o.stall_after):g})"
+        f" or job:trainsignals_last_step:age_seconds{r} > {ctx.seconds(o.max_pause):g})"
+        # A finished job's last step only gets older: no incident.
+        + completed(ctx),
         for_seconds=60,
         summary="{{ $labels.training_job }}: no training step for {{ $value | humanizeDuration }}",
         description="The slowest rank last completed a step {{ $value | humanizeDuration }} ago "
