@@ -13,6 +13,7 @@ from tests.conftest import require_tool
 from trainsignals.fleet.emit import Emitter
 from trainsignals.fleet.evaluate import AlertEpisode, _uses, apply_for, recording_tiers
 from trainsignals.fleet.history import MIX, PLANNED_STOPS, build_history, scaled_counts
+from trainsignals.fleet.report import render
 from trainsignals.fleet.routing import Alertmanager, Notification
 from trainsignals.fleet.run import EPOCH, Replay, run_replay
 from trainsignals.fleet.score import expected_pages, score
@@ -157,6 +158,25 @@ def test_score_counts_a_page_that_resolved_while_its_incident_lasted() -> None:
     replay.notifications = [*held, _page("NoProgress", dead.start_s + 900, None)]
     assert not score(replay).resolved_early
     assert hang.healed_s == hang.end_s
+
+
+def test_report_states_what_must_page_in_each_mode() -> None:
+    history = build_history(REDUCED_DAYS)
+    dead = next(i for i in history.incidents if i.kind == "dead_job")
+    early = _page("NoProgress", dead.start_s + 900, dead.start_s + 110 * 60)
+    auto = Replay(history, Truth(history.wall_s), "auto_restart", 2, notifications=[early])
+    text = render(auto, score(auto))
+    assert "| dead_job | 1 | 15 min | no: resolved 110 min in, healed 360 min in |" in text
+    assert text.splitlines()[-1].startswith(
+        "fleet: mode=auto_restart pages=1 nonrecovering=7 (incidents automation does not fix"
+    )
+    manual = Replay(history, Truth(history.wall_s), "manual", 2, notifications=[early])
+    result = score(manual)
+    last = render(manual, result).splitlines()[-1]
+    interruptions = result.nonrecovering - 7
+    assert f"nonrecovering={result.nonrecovering} (every unexpected interruption " in last
+    assert f"interruption {interruptions} + incidents 7, one page each)" in last
+    assert "hw_faults_named=0/" in last and "resolved_early=1" in last
 
 
 def test_for_and_keep_firing_for_follow_prometheus() -> None:

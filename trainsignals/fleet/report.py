@@ -104,6 +104,8 @@ def render(replay: Replay, result: Score) -> str:
     for incident in history.incidents:
         ttp = result.time_to_page[incident.kind]
         shown = "no page" if ttp is None else f"{ttp / 60:.0f} min"
+        if ttp is not None and incident.start_s + ttp > incident.healed_s:
+            shown += " (after it healed)"
         held = "-" if ttp is None else "yes"
         if incident.kind in early:
             gone = (early[incident.kind].resolved or 0) - EPOCH - incident.start_s
@@ -117,9 +119,9 @@ def render(replay: Replay, result: Score) -> str:
         done = EPOCH + history.completed_s
         after = [n for n in replay.notifications if n.at >= done]
         paged = sum(1 for n in after if n.severity == "page")
-        tail = (history.wall_s - history.completed_s) / 86400
+        tail = (history.wall_s - history.completed_s) / 3600
         lines.append(
-            f"| completed (finish(), GPU exporter scraped {tail:g} d on; must not page; "
+            f"| completed (finish(), GPU exporter scraped {tail:.1f} h on; must not page; "
             f"{len(after) - paged} tickets) | {paged} | never | - |"
         )
     if result.per_cause:

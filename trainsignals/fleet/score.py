@@ -105,16 +105,6 @@ class Score:
             f"{self.hardware_key}={self.ticketed}/{self.hardware} ettr_error_pts={error}"
         )
 
-    @property
-    def clean(self) -> bool:
-        return (
-            self.pages == self.nonrecovering
-            and self.extra_pages == 0
-            and not self.resolved_early
-            and self.ticketed == self.hardware
-            and self.ettr_error_pts <= 1.0
-        )
-
 
 def _names(labels: dict[str, str], fault: Interruption) -> bool:
     if labels.get("node") != fault.node:
