@@ -96,8 +96,10 @@ bench: setup
 FLEET_DAYS ?= 54
 # FLEET_SHARDS > 1: through the sharded rule split (edge + global rules, generator/deploy/sharding.py).
 FLEET_SHARDS ?= 1
+# FLEET_MODE: the spec's recovery.mode, auto_restart or manual (every interruption pages once).
+FLEET_MODE ?= auto_restart
 fleet: setup
-	$(BIN)/python -m trainsignals.fleet --days $(FLEET_DAYS) --shards $(FLEET_SHARDS)
+	$(BIN)/python -m trainsignals.fleet --days $(FLEET_DAYS) --shards $(FLEET_SHARDS) --mode $(FLEET_MODE)
 
 # Neither the demo nor the wheel needs the test extras (torch and friends, ~1.5 GB).
 demo: $(VENV)/.installed-base tools

@@ -237,7 +237,7 @@ class Scale:
 
 def measure(nodes: int, work: Path) -> Scale:
     spec, _ = fleet_spec(nodes)
-    rules_text, _ = generated_files(spec)
+    rules_text, _, _ = generated_files(spec)
     # Every group evaluated every EVAL_S for the measurement; its cost is judged against the
     # interval the generated file gives it (group_intervals).
     document = yaml.safe_load(rules_text)

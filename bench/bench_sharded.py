@@ -122,7 +122,7 @@ def write_data(spec: JobSpec, rules_text: str, nodes: int, work: Path, lead: flo
 def measure(nodes: int, work: Path, lead: float) -> Shard:
     spec, _ = fleet_spec(nodes)
     spec = spec.model_copy(update={"deploy": spec.deploy.model_copy(update={"shards": 8})})
-    rules_text, _ = generated_files(spec)
+    rules_text, _, _ = generated_files(spec)
     edge, glob = split_document(RuleContext(spec), yaml.safe_load(rules_text))
     groups = edge["groups"] + glob["groups"]
     for group in groups:

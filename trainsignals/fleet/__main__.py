@@ -9,6 +9,7 @@ import sys
 from .history import FULL_DAYS
 from .report import render, score
 from .run import run_replay
+from .spec import MODES
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,10 +23,16 @@ def main(argv: list[str] | None = None) -> int:
         default=1,
         help="replay through the sharded rule split (edge + global)",
     )
+    parser.add_argument(
+        "--mode",
+        choices=MODES,
+        default="auto_restart",
+        help="recovery.mode of the replayed spec (manual: every interruption is an incident)",
+    )
     args = parser.parse_args(argv)
     # `kill` stops Prometheus and promtool too: SystemExit unwinds the context managers.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    replay = run_replay(args.days, args.seed, args.slots, shards=args.shards)
+    replay = run_replay(args.days, args.seed, args.slots, shards=args.shards, mode=args.mode)
     print(render(replay, score(replay)))
     return 0
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from trainsignals.exporters.training.metrics import STEP_BUCKETS
 from trainsignals.exporters.training.timeaccount import ACTIVITIES
+from trainsignals.generator.signals.fabric import NODE_EXPORTER_JOB
 from trainsignals.metrics.training import PHASES
 
 from .history import GPUS_PER_NODE, MINUTE, gpu_uuid
@@ -137,11 +138,10 @@ class Emitter:
         s = self.minutes[m]
         ts = f" {self.epoch + (m + 1) * MINUTE + self.offset:.3f}"
         sel = self.selector
-        if s.gone:  # completed: every target left service discovery
-            return
         for slot, node in enumerate(s.nodes):
             node_down = slot in s.down_slots
-            for rank_local in range(GPUS_PER_NODE):
+            # Ranks whose targets left discovery (completed, Pending) write nothing, not up 0.
+            for rank_local in range(0 if s.gone else GPUS_PER_NODE):
                 rank = slot * GPUS_PER_NODE + rank_local
                 target = (
                     f'{sel},job="{self.training_job}",instance="{node}:{9850 + rank_local}",'
@@ -187,6 +187,10 @@ class Emitter:
             gpu_target = f'{sel},job="{self.gpu_job}",instance="{node}:9842",node="{node}"'
             if self._want("up"):
                 yield f"up{{{gpu_target}}} {int(not node_down)}{ts}"
+                node_target = (
+                    f'{sel},job="{NODE_EXPORTER_JOB}",instance="{node}:9100",node="{node}"'
+                )
+                yield f"up{{{node_target}}} {int(not node_down)}{ts}"
             if node_down:
                 continue
             if self._want("node_network_receive_bytes_total"):
@@ -260,14 +264,14 @@ class Emitter:
             with path.open("w") as out:
                 for m in range(max(0, block_first), min(block_first + per_block, total)):
                     chunk = list(self.minute_lines(m))
-                    if not chunk:  # the job completed: nothing left to scrape
+                    if not chunk:
                         continue
                     lines += len(chunk)
                     out.write("\n".join(chunk))
                     out.write("\n")
                 out.write("# EOF\n")
             self.samples += lines
-            if not lines:  # a block after the job completed: no samples to import
+            if not lines:
                 path.unlink()
                 continue
             running = _finish(running, previous)

@@ -75,6 +75,9 @@ INCIDENTS: tuple[tuple[str, float, int], ...] = (
     # every restart dies in start-up (a broken image, a config the restore chokes on)
     ("restart_loop", 0.10, 2 * HOUR),
     ("crash_loop", 0.20, 2 * HOUR),  # a bad node the health check passes: crash after crash
+    # A crash, then the job's pods stay Pending (no capacity): no rank target is scraped for
+    # hours while the nodes' exporters run on. One incident until the pods are scheduled.
+    ("dead_job", 0.28, 6 * HOUR),
     ("hang", 0.40, 90 * MINUTE),  # ranks up, no steps; the watchdog misses it
     # every save fails, and the job restarts every 110 minutes from the last good one
     ("checkpoint_broken_restarts", 0.50, 4 * HOUR),
@@ -85,8 +88,11 @@ CRASH_LOOP_PERIOD_S = 8 * MINUTE
 RESTART_LOOP_PERIOD_S = 15 * MINUTE
 CHECKPOINT_RESTART_PERIOD_S = 110 * MINUTE
 # The job completes (a clean exit, phase "done") this long before the replay ends, or an hour
-# after the leak is fixed if that is later: nothing may page for the rest of the run.
-COMPLETION_TAIL_S = 12 * HOUR
+# after the leak is fixed if that is later: nothing may page for the rest of the run, while
+# the GPU exporter DaemonSet on its nodes is scraped on (it is never removed for one job).
+# Three days: well past any one-day memory of "completed" in the rules.
+COMPLETION_TAIL_S = 3 * DAY
+DEAD_PENDING_AFTER_S = 2 * MINUTE  # a dead job's exited pods are deleted, new ones Pending
 LEAK_RAMP_S = 10 * HOUR
 LEAK_FLOOR = 0.5
 
@@ -132,6 +138,12 @@ class Incident:
     start_s: int
     end_s: int
     node: str = ""
+    fixed_s: int = 0  # when the fix takes effect, if before end_s (a restart that works)
+
+    @property
+    def healed_s(self) -> int:
+        """From here on the incident's page may resolve; before, it is still needed."""
+        return self.fixed_s or self.end_s
 
 
 @dataclass
@@ -144,7 +156,8 @@ class History:
 
     @property
     def wall_s(self) -> int:
-        return int(self.days * DAY)
+        # Whole minutes (the timeline's resolution); round: 2.8 days is 241919.99... s.
+        return round(self.days * DAY) // MINUTE * MINUTE
 
     @property
     def hardware_faults(self) -> list[Interruption]:
@@ -237,6 +250,19 @@ def build_history(days: float = FULL_DAYS, seed: int = 405) -> History:
             )
         )
         t += CRASH_LOOP_PERIOD_S
+    loop.fixed_s = history.interruptions[-1].up_s  # the bad node drained: that restart holds
+    dead = by_kind["dead_job"]
+    history.interruptions.append(
+        Interruption(
+            "dead_job",
+            "job",
+            dead.start_s,
+            dead.start_s + MINUTE,
+            dead.end_s,  # the pods are scheduled at last
+            dead.end_s + 4 * MINUTE,
+            incident="dead_job",
+        )
+    )
     # The hang and the leak end when a human restarts the job (the hang loses its progress).
     hang, leak = by_kind["hang"], by_kind["throughput_leak"]
     history.interruptions.append(
@@ -277,6 +303,8 @@ def _restart_loop(history: History, incident: Incident) -> None:
         history.interruptions.append(
             Interruption("restart_loop", "job", t, t + MINUTE, up, first, incident="restart_loop")
         )
+        if last:  # the human's fix: this incarnation reaches its first step
+            incident.fixed_s = t
         t += period
 
 

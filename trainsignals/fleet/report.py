@@ -1,94 +1,15 @@
-"""Score a replay against its ground truth and print the one table `make fleet` shows."""
+"""Print the one table `make fleet` shows, from a replay and its score (score.py)."""
 
 from __future__ import annotations
 
-import math
 from collections import Counter
-from dataclasses import dataclass, field
 
 from trainsignals.generator.signals.recording import SLOW_INTERVAL
 
-from .history import THERMAL_LEAD_S, Interruption
-from .routing import Notification
 from .run import EPOCH, Replay
+from .score import Score, score
 
-PAGE_GRACE_S = 30 * 60  # a page up to 30 min after an incident ends still belongs to it
-
-
-@dataclass
-class Score:
-    pages: int
-    nonrecovering: int
-    extra_pages: int
-    ticketed: int
-    hardware: int
-    ettr_error_pts: float
-    time_to_page: dict[str, int | None] = field(default_factory=dict)
-    pages_per_incident: dict[str, int] = field(default_factory=dict)
-    unticketed: list[Interruption] = field(default_factory=list)
-    uuid_named: int = 0
-    unclaimed: list[Notification] = field(default_factory=list)  # the extra pages
-
-    def last_line(self) -> str:
-        error = "nan" if math.isnan(self.ettr_error_pts) else f"{self.ettr_error_pts:.2f}"
-        return (
-            f"fleet: pages={self.pages} nonrecovering={self.nonrecovering} "
-            f"extra_pages={self.extra_pages} hw_faults_ticketed={self.ticketed}/{self.hardware} "
-            f"ettr_error_pts={error}"
-        )
-
-
-def _names(labels: dict[str, str], fault: Interruption) -> bool:
-    if labels.get("node") != fault.node:
-        return False
-    return fault.gpu is None or labels.get("gpu") == str(fault.gpu)
-
-
-def score(replay: Replay) -> Score:
-    history = replay.history
-    pages = [n for n in replay.notifications if n.severity == "page"]
-    claimed: set[int] = set()
-    time_to_page: dict[str, int | None] = {}
-    per_incident: dict[str, int] = {}
-    for incident in history.incidents:
-        lo, hi = EPOCH + incident.start_s, EPOCH + incident.end_s + PAGE_GRACE_S
-        mine = [i for i, n in enumerate(pages) if lo <= n.at <= hi]
-        per_incident[incident.kind] = len(mine)
-        time_to_page[incident.kind] = pages[mine[0]].at - lo if mine else None
-        claimed.update(mine[:1])
-    tickets = [
-        (at, labels)
-        for n in replay.notifications
-        if n.severity == "ticket"
-        for at, labels in n.alerts
-    ]
-    unticketed: list[Interruption] = []
-    uuid_named = 0
-    for fault in history.hardware_faults:
-        lo = EPOCH + fault.fault_s - THERMAL_LEAD_S - 600
-        hi = EPOCH + fault.up_s + 3600
-        named = [labels for at, labels in tickets if lo <= at <= hi and _names(labels, fault)]
-        if not named:
-            unticketed.append(fault)
-        elif any(labels.get("uuid") == fault.uuid for labels in named if fault.uuid):
-            uuid_named += 1
-    error = math.nan
-    if replay.ettr_measured is not None:
-        error = abs(replay.ettr_measured - replay.truth.ettr) * 100
-    hardware = len(history.hardware_faults)
-    return Score(
-        pages=len(pages),
-        nonrecovering=len(history.incidents),
-        extra_pages=len(pages) - len(claimed),
-        ticketed=hardware - len(unticketed),
-        hardware=hardware,
-        ettr_error_pts=error,
-        time_to_page=time_to_page,
-        pages_per_incident=per_incident,
-        unticketed=unticketed,
-        uuid_named=uuid_named,
-        unclaimed=[n for i, n in enumerate(pages) if i not in claimed],
-    )
+__all__ = ["explain", "render", "score"]
 
 
 def _minute(at_s: int) -> str:
@@ -98,7 +19,8 @@ def _minute(at_s: int) -> str:
 
 
 def explain(replay: Replay, result: Score) -> list[str]:
-    """What a failing last line needs: each extra page and each unticketed fault, with the
+    """What a failing last line needs: each extra page, page resolved while its incident
+    lasted, incident without a page and unticketed fault, with the
     interruptions around it (an extra page beside two back-to-back restarts reads differently
     from one in a quiet stretch)."""
     history = replay.history
@@ -120,6 +42,17 @@ def explain(replay: Replay, result: Score) -> list[str]:
         labels = page.alerts[0][1] if page.alerts else {}
         shown = ", ".join(f"{k}={v}" for k, v in sorted(labels.items()) if k != "alertname")
         lines.append(f"- extra page {page.alertname} at {_minute(at_s)} ({shown}): {around(at_s)}")
+    for event, page in result.resolved_early:
+        lines.append(
+            f"- {event.name}: page {page.alertname} at {_minute(page.at - EPOCH)} resolved at "
+            f"{_minute((page.resolved or 0) - EPOCH)}, before the job healed at "
+            f"{_minute(event.healed_s)}"
+        )
+    for event in result.missed:
+        lines.append(
+            f"- no page for {event.name} ({_minute(event.lo)} to {_minute(event.hi)}): "
+            f"{around(event.lo)}"
+        )
     for fault in result.unticketed:
         lines.append(
             f"- unticketed {fault.cause} on {fault.node} GPU {fault.gpu} at "
@@ -141,8 +74,15 @@ def render(replay: Replay, result: Score) -> str:
         "imported as blocks; alert expressions as range queries with for/keep_firing_for "
         "applied as Prometheus does (ALERTS written "
         "back for rules that read it); the generated Alertmanager routing, grouping and "
-        "inhibition applied minute by minute",
-        f"rules generated for recovery mode: {replay.mode}",
+        "inhibition applied minute by minute; the job's rule file and the meta alerts fed by "
+        "its series (scrape targets vanishing)",
+        f"rules generated for recovery mode: {replay.mode}; must page once each, for as long "
+        "as it lasts: "
+        + (
+            "every unexpected interruption (nothing is trusted to heal the job) and every incident"
+            if result.mode == "manual"
+            else "the incidents automation does not fix"
+        ),
         f"samples written: {replay.samples:,}; raw series the rules read but the replay cannot "
         f"write: {', '.join(replay.series_missing) or 'none'}",
         f"interruptions: {sum(causes.values())} unexpected + {planned} planned; "
@@ -155,17 +95,46 @@ def render(replay: Replay, result: Score) -> str:
     lines += [f"| {name} | {count} |" for name, count in sorted(page_names.items())] or [
         "| none | 0 |"
     ]
-    lines += ["", "| non-recovering incident | pages | time to page |", "|---|---|---|"]
+    early = {event.name: page for event, page in result.resolved_early if event.incident}
+    lines += [
+        "",
+        "| non-recovering incident | pages | time to page | page open until healed |",
+        "|---|---|---|---|",
+    ]
     for incident in history.incidents:
         ttp = result.time_to_page[incident.kind]
         shown = "no page" if ttp is None else f"{ttp / 60:.0f} min"
-        lines.append(f"| {incident.kind} | {result.pages_per_incident[incident.kind]} | {shown} |")
+        if ttp is not None and incident.start_s + ttp > incident.healed_s:
+            shown += " (after it healed)"
+        held = "-" if ttp is None else "yes"
+        if incident.kind in early:
+            gone = (early[incident.kind].resolved or 0) - EPOCH - incident.start_s
+            held = (
+                f"no: resolved {gone / 60:.0f} min in, healed "
+                f"{(incident.healed_s - incident.start_s) / 60:.0f} min in"
+            )
+        count = result.pages_per_incident[incident.kind]
+        lines.append(f"| {incident.kind} | {count} | {shown} | {held} |")
     if history.completed_s:
-        after = sum(1 for n in replay.notifications if n.at >= EPOCH + history.completed_s)
-        lines.append(f"| completed (a clean exit; must not page) | {after} | never |")
+        done = EPOCH + history.completed_s
+        after = [n for n in replay.notifications if n.at >= done]
+        paged = sum(1 for n in after if n.severity == "page")
+        tail = (history.wall_s - history.completed_s) / 3600
+        lines.append(
+            f"| completed (finish(), GPU exporter scraped {tail:.1f} h on; must not page; "
+            f"{len(after) - paged} tickets) | {paged} | never | - |"
+        )
+    if result.per_cause:
+        lines += [
+            "",
+            "| interruption (manual: each an incident) | count | paged exactly once |",
+            "|---|---|---|",
+        ]
+        for cause, (count, once) in sorted(result.per_cause.items()):
+            lines.append(f"| {cause} | {count} | {once} |")
     lines += [
         "",
-        "| hardware fault | faults | ticketed (node, GPU named) | UUID named |",
+        f"| hardware fault | faults | {result.hardware_key} (node, GPU) | UUID named |",
         "|---|---|---|---|",
     ]
     missed = Counter(f.cause for f in result.unticketed)

@@ -78,6 +78,8 @@ class Notification:
     alertname: str
     at: int  # first notification of the group
     alerts: list[tuple[int, dict[str, str]]]  # (first delivered, labels) over the group's life
+    # Every alert of the group resolved (PagerDuty is told "resolved"); None: open at the end.
+    resolved: int | None = None
 
 
 class Alertmanager:
@@ -132,7 +134,9 @@ class Alertmanager:
                 routes[key] = route
             for key in list(groups):
                 if key not in by_group:  # every alert of the group resolved
-                    del groups[key]
+                    note = groups.pop(key)["note"]
+                    if note is not None:
+                        note.resolved = ts
             for key, members in by_group.items():
                 live = [a for a in members if not self.inhibited(a, firing)]
                 group = groups.get(key)

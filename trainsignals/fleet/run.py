@@ -14,7 +14,7 @@ from .evaluate import AlertEpisode, evaluate_rules
 from .history import MINUTE, History, build_history
 from .prom import Prometheus
 from .routing import Alertmanager, Notification
-from .spec import fleet_spec, generated_files
+from .spec import fed_meta_groups, fleet_spec, generated_files
 from .timeline import Truth, simulate
 
 EPOCH = 1_767_571_200  # 2026-01-05T00:00:00Z, the replay's first second
@@ -44,19 +44,26 @@ class Replay:
 
 
 def run_replay(
-    days: float, seed: int = 405, slots: int = 2, work: Path | None = None, shards: int = 1
+    days: float,
+    seed: int = 405,
+    slots: int = 2,
+    work: Path | None = None,
+    shards: int = 1,
+    mode: str = "auto_restart",
 ) -> Replay:
     clock = time.monotonic()
     history = build_history(days, seed)
     minutes, truth = simulate(history, slots)
-    spec, mode = fleet_spec(slots)
-    rules_text, am_text = generated_files(spec)
+    spec, mode = fleet_spec(slots, mode)
+    rules_text, am_text, meta_text = generated_files(spec)
     document = yaml.safe_load(rules_text)
     if shards > 1:  # through the sharded rule split: edge groups, then the global ones
         from trainsignals.generator.deploy.sharding import single_store_rules
 
         document = single_store_rules(spec, document, shards)
-    wanted = referenced_metrics(rules_text)
+    meta = fed_meta_groups(meta_text, spec.name)
+    document["groups"] += meta
+    wanted = referenced_metrics(rules_text + yaml.safe_dump({"groups": meta}))
     replay = Replay(history, truth, mode, slots, series_missing=unsupported(wanted))
     replay.seconds["model"] = time.monotonic() - clock
 

@@ -16,6 +16,7 @@ from trainsignals.exporters.training.timeaccount import ACTIVITIES
 from .history import (
     CHECKPOINT_EVERY_S,
     DATA_WAIT_RATIO,
+    DEAD_PENDING_AFTER_S,
     EVAL_EVERY_S,
     EVAL_S,
     FLEET_NODES,
@@ -54,7 +55,9 @@ class Minute:
     global_step: float = 0.0  # the trainer's step: back to the checkpoint's after a restart
     # Seconds of this incarnation per activity (exporters/training/timeaccount.ACTIVITIES).
     activity: tuple[float, ...] = ()
-    gone: bool = False  # the job completed: its targets left service discovery
+    # The ranks' targets left service discovery (the job completed, or its pods are Pending);
+    # the exporters of its nodes (GPU DaemonSet, node_exporter) are scraped on.
+    gone: bool = False
 
 
 @dataclass
@@ -158,7 +161,7 @@ def simulate(history: History, slots: int) -> tuple[list[Minute], Truth]:
                 account["other"] += MINUTE
             continue
         alive, phase, busy, step_seconds = True, "train", 0.97, STEP_SECONDS
-        category = ""
+        category, gone = "", False
         if current is not None and t >= current.fault_s:
             if t == current.fault_s and current.scope != "planned":
                 lost = since_checkpoint_s * (1 - DATA_WAIT_RATIO)
@@ -175,6 +178,8 @@ def simulate(history: History, slots: int) -> tuple[list[Minute], Truth]:
                     category, busy = "recovery", 1.0
             elif t < current.up_s:
                 alive, busy, category = False, 0.0, "recovery"
+                unscheduled = current.incident == "dead_job"
+                gone = unscheduled and t >= current.down_s + DEAD_PENDING_AFTER_S
             else:
                 phase, category, busy = "startup", "startup", 0.3
         elif t < first_step:
@@ -238,6 +243,7 @@ def simulate(history: History, slots: int) -> tuple[list[Minute], Truth]:
                 gpu_faults=tuple(faults),
                 global_step=progress,
                 activity=tuple(account[a] for a in ACTIVITIES),
+                gone=gone,
             )
         )
     return minutes, truth
