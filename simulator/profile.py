@@ -65,7 +65,10 @@ class JobProfile:
         name, memory, power, nvlinks = GPU_BOARDS.get(
             shape.gpu_model, ("NVIDIA GPU", 80 * 2**30, 700.0, 0)
         )
-        ckpt_interval = max(obj.checkpoint_max_age // 4, 600)
+        # Saves at least twice per cadence interval and four times per max age: compressed-time
+        # scenarios need a few saves per simulated hour, and the healthy job never nears the limit.
+        every = min(spec.cadence.checkpoint_interval // 2, obj.checkpoint_max_age // 4)
+        ckpt_interval = max(every, 600)
         return cls(
             world_size=world,
             mfu=mfu,
