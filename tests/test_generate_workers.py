@@ -36,7 +36,7 @@ def test_workers_write_what_one_process_writes() -> None:
     assert generate_all(specs, Options(workers=2)) == serial
     per_job = generate(specs, Options(workers=2))
     assert per_job == {path: serial[path] for path in per_job}
-    assert len(per_job) == 3 * len(specs)  # rules, tests, dashboard of each
+    assert len(per_job) == 4 * len(specs)  # rules, tests, long-horizon tests, dashboard of each
 
 
 def test_a_job_that_fails_in_a_worker_raises_its_own_error(

@@ -168,7 +168,11 @@ def test_every_alert_has_a_firing_and_a_healthy_test(tmp_path: Path) -> None:
     assert len(goodput) == 2
     silent = [t for t in suite if t["name"].startswith("healthy")]  # nothing may fire
     assert len(silent) == 2  # the healthy run and the completed job
-    fault_tests = {t["name"].split()[0] for t in suite if t not in goodput + silent}
+    # Tests that one alert stays silent through an ordinary event end "... no <Alert>" (a slow
+    # first step after an eval, one ordinary restart): one each.
+    quiet = [t for t in suite if re.search(r"\bno [A-Z]\w+$", t["name"])]
+    assert len(quiet) == 2
+    fault_tests = {t["name"].split()[0] for t in suite if t not in goodput + silent + quiet}
     assert fault_tests == alerts
     assert suite[0]["name"].startswith("healthy")
 

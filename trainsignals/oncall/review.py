@@ -145,7 +145,9 @@ def expr_changes(old: str, new: str) -> list[str]:
     lines = []
     for x, y in diffs:
         kind = "threshold" if x[-1].isdigit() and y[-1].isdigit() else "window"
-        lines.append(f"{kind}: {arrow(x, y)}")
+        line = f"{kind}: {arrow(x, y)}"
+        if line not in lines:  # one limit read in two places is one change
+            lines.append(line)
     return lines
 
 
