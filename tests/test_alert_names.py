@@ -32,10 +32,6 @@ ALLOWED = {
     # Below the alerts in the import layering (signals < alerts): its hardware-fault list is
     # checked against hardware_fault=True by generator/alerts/catalog.py at import.
     "generator/signals/recording.py": "layering",
-    # Panel descriptions naming the alert a threshold belongs to; the dashboard texts are being
-    # rewritten in parallel (issue 26): import the definitions' constants after that lands.
-    "generator/dashboards/job_panels.py": "parallel rewrite",
-    "generator/dashboards/hardware.py": "parallel rewrite",
 }
 
 
