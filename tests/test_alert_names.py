@@ -124,3 +124,25 @@ def test_an_undeclared_family_member_is_still_found(tmp_path: Path) -> None:
     for alert in PIPELINE_ALERTS:
         module.write_text(f'SEVERITY = {{"{alert.name}": "{alert.severity}"}}\n')
         assert typed_names(module, pattern) == {alert.name}
+
+
+def test_declared_runbooks_exist() -> None:
+    """A pipeline alert's declared runbook is a generated runbooks/<Alert>.md (from the module
+    it names) or a README section."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for alert in PIPELINE_ALERTS:
+        source, _, anchor = alert.runbook.partition("#")
+        assert (ROOT / source).is_file(), (alert.name, alert.runbook)
+        if source == "README.md":
+            headings = {
+                "-".join(
+                    "".join(
+                        c for c in line.lstrip("#").strip().lower() if c.isalnum() or c == " "
+                    ).split()
+                )
+                for line in readme.splitlines()
+                if line.startswith("#")
+            }
+            assert anchor in headings, (alert.name, anchor)
+        else:
+            assert (ROOT / "runbooks" / f"{alert.name}.md").is_file(), alert.name
