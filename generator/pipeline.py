@@ -161,6 +161,9 @@ def generate_all(specs: list[tuple[JobSpec, str]], options: Options = Options())
     files |= meta_files(specs, options, settings)  # meta-monitoring (generator/meta/files.py)
     files |= render_job_runbooks(runbook_jobs)
     files["docs/metrics.md"] = metrics_markdown()
+    from trainsignals.generator.docs.recovery import recovery_files
+
+    files |= recovery_files()  # docs/recovery.md: what each mode pages (README copies it)
     from trainsignals.generator.docs.spec_reference import reference_files
 
     files |= reference_files()  # the spec's JSON Schema and docs/spec.md

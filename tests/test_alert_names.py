@@ -15,6 +15,7 @@ from trainsignals.generator.alerts.catalog import ALERTS
 from trainsignals.generator.meta import names as meta_names
 from trainsignals.generator.meta.rules import DEFAULT_SEVERITIES, HEARTBEAT
 from trainsignals.generator.spec.monitoring import META_ALERT_NAMES
+from trainsignals.generator.spec.pipeline_alerts import FAMILIES, PIPELINE_ALERTS
 
 from .conftest import ROOT
 
@@ -32,18 +33,13 @@ ALLOWED = {
     # Below the alerts in the import layering (signals < alerts): its hardware-fault list is
     # checked against hardware_fault=True by generator/alerts/catalog.py at import.
     "generator/signals/recording.py": "layering",
-    # Panel descriptions naming the alert a threshold belongs to; the dashboard texts are being
-    # rewritten in parallel (issue 26): import the definitions' constants after that lands.
-    "generator/dashboards/job_panels.py": "parallel rewrite",
-    "generator/dashboards/hardware.py": "parallel rewrite",
 }
 
 
 def all_alert_names() -> set[str]:
-    meta = {
-        value for key, value in vars(meta_names).items() if key.isupper() and isinstance(value, str)
-    }
-    return {a.name for a in ALERTS} | set(META_ALERT_NAMES) | meta
+    """Every alert of every family, from the declarations: the job alerts' definitions and the
+    pipeline's (meta, on-call, shard: generator/spec/pipeline_alerts.py)."""
+    return {a.name for a in ALERTS} | {a.name for a in PIPELINE_ALERTS}
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -104,3 +100,49 @@ def test_the_scan_finds_a_typed_name(tmp_path: Path) -> None:
 
 def test_meta_names_agree() -> None:
     assert set(META_ALERT_NAMES) == {HEARTBEAT, *DEFAULT_SEVERITIES}
+
+
+def test_every_family_is_declared_once() -> None:
+    """One declaration per alert across the families: a name defined twice would be two
+    alerts routed, inhibited and documented apart."""
+    names = [a.name for a in ALERTS] + [a.name for a in PIPELINE_ALERTS]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+    assert {a.family for a in PIPELINE_ALERTS} == set(FAMILIES)
+    # Every name constant generator/meta/names.py exports is a declared alert's.
+    exported = {
+        value for key, value in vars(meta_names).items() if key.isupper() and isinstance(value, str)
+    }
+    assert exported <= all_alert_names()
+
+
+def test_an_undeclared_family_member_is_still_found(tmp_path: Path) -> None:
+    """The scan covers the pipeline families: a module typing the on-call or shard alert's
+    name is caught like one typing a job alert's."""
+    names = sorted(all_alert_names(), key=len, reverse=True)
+    pattern = re.compile(r"\b(" + "|".join(names) + r")\b")
+    module = tmp_path / "m.py"
+    for alert in PIPELINE_ALERTS:
+        module.write_text(f'SEVERITY = {{"{alert.name}": "{alert.severity}"}}\n')
+        assert typed_names(module, pattern) == {alert.name}
+
+
+def test_declared_runbooks_exist() -> None:
+    """A pipeline alert's declared runbook is a generated runbooks/<Alert>.md (from the module
+    it names) or a README section."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for alert in PIPELINE_ALERTS:
+        source, _, anchor = alert.runbook.partition("#")
+        assert (ROOT / source).is_file(), (alert.name, alert.runbook)
+        if source == "README.md":
+            headings = {
+                "-".join(
+                    "".join(
+                        c for c in line.lstrip("#").strip().lower() if c.isalnum() or c == " "
+                    ).split()
+                )
+                for line in readme.splitlines()
+                if line.startswith("#")
+            }
+            assert anchor in headings, (alert.name, anchor)
+        else:
+            assert (ROOT / "runbooks" / f"{alert.name}.md").is_file(), alert.name

@@ -5,6 +5,7 @@ generator/dashboards/job.py, which lays out the whole dashboard."""
 from __future__ import annotations
 
 from grafanalib import core as g
+from trainsignals.generator.alerts.definitions.loss_checkpoint import CHECKPOINT_DISK_FILLING_UP
 from trainsignals.generator.dashboards.gpu_mig import mig_panels, nvlink_panel
 from trainsignals.generator.dashboards.kit import PanelBuilder, red_above, red_below
 from trainsignals.generator.signals.fabric import LINK_DOWNED, PORT_ERRORS, PORT_UP, fabric_enabled
@@ -180,7 +181,7 @@ def node_panels(b: PanelBuilder) -> list[g.Panel]:
         b.series(
             None,
             "Checkpoint disk free (bytes)",
-            "Free bytes; CheckpointDiskFillingUp extrapolates this trend.",
+            f"Free bytes; {CHECKPOINT_DISK_FILLING_UP} extrapolates this trend.",
             b.targets((f"node:trainsignals_checkpoint_disk_free:bytes{r}", "{{node}} {{path}}")),
             "bytes",
         ),

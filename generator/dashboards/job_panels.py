@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from grafanalib import core as g
-from trainsignals.generator.alerts.definitions.training import while_stepping
+from trainsignals.generator.alerts.definitions.gpu_conditions import GPU_MEMORY_NEAR_FULL
+from trainsignals.generator.alerts.definitions.recovery import TRAINING_CRASH_LOOPING
+from trainsignals.generator.alerts.definitions.slo_burn import SLO_ERROR_BUDGET_BURN_FAST
+from trainsignals.generator.alerts.definitions.training import (
+    MFU_BELOW_FLOOR,
+    STEP_TIME_ABOVE_BOUND,
+    THROUGHPUT_BELOW_FLOOR,
+    while_stepping,
+)
 from trainsignals.generator.dashboards.kit import (
     DATASOURCE,
     GREEN,
@@ -39,7 +47,8 @@ class _Builder(PanelBuilder):
                 "Step time p95",
                 "95th percentile optimizer step time over 5m"
                 + (
-                    f"; red above the bound of {o.step_time_max_seconds:g}s (StepTimeAboveBound)."
+                    f"; red above the bound of {o.step_time_max_seconds:g}s "
+                    f"({STEP_TIME_ABOVE_BOUND})."
                     if o.step_time_max_seconds is not None
                     else "; no bound set in the spec."
                 ),
@@ -50,7 +59,7 @@ class _Builder(PanelBuilder):
             self.stat(
                 "throughput",
                 f"Throughput ({what})",
-                f"{what} over 5m; red below the floor of {floor:.4g} (ThroughputBelowFloor).",
+                f"{what} over 5m; red below the floor of {floor:.4g} ({THROUGHPUT_BELOW_FLOOR}).",
                 [self.target(f"{series}{r}", what)],
                 "short",
                 red_below(floor),
@@ -89,7 +98,7 @@ class _Builder(PanelBuilder):
                 "gpu_saturation",
                 "GPU saturation",
                 "Average GPU utilization of the job, and the fullest GPU's memory "
-                f"(red above {o.gpu_memory_max_ratio:.0%}, GpuMemoryNearFull).",
+                f"(red above {o.gpu_memory_max_ratio:.0%}, {GPU_MEMORY_NEAR_FULL}).",
                 self.targets(
                     (f"avg(gpu:trainsignals_gpu_utilization:ratio{r})", "avg utilization"),
                     (f"max(gpu:trainsignals_gpu_memory_used:ratio{r})", memory),
@@ -110,7 +119,7 @@ class _Builder(PanelBuilder):
                 "mfu",
                 "MFU",
                 f"Model FLOPs utilization over 5m; red below the floor of {o.mfu_min_ratio:.0%} "
-                "(MfuBelowFloor averages it over "
+                f"({MFU_BELOW_FLOOR} averages it over "
                 f"{self.ctx.range(o.mfu_window)}).",
                 [self.target(f"job:trainsignals_mfu:ratio_rate5m{r}", "MFU")],
                 "percentunit",
@@ -143,8 +152,8 @@ class _Builder(PanelBuilder):
                 "throughput_series",
                 f"Throughput ({what})",
                 f"{what} over 5m, and over the last 15m while stepping (what "
-                "ThroughputBelowFloor compares with the floor: pauses, hangs and restarts left "
-                "out).",
+                f"{THROUGHPUT_BELOW_FLOOR} compares with the floor: pauses, hangs and restarts "
+                "left out).",
                 self.targets(
                     (f"{series}{r}", what),
                     (while_stepping(ctx, series), f"{what} while stepping (15m)"),
@@ -155,8 +164,9 @@ class _Builder(PanelBuilder):
             self.series(
                 "mfu_series",
                 "MFU",
-                "Model FLOPs utilization (5m), and over the MfuBelowFloor window while stepping "
-                "(what the alert compares with the floor: pauses, hangs and restarts left out).",
+                f"Model FLOPs utilization (5m), and over the {MFU_BELOW_FLOOR} window while "
+                "stepping (what the alert compares with the floor: pauses, hangs and restarts "
+                "left out).",
                 self.targets(
                     (f"job:trainsignals_mfu:ratio_rate5m{r}", "MFU 5m"),
                     (
@@ -251,7 +261,7 @@ class _Builder(PanelBuilder):
             "restarts",
             "Restarts",
             f"Job restarts (new incarnations of rank 0) per {_windows(window)}. "
-            f"TrainingCrashLooping ({rec.mode}) fires for {CRASH_LOOP_RESTARTS} restarts in "
+            f"{TRAINING_CRASH_LOOPING} ({rec.mode}) fires for {CRASH_LOOP_RESTARTS} restarts in "
             f"{window} without progress (the global step's high-water mark did not advance)"
             + ("" if rec.max_restarts is None else f", or past {rec.max_restarts} in any case")
             + ".",
@@ -269,7 +279,7 @@ class _Builder(PanelBuilder):
                 "slo",
                 "Error budget remaining",
                 "Share of each SLO's error budget left over its period (burn-rate alerts: "
-                "SloErrorBudgetBurnFast / Slow). Red once the budget is spent.",
+                f"{SLO_ERROR_BUDGET_BURN_FAST} / Slow). Red once the budget is spent.",
                 [
                     self.target(
                         "job:trainsignals_slo_error_budget:remaining_ratio"

@@ -32,7 +32,7 @@ from trainsignals.generator.deploy.sharding_split import (
     edge_names,
     rewrite_global,
 )
-from trainsignals.generator.meta.names import SHARD_ALERT
+from trainsignals.generator.meta.names import SHARD_ALERT, declared_severity
 from trainsignals.generator.meta.rule import Scale
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.signals.recording import SLOW_INTERVAL
@@ -150,7 +150,7 @@ def _shard_alert(ctx: RuleContext, stale: str, monitoring: MonitoringSettings) -
         "for": ctx.duration(120),
         "labels": {
             "job": spec.name,
-            "severity": "ticket",
+            "severity": declared_severity(SHARD_ALERT),
             # The monitoring team's: a shard's Prometheus is theirs to restart, not the job
             # team's (the meta route takes this alert by name, generator/routing/meta.py).
             "team": monitoring.team,

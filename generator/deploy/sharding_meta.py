@@ -12,13 +12,7 @@ its own nodes).
 
 from __future__ import annotations
 
-from trainsignals.generator.meta.names import (
-    NOT_CONNECTED_TO_ALERTMANAGERS,
-    PROMETHEUS_NOTIFICATIONS_FAILING,
-    PROMETHEUS_RELOAD_FAILED,
-    RULE_FAILURES,
-    RULE_GROUP_SLOW,
-)
+from trainsignals.generator.meta.names import OWN_PROMETHEUS
 from trainsignals.generator.meta.rule import Scale
 from trainsignals.generator.meta.rules import GROUP, render_rule
 from trainsignals.generator.meta.rules import meta_rules as all_meta_rules
@@ -26,14 +20,9 @@ from trainsignals.generator.spec.monitoring import MonitoringSettings
 
 META_FILE = "shard.meta.rules.yaml"
 SELF_TARGET = "localhost:9090"  # a shard's own web address, as it scrapes itself
-# The Prometheus meta alerts that read only the evaluating server's own metrics.
-SHARD_ALERTS = (
-    RULE_FAILURES,
-    RULE_GROUP_SLOW,
-    NOT_CONNECTED_TO_ALERTMANAGERS,
-    PROMETHEUS_NOTIFICATIONS_FAILING,
-    PROMETHEUS_RELOAD_FAILED,
-)
+# The Prometheus meta alerts that read only the evaluating server's own metrics (declared
+# `own_prometheus=True`, generator/spec/pipeline_alerts.py).
+SHARD_ALERTS = OWN_PROMETHEUS
 
 
 def shard_meta_rules(settings: MonitoringSettings, scale: Scale) -> dict:

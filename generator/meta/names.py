@@ -1,16 +1,21 @@
-"""The monitoring pipeline's alert names (defined in generator/spec/pipeline_alerts.py, below
-the spec's settings that override their severities), for the generator layers above."""
+"""The monitoring pipeline's alerts (declared in generator/spec/pipeline_alerts.py, below the
+spec's settings that override their severities), for the generator layers above."""
 
 from __future__ import annotations
 
 from trainsignals.generator.spec.pipeline_alerts import (
     ALERTMANAGER_RELOAD_FAILED,
+    BY_NAME,
     CLUSTER_DEGRADED,
     CONFIG_INCONSISTENT,
     HEARTBEAT,
+    META_SEVERITIES,
+    MONITORING_ROUTED,
     NOT_CONNECTED_TO_ALERTMANAGERS,
     NOTIFICATIONS_FAILING,
     ONCALL_ALERT,
+    OWN_PROMETHEUS,
+    PIPELINE_ALERTS,
     PROMETHEUS_NOTIFICATIONS_FAILING,
     PROMETHEUS_RELOAD_FAILED,
     RULE_FAILURES,
@@ -18,16 +23,23 @@ from trainsignals.generator.spec.pipeline_alerts import (
     SHARD_ALERT,
     TARGETS_VANISHED,
     TICKET_NOTIFICATIONS_FAILING,
+    PipelineAlert,
+    declared_severity,
 )
 
 __all__ = [
     "ALERTMANAGER_RELOAD_FAILED",
+    "BY_NAME",
     "CLUSTER_DEGRADED",
     "CONFIG_INCONSISTENT",
     "HEARTBEAT",
+    "META_SEVERITIES",
+    "MONITORING_ROUTED",
     "NOTIFICATIONS_FAILING",
     "NOT_CONNECTED_TO_ALERTMANAGERS",
     "ONCALL_ALERT",
+    "OWN_PROMETHEUS",
+    "PIPELINE_ALERTS",
     "PROMETHEUS_NOTIFICATIONS_FAILING",
     "PROMETHEUS_RELOAD_FAILED",
     "RULE_FAILURES",
@@ -35,4 +47,6 @@ __all__ = [
     "SHARD_ALERT",
     "TARGETS_VANISHED",
     "TICKET_NOTIFICATIONS_FAILING",
+    "PipelineAlert",
+    "declared_severity",
 ]

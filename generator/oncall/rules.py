@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from trainsignals.generator.meta.names import declared_severity
 from trainsignals.generator.oncall.delivered import NOTIFIED, notified_expr
 from trainsignals.generator.oncall.policy import (
     ALERT,
@@ -65,7 +66,7 @@ def alert_rule(policy: OncallPolicy, links: Links) -> dict:
         "for": policy.for_,
         "labels": {
             "job": NAME,
-            "severity": "ticket",
+            "severity": declared_severity(ALERT),
             # The series carries `team` already; spelled out so routing never depends on it.
             "team": "{{ $labels.team }}",
         },

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from trainsignals.generator.alerts.catalog import ALERTS
 from trainsignals.generator.alerts.rules import severity, team
-from trainsignals.generator.meta.names import ONCALL_ALERT
+from trainsignals.generator.meta.names import META_SEVERITIES, ONCALL_ALERT
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.generator.spec.receivers import Routing
@@ -101,9 +101,9 @@ def monitoring_problems(
     settings: MonitoringSettings, source: str = "monitoring settings"
 ) -> list[str]:
     """The meta-monitoring receivers: the pipeline's own alerts must reach its owners."""
-    from trainsignals.generator.spec.monitoring import META_ALERT_NAMES
-
-    levels = {settings.alerts.get(n, "page") for n in META_ALERT_NAMES[1:]} | {"ticket"}
+    # Each meta alert at its severity (the settings' override, else its declared default); the
+    # on-call and shard tickets always.
+    levels = {settings.alerts.get(n, s) for n, s in META_SEVERITIES.items()} | {"ticket"}
     problems = []
     for level in SEVERITIES:
         routing = settings.routing

@@ -8,12 +8,12 @@ happens to be called like the monitoring team keeps its own routes.
 
 from __future__ import annotations
 
-from trainsignals.generator.meta.names import ONCALL_ALERT, SHARD_ALERT
+from trainsignals.generator.meta.names import MONITORING_ROUTED
 from trainsignals.generator.meta.notify import PAGES_FAILING, TICKETS_FAILING
 from trainsignals.generator.meta.rules import HEARTBEAT
 from trainsignals.generator.routing.receivers import _receiver_config
 from trainsignals.generator.spec.durations import format_duration
-from trainsignals.generator.spec.monitoring import META_ALERT_NAMES, MonitoringSettings
+from trainsignals.generator.spec.monitoring import MonitoringSettings
 from trainsignals.generator.spec.receivers import Receiver
 
 SWITCH_RECEIVER = "deadmansswitch"
@@ -87,8 +87,7 @@ def meta_routes(settings: MonitoringSettings, timing_of: dict[str, dict[str, str
     too: it matched no route before and fell to a receiver that notified nobody. So is
     ShardNotReporting (deploy.shards), labelled with their team."""
 
-    meta = (n for n in META_ALERT_NAMES if n != HEARTBEAT)
-    names = "|".join([*meta, ONCALL_ALERT, SHARD_ALERT])
+    names = "|".join(MONITORING_ROUTED)  # declared: generator/spec/pipeline_alerts.py
     return [
         {
             "receiver": SWITCH_RECEIVER,

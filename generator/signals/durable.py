@@ -108,18 +108,36 @@ def carried_inputs(ctx: RuleContext) -> dict[str, str]:
 
 def carried_recordings(ctx: RuleContext) -> dict[str, str]:
     """Inputs, then carried states, then what reads them, in evaluation order."""
-    r = ctx.recorded()
     inputs = carried_inputs(ctx)
     rules: dict[str, str] = {}
     for state in CARRIED:
         if state.new in inputs:
             rules[state.new] = inputs[state.new]
         if state.drift == "job:trainsignals_standing_still:bool":
-            # Neither a step nor an announced pause (eval, checkpoint): an outage or a hang.
-            last = f"(({LAST_STEP}{r} > {LAST_PAUSE}{r}) or {LAST_PAUSE}{r} or {LAST_STEP}{r})"
-            rules[state.drift] = f"time() - {last} > bool {ctx.seconds(STILL_AFTER_S):g}"
+            rules[state.drift] = standing_still_expr(ctx)
         rules[state.record] = carried_expr(ctx, state)
     return rules
+
+
+def standing_still_expr(ctx: RuleContext) -> str:
+    """1 when neither a step nor an announced pause (eval, checkpoint) came for STILL_AFTER_S:
+    an outage or a hang; else 0.
+
+    The exporters' own newest step must be that old too (absent: no live rank, old). On
+    Prometheus it adds nothing (the carried last step is never older than it); on vmalert the
+    carried value is read back from VictoriaMetrics one remote-write round trip late, seconds
+    that a compressed STILL_AFTER_S (2 s at time scale 60) is shorter than: the job looked
+    still while stepping and the unsaved time never grew (`make e2e-vm`, stale_checkpoint).
+    For the same reason the limit is never below the shortest range a compressed rule uses.
+    """
+    r, raw = ctx.recorded(), ctx.raw()
+    limit = f"{max(ctx.seconds(STILL_AFTER_S), ctx.min_range_seconds):g}"
+    last = f"(({LAST_STEP}{r} > {LAST_PAUSE}{r}) or {LAST_PAUSE}{r} or {LAST_STEP}{r})"
+    newest = f"max(trainsignals_last_step_timestamp_seconds{raw})"
+    return (
+        f"(time() - {last} > bool {limit}) "
+        f"* on () group_left () ((time() - {newest} > bool {limit}) or on () vector(1))"
+    )
 
 
 Carry = tuple[float, float] | None  # the state's last value and when: None before any
