@@ -8,6 +8,7 @@ from collections import Counter
 
 import pytest
 import yaml
+from trainsignals.generator.alerts.definitions.gpu_faults import GPU_LOST, GPU_XID_CRITICAL
 
 from tests.conftest import require_tool
 from trainsignals.fleet.emit import Emitter
@@ -306,27 +307,19 @@ def test_reduced_replay_pages_once_per_nonrecovering_incident(replay) -> None:
     assert result.time_to_page["checkpoint_broken_restarts"] is not None
 
 
-# Issue 26 items 1 and 2: state kept in range windows forgets while an incident lasts. On the
-# rules of today (before durable state in recording rules) the dead job's page resolves after
-# ~2 h and it pages again (CheckpointTooOld, TrainingNoProgress at rescheduling, and
-# ScrapeTargetsVanished to the monitoring team), and goodput records nothing while no rank is
-# scraped (ETTR measured 4.7 points high). Not from forgetting: one SloErrorBudgetBurnFast page
-# at d1 15:27, after three interruptions in two hours (d1 13:16 crash, 14:31 planned stop,
-# 15:16 lost GPU). These should pass once that work is merged: then drop the marks.
-UNTIL_DURABLE_STATE = pytest.mark.xfail(
-    reason="issue 26 items 1-2: until state in recording rules outlives the incident",
-    strict=False,
-)
+# Issue 26 items 1 and 2: state kept in range windows forgot while an incident lasted (the dead
+# job's page resolved after ~2 h and paged again; goodput recorded nothing while no rank was
+# scraped, ETTR 4.7 points high). Now carried by the rules (signals/durable.py), the goodput
+# wall time covers hours with no rank target, a stale-checkpoint page covers the goodput its
+# incident burns, and vanished ranks of a job that already paged are that incident.
 
 
-@UNTIL_DURABLE_STATE
 def test_reduced_replay_pages_a_dead_job_once_for_its_whole_time(replay) -> None:
     result = score(replay)
     assert result.pages_per_incident["dead_job"] == 1
     assert not result.resolved_early, [(e.name, p.alertname) for e, p in result.resolved_early]
 
 
-@UNTIL_DURABLE_STATE
 def test_reduced_replay_pages_nothing_but_its_incidents(replay) -> None:
     result = score(replay)
     assert result.pages == result.nonrecovering
@@ -355,6 +348,19 @@ def test_reduced_replay_tickets_a_node_outage_once(replay) -> None:
         assert len(named) == 1, (fault.cause, fault.node, named)
 
 
-@UNTIL_DURABLE_STATE
 def test_reduced_replay_measures_ettr_within_one_point(replay) -> None:
     assert score(replay).ettr_error_pts <= 1.0
+
+
+def test_generated_inhibition_makes_a_gsp_timeout_one_gpu_fault() -> None:
+    """manual: a GSP timeout drops the GPU (GpuLost) and logs XID 119 (GpuXidCritical): one
+    fault, one page; XID 119 on another GPU still pages."""
+    spec, _ = fleet_spec(2, "manual")
+    _, am_text, _ = generated_files(spec)
+    manager = Alertmanager(am_text)
+    base = {"training_job": spec.name, "team": spec.team, "severity": "page", "node": "n1"}
+    lost = base | {"alertname": GPU_LOST, "gpu": "3"}
+    gsp = base | {"alertname": GPU_XID_CRITICAL, "gpu": "3", "xid": "119"}
+    other = gsp | {"gpu": "4"}
+    assert manager.inhibited(gsp, [lost, gsp, other])
+    assert not manager.inhibited(other, [lost, gsp, other])

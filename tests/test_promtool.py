@@ -165,7 +165,7 @@ def test_every_alert_has_a_firing_and_a_healthy_test(tmp_path: Path) -> None:
     }
     suite = yaml.safe_load(tests.read_text())["tests"]
     goodput = [t for t in suite if t["name"].startswith("goodput:")]  # recording rules' tests
-    assert len(goodput) == 2
+    assert len(goodput) == 3
     silent = [t for t in suite if t["name"].startswith("healthy")]  # nothing may fire
     assert len(silent) == 2  # the healthy run and the completed job
     # Tests that one alert stays silent through an ordinary event end "... no <Alert>" (a slow

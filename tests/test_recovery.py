@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 from trainsignals.exporters.training.metrics import TrainingMetrics
 from trainsignals.generator.alerts.catalog import ALERTS
+from trainsignals.generator.alerts.definitions.loss_checkpoint import CHECKPOINT_TOO_OLD
+from trainsignals.generator.alerts.definitions.recovery import TRAINING_NO_PROGRESS
+from trainsignals.generator.alerts.definitions.slo_burn import SLO_ERROR_BUDGET_BURN_FAST
 from trainsignals.generator.alerts.rules import alert_rules, render_alert
 from trainsignals.generator.loader import SpecError, load_specs
 from trainsignals.generator.routing.alertmanager import alertmanager_config
-from trainsignals.generator.signals.promql import RuleContext
+from trainsignals.generator.signals.promql import RuleContext, matchers
 from trainsignals.generator.spec.job import JobSpec
 
+from .conftest import require_tool
 from .test_alertmanager import HEADER, needs_amtool, routes_to, write
 
 BASE = {
@@ -183,3 +188,63 @@ def test_instrumentation_reports_its_incarnation_from_torchrun() -> None:
     assert (
         'trainsignals_process_start_time_seconds{local_rank="3",node="n1",rank="3"} 1234.5' in text
     )
+
+
+def _burn_after_page(tmp_path: Path, page: str | None) -> subprocess.CompletedProcess:
+    """promtool: the goodput SLO burns at 100% for 3 h; `page` (an alert name) paged for its
+    first 30 minutes and resolved. Passes when SloErrorBudgetBurnFast never fires."""
+    job = JobSpec.model_validate(
+        {**BASE, "slos": [{"sli": "goodput", "objective": 0.8}], "recovery": {"mode": "manual"}}
+    )
+    ctx = RuleContext(job)
+    burn = next(a for a in alert_rules(ctx) if a.name == SLO_ERROR_BUDGET_BURN_FAST)
+    rules = tmp_path / "burn.rules.yaml"
+    rules.write_text(
+        yaml.safe_dump({"groups": [{"name": "g", "rules": [render_alert(ctx, burn)]}]})
+    )
+    slo = {"slo": "goodput", "training_job": job.name}
+    series = [
+        {"series": f"job:trainsignals_slo_errors:ratio_rate{w}{matchers(slo)}", "values": "1x180"}
+        for w in ("5m", "30m", "1h", "6h")
+    ]
+    if page is not None:
+        fired = {"alertname": page, "alertstate": "firing", "severity": "page"}
+        series.append({"series": f"ALERTS{matchers(fired | slo)}", "values": "1x30"})
+    test = {
+        "rule_files": [rules.name],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": series,
+                "alert_rule_test": [
+                    {
+                        "eval_time": f"{m}m",
+                        "alertname": SLO_ERROR_BUDGET_BURN_FAST,
+                        "exp_alerts": [],
+                    }
+                    for m in (60, 120, 170)
+                ],
+            }
+        ],
+    }
+    (tmp_path / "burn.test.yaml").write_text(yaml.safe_dump(test))
+    return subprocess.run(
+        [require_tool("promtool"), "test", "rules", "burn.test.yaml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_goodput_burn_after_a_stale_checkpoint_page_is_that_incident(tmp_path: Path) -> None:
+    """Issue 26 (fleet replay): broken checkpointing pages CheckpointTooOld; the restarts that
+    follow redo hours of steps, and the goodput they burn paged SloErrorBudgetBurnFast a
+    second time. The checkpoint incident's page covers its burn for 6 h, as a no-progress
+    page does; a burn with no page before it still pages."""
+    assert _burn_after_page(tmp_path, CHECKPOINT_TOO_OLD).returncode == 0
+    assert _burn_after_page(tmp_path, TRAINING_NO_PROGRESS).returncode == 0
+    unpaged = _burn_after_page(tmp_path, None)
+    assert unpaged.returncode != 0
+    assert SLO_ERROR_BUDGET_BURN_FAST in unpaged.stdout + unpaged.stderr

@@ -28,6 +28,7 @@ INCIDENT_CONSEQUENCE = "incident_consequence"  # part of a no-progress / crash-l
 ROLES = (NODE_SCOPED, PROGRESS_SYMPTOM, INCIDENT_CONSEQUENCE)
 # Incidents: alerts of one incident page once; what follows a page of it is that incident.
 PROGRESS_INCIDENT = "progress"  # a job that stopped making progress
+CHECKPOINT_INCIDENT = "checkpoint"  # a job whose work is not saved (failing checkpoints)
 
 
 @dataclass(frozen=True)

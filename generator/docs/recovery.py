@@ -9,7 +9,12 @@ copy of the table between the markers below; tests/test_recovery_table.py fails 
 from __future__ import annotations
 
 from trainsignals.generator.alerts.catalog import ALERTS
-from trainsignals.generator.alerts.model import MODES, PROGRESS_INCIDENT, AlertDef
+from trainsignals.generator.alerts.model import (
+    CHECKPOINT_INCIDENT,
+    MODES,
+    PROGRESS_INCIDENT,
+    AlertDef,
+)
 from trainsignals.generator.output.files import GENERATED_MARK
 
 from trainsignals import __version__
@@ -21,6 +26,7 @@ END = "<!-- end of the generated recovery table -->"
 # Kinds of incident, in the table's order: (key, words).
 KINDS = (
     (PROGRESS_INCIDENT, "job stopped: dead, hung, restarts that never reach a step"),
+    (CHECKPOINT_INCIDENT, "checkpoints stopped: the newest save too old to restart from"),
     ("hardware", "hardware fault of one node (counted per node)"),
     ("infrastructure", "infrastructure condition (degraded, not stopped)"),
     ("speed", "slow, starved or full: throughput, step time, GPU memory, disks"),

@@ -8,7 +8,9 @@ and for multi-node specs one more for their node_exporters, which the InfiniBand
 
 from __future__ import annotations
 
+from trainsignals.generator.alerts.catalog import BY_NAME
 from trainsignals.generator.alerts.definitions.fabric import GROUP as FABRIC_ALERTS
+from trainsignals.generator.alerts.model import PROGRESS_INCIDENT, incident_alerts
 from trainsignals.generator.meta.names import (
     TARGETS_VANISHED,
 )
@@ -49,13 +51,17 @@ def vanished_rules(
             present = matchers({**selector, "job": still})
             missing = matchers({**selector, "job": gone})
             expr = f"count by ({by}) (up{present}) unless on ({by}) count by ({by}) (up{missing})"
+            wait = for_seconds
             if gone == training:
                 expr += f" unless on ({by}) ({completed_jobs(group, by, still)})"
+                if paged := progress_paged_jobs(group, by, still):
+                    expr += f" unless on ({by}) ({paged})"
+                wait = training_vanished_for(group, for_seconds)
             rules.append(
                 MetaRule(
                     alert=TARGETS_VANISHED,
                     expr=expr,
-                    for_seconds=for_seconds,
+                    for_seconds=wait,
                     severity=severity,
                     job=gone,
                     summary=f"{job_labels}: no `{gone}` targets while `{still}` targets run",
@@ -79,6 +85,42 @@ def completed_jobs(group: list[JobSpec], by: str, still: str) -> str:
         f"count by ({by}) (up{matchers({**spec.selector_labels, 'job': still})}) and on () "
         f"job:trainsignals_completed:bool{matchers({'training_job': spec.name})} == 1"
         for spec in group
+    )
+
+
+def training_vanished_for(group: list[JobSpec], for_seconds: int) -> int:
+    """The `for` of the training direction: past the group's longest restart budget and 5
+    minutes more, so a job whose ranks all went away (a crash, pods Pending) has paged as its
+    own incident first (TrainingNoProgress, TrainingTargetsDown), which then mutes it."""
+    return max(for_seconds, max(s.recovery.restart_budget for s in group) + 300)
+
+
+def progress_pages(spec: JobSpec) -> list[str]:
+    """The spec's alerts of the no-progress incident that page in its recovery mode."""
+    mode = spec.recovery.mode
+    return [
+        n for n in incident_alerts(PROGRESS_INCIDENT) if BY_NAME[n].severity_for(mode) == "page"
+    ]
+
+
+def progress_paged_jobs(group: list[JobSpec], by: str, still: str) -> str:
+    """The group's jobs whose own no-progress page fires (their rule files' ALERTS): ranks
+    that left service discovery while the job is down are that incident, which already paged
+    the job's team; a second page to the monitoring team is the same incident again."""
+    return " or ".join(
+        f"count by ({by}) (up{matchers({**spec.selector_labels, 'job': still})}) and on () "
+        + "count(ALERTS"
+        + matchers(
+            {
+                "alertname": regex("|".join(progress_pages(spec))),
+                "alertstate": "firing",
+                "severity": "page",
+                "training_job": spec.name,
+            }
+        )
+        + ")"
+        for spec in group
+        if progress_pages(spec)
     )
 
 

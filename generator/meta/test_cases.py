@@ -15,7 +15,12 @@ from trainsignals.generator.meta.names import (
     TICKET_NOTIFICATIONS_FAILING,
 )
 from trainsignals.generator.meta.notify import integrations
-from trainsignals.generator.meta.targets import fabric_specs, vanish_groups
+from trainsignals.generator.meta.targets import (
+    fabric_specs,
+    progress_pages,
+    training_vanished_for,
+    vanish_groups,
+)
 from trainsignals.generator.signals.fabric import NODE_EXPORTER_JOB
 from trainsignals.generator.signals.promql import matchers
 from trainsignals.generator.spec.job import JobSpec
@@ -244,12 +249,14 @@ def vanished_tests(
         selector = group[0].selector_labels
         node_exporter = {**selector, "instance": "node-0:9100", "job": NODE_EXPORTER_JOB}
         for gone, still in ((gpu, training), (training, gpu)):
+            # The training direction waits past the restart budget (its own page first).
+            fired = 45 if gone == gpu else 21 + training_vanished_for(group, 600) // 60 + 4
             running = [
                 series("up", {**selector, "instance": "node-0:9400", "job": gone}, "1x20 stale"),
-                series("up", {**selector, "instance": "node-0:9401", "job": still}, "1x60"),
+                series("up", {**selector, "instance": "node-0:9401", "job": still}, "1x80"),
             ]
             if group[0] in fabric_specs(group):  # its node_exporters stay
-                running.append(series("up", node_exporter, "1x60"))
+                running.append(series("up", node_exporter, "1x80"))
             vanished.append(
                 case(
                     f"{group[0].name}: its `{gone}` targets leave service discovery at minute "
@@ -259,7 +266,7 @@ def vanished_tests(
                         alert(TARGETS_VANISHED, 20, []),
                         alert(
                             TARGETS_VANISHED,
-                            45,
+                            fired,
                             [
                                 labels(
                                     TARGETS_VANISHED,
@@ -296,6 +303,7 @@ def vanished_tests(
                 [alert(TARGETS_VANISHED, 45, [])],
             )
         )
+        vanished += _progress_paged(group, training, gpu)
         finished = [
             series("up", {**selector, "instance": "node-0:9400", "job": job}, "1x20 stale")
             for job in sorted({training, gpu})
@@ -340,3 +348,37 @@ def vanished_tests(
             )
         )
     return vanished
+
+
+def _progress_paged(group: list[JobSpec], training: str, gpu: str) -> list[dict]:
+    """A job down for an hour (its ranks gone at minute 21, pods Pending) pages its own team
+    for no progress from minute 37: that page is the incident, no vanished target beside it."""
+    spec = group[0]
+    pages = progress_pages(spec)
+    if not pages:
+        return []
+    selector = spec.selector_labels
+    page = {
+        "alertname": pages[0],
+        "alertstate": "firing",
+        "severity": "page",
+        "training_job": spec.name,
+    }
+    stays = [series("up", {**selector, "instance": "node-0:9401", "job": gpu}, "1x80")]
+    if spec in fabric_specs(group):
+        node_exporter = {**selector, "instance": "node-0:9100", "job": NODE_EXPORTER_JOB}
+        stays.append(series("up", node_exporter, "1x80"))
+    return [
+        case(
+            f"{spec.name}: its `{training}` targets leave at minute 21 while the job is down "
+            f"and {pages[0]} pages from minute 37: one incident, no vanished target",
+            [
+                series(
+                    "up", {**selector, "instance": "node-0:9400", "job": training}, "1x20 stale"
+                ),
+                *stays,
+                series("ALERTS", page, "_x36 1x44"),
+            ],
+            [alert(TARGETS_VANISHED, m, []) for m in (30, 45, 60, 80)],
+        )
+    ]

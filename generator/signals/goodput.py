@@ -4,7 +4,9 @@ Definitions (Google's ml-goodput-measurement, adapted to GPU jobs; README "Goodp
 window W, per job, in rank-seconds averaged over the job's ranks:
 
 - wall: W when the job's training targets existed W ago, else the age of its oldest
-  process (capped at W): a job's first window starts when it does.
+  process (capped at W): a job's first window starts when it does. With no rank target at
+  all (pods Pending for hours) W again while the job has started and not completed (the
+  carried state says so): a dead job's hours are wall time, all recovery, not missing data.
 - activity seconds: increase of each rank's `trainsignals_time_seconds_total{activity}`
   (startup, train, data_wait, checkpoint_save, checkpoint_restore, eval, other), summed over
   ranks, divided by the ranks seen in W.
@@ -16,9 +18,10 @@ window W, per job, in rank-seconds averaged over the job's ranks:
   recovery = wall not covered by any process (from the crash to the restarted processes),
   i.e. 1 minus all of the above, never below 0. Goodput plus every badput category is 1.
 
-Everything reads raw series of the same evaluation (no recorded history), so the rules also
-work on backfilled data; the 1d ratios average the 1h ones (sliding windows, so each sample
-of the day weighs the same except in the first and last hour).
+Everything reads raw series of the same evaluation (no recorded history, but for whether the
+job has completed), so the rules also work on backfilled data; the 1d ratios average the 1h
+ones (sliding windows, so each sample of the day weighs the same except in the first and last
+hour).
 """
 
 from __future__ import annotations
@@ -85,7 +88,8 @@ def window_exprs(
         f"or on () vector(0)), 0) or on () {steps or per_rank_steps}",
         "wall": f"vector({wall_seconds:g}) and on () count(up{ctx.training_targets()} "
         f"offset {window}) or on () clamp_max(max(sum by (node, rank) ({TIME}{raw})), "
-        f"{wall_seconds:g})",
+        f"{wall_seconds:g}) or on () (vector({wall_seconds:g}) and on () "
+        f"job:trainsignals_completed:bool{ctx.recorded()} == 0)",
     }
 
 

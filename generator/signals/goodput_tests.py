@@ -78,6 +78,7 @@ class Minute:
     activity: str | None
     new_process: bool = False  # a process (re)started at the start of this minute
     restore_to_checkpoint: bool = False
+    gone: bool = False  # no process and no target either (pods Pending): `up` has no series
 
 
 def _minutes(spec: list[tuple[int, str | None]]) -> list[Minute]:
@@ -124,6 +125,12 @@ def restart_minutes() -> list[Minute]:
     )
 
 
+def dead_minutes() -> list[Minute]:
+    """The healthy job's first hour, then its pods Pending for two hours: no rank target at
+    all (issue 26, 1). The dead hours are wall time, all of it recovery."""
+    return [*_minutes([(5, "startup"), (55, "train")]), *repeat(Minute(None, gone=True), 120)]
+
+
 @dataclass
 class Replay:
     """Counters and ground truth of a Minute list, for RANKS identical ranks."""
@@ -135,12 +142,14 @@ class Replay:
         self.steps: list[float | None] = []
         self.global_step: list[float | None] = []
         self.truth: list[str] = []  # the category of each minute (index 0: none)
+        self.process_start: list[float | None] = []
         totals = dict.fromkeys(ACTIVITIES, 0.0)
-        steps_total = step = high_water = checkpoint = 0
-        for minute in self.minutes:
+        steps_total = step = high_water = checkpoint = started = 0
+        for index, minute in enumerate(self.minutes):
             if minute.new_process:
                 totals = dict.fromkeys(ACTIVITIES, 0.0)
                 steps_total = 0
+                started = 60 * (index - 1)  # at the start of this minute
             if minute.restore_to_checkpoint:
                 step = checkpoint
             category = minute.activity or "recovery"
@@ -161,10 +170,11 @@ class Replay:
                 self.counters[a].append(totals[a] if alive else None)
             self.steps.append(float(steps_total) if alive else None)
             self.global_step.append(float(step) if alive else None)
+            self.process_start.append(float(started) if alive else None)
         self.truth[0] = "none"
-        self.up = [0.0 if m.activity is None else 1.0 for m in self.minutes]
+        self.up = [None if m.gone else 0.0 if m.activity is None else 1.0 for m in self.minutes]
         # Its series encoded once: they are the same for every spec (_replays keeps them).
-        own = (*self.counters.values(), self.steps, self.global_step, self.up)
+        own = (*self.counters.values(), self.steps, self.global_step, self.up, self.process_start)
         self._encoded = {id(values): encode(values) for values in own}
 
     def encoded(self, values: list) -> str:
@@ -202,6 +212,9 @@ class Replay:
                 )
             series.append(RawSeries("trainsignals_steps_total", labels, self.steps))
             series.append(RawSeries("trainsignals_global_step", labels, self.global_step))
+            series.append(
+                RawSeries("trainsignals_process_start_time_seconds", labels, self.process_start)
+            )
             series.append(RawSeries("up", {**labels, "job": spec.scrape_jobs.training}, self.up))
         return series
 
@@ -239,13 +252,13 @@ def _checks(ctx: RuleContext, replay: Replay, end: int) -> list[dict]:
     ]
 
 
-@cache  # the same two replays for every spec: replayed and encoded once
-def _replays() -> tuple[Replay, Replay]:
-    return Replay(healthy_minutes()), Replay(restart_minutes())
+@cache  # the same replays for every spec: replayed and encoded once
+def _replays() -> tuple[Replay, Replay, Replay]:
+    return Replay(healthy_minutes()), Replay(restart_minutes()), Replay(dead_minutes())
 
 
 def goodput_tests(ctx: RuleContext) -> list[dict]:
-    healthy, restart = _replays()
+    healthy, restart, dead = _replays()
     return [
         {
             "name": "goodput: a healthy job's goodput is its time in steps; the pauses are badput",
@@ -264,5 +277,13 @@ def goodput_tests(ctx: RuleContext) -> list[dict]:
                 for s in restart.series(ctx)
             ],
             "promql_expr_test": _checks(ctx, restart, 160) + _checks(ctx, restart, 169),
+        },
+        {
+            "name": "goodput: hours with no rank target at all (pods Pending) are recovery",
+            "interval": "1m",
+            "input_series": [
+                {"series": s.selector(), "values": dead.encoded(s.values)} for s in dead.series(ctx)
+            ],
+            "promql_expr_test": _checks(ctx, dead, 150) + _checks(ctx, dead, 180),
         },
     ]

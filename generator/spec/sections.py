@@ -28,9 +28,7 @@ class Shape(StrictModel):
     gpus_per_node: Annotated[int, Field(ge=1, le=16)] = Field(
         8, description="GPUs per node, each one rank."
     )
-    gpu_model: str = Field(
-        description="GPU model, for its peak FLOP/s (MFU), e.g. H100-SXM."
-    )
+    gpu_model: str = Field(description="GPU model, for its peak FLOP/s (MFU), e.g. H100-SXM.")
     dtype: Literal["bf16", "fp16", "fp8", "tf32"] = Field(
         "bf16", description="Training precision: picks the peak FLOP/s that MFU divides by."
     )

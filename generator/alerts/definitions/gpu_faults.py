@@ -27,6 +27,8 @@ REMAP_SEEN_WITHIN = 900  # a remap state seen this recently still tickets (see b
 # (generator/signals/xid_catalog.py): the same fault, one page. An uncorrectable ECC error is
 # XID 48 (double bit) before Ampere, 94 (contained) or 95 (uncontained) on A100 / H100.
 XID_FELL_OFF_BUS = (79,)
+# A GSP (GPU System Processor) RPC timeout leaves the GPU unanswering NVML as well: GpuLost.
+XID_GSP_TIMEOUT = (119,)
 XID_UNCORRECTABLE_ECC = (48, 94, 95)
 SAME_GPU = ("training_job", "node", "gpu")
 XID_ALERTS = (GPU_XID_CRITICAL, GPU_XID_ERROR)  # a code is one or the other (xid_page_codes)
@@ -72,11 +74,12 @@ def _xid_labels(ctx: RuleContext) -> tuple[str, ...]:
             equal=SAME_GPU,
         ),
         Explains(
-            f"A GPU that fell off the bus logs XID {_in_words(XID_FELL_OFF_BUS)}: the XID alert "
-            "of that GPU is the same fault, one page.",
+            f"A GPU that fell off the bus logs XID {_in_words(XID_FELL_OFF_BUS)}, one whose GSP "
+            f"stopped answering XID {_in_words(XID_GSP_TIMEOUT)}: the XID alert of that GPU is "
+            "the same fault, one page.",
             alerts=XID_ALERTS,
             equal=SAME_GPU,
-            target_labels=_codes(XID_FELL_OFF_BUS),
+            target_labels=_codes(XID_FELL_OFF_BUS + XID_GSP_TIMEOUT),
         ),
     ),
     meaning="A GPU stopped answering NVML (fell off the bus) or is missing from its node.",

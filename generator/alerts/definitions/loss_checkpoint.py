@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from trainsignals.generator.alerts.definitions.recovery import completed
-from trainsignals.generator.alerts.model import AlertGroup, Rule
+from trainsignals.generator.alerts.model import CHECKPOINT_INCIDENT, AlertGroup, Rule
 from trainsignals.generator.signals.faults import FAULT_ONSET, FaultCase, JobTimeline, from_onset
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.spec.durations import format_duration
@@ -184,6 +184,7 @@ def _saves_fail_and_restarts(every: int):
     signal="errors",
     severity="page",
     incident_consequence=True,
+    incident=CHECKPOINT_INCIDENT,
     meaning="The last successful checkpoint is older than checkpoint_max_age: a crash now loses "
     "that much work.",
 )

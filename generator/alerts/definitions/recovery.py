@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from trainsignals.generator.alerts.model import (
+    CHECKPOINT_INCIDENT,
     INCIDENT_CONSEQUENCE,
     PROGRESS_INCIDENT,
     AlertGroup,
@@ -47,12 +48,12 @@ SELF_HEALING_FAILED = Explains(
 )
 
 
-def _incident_pages(ctx: RuleContext) -> str:
-    # Pages of an incident that stops progress (incident=PROGRESS_INCIDENT): what they page
-    # for, a stale checkpoint follows.
+def _incident_pages(ctx: RuleContext, *incidents: str) -> str:
+    """The firing pages of the job's alerts that declare one of `incidents`."""
+    names = [name for incident in incidents for name in incident_alerts(incident)]
     return "ALERTS" + matchers(
         {
-            "alertname": regex("|".join(incident_alerts(PROGRESS_INCIDENT))),
+            "alertname": regex("|".join(names)),
             "alertstate": "firing",
             "severity": "page",
             "training_job": ctx.job,
@@ -63,8 +64,10 @@ def _incident_pages(ctx: RuleContext) -> str:
 def paged_incident_ended_within(ctx: RuleContext, seconds: int) -> str:
     """`unless` an incident that stopped progress paged within `seconds` and is over: while
     it lasts Alertmanager inhibits its consequences; after it, what it left in a window
-    (the goodput it burned) is still that incident, not a second one."""
-    pages = _incident_pages(ctx)
+    (the goodput it burned) is still that incident, not a second one. Both kinds: a stopped
+    job (PROGRESS_INCIDENT), and unsaved work (CHECKPOINT_INCIDENT: the restarts of a job
+    whose checkpoints failed redo hours of steps, goodput the stale-checkpoint page is about)."""
+    pages = _incident_pages(ctx, PROGRESS_INCIDENT, CHECKPOINT_INCIDENT)
     return (
         f" unless on (training_job) (max_over_time({pages}[{ctx.range(seconds)}]) "
         f"unless on (training_job) {pages})"
