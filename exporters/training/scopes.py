@@ -59,11 +59,13 @@ class WaitTimer:
 
     def __enter__(self) -> WaitTimer:
         self._start = time.perf_counter()
+        self._account.waiting_since = self._start  # a hung loader shows while it hangs
         return self
 
     def __exit__(self, *exc: object) -> None:
         # Counted even when the loader raised: the time was spent waiting either way.
         waited = time.perf_counter() - self._start
+        self._account.waiting_since = 0.0
         self._counter.inc(waited)
         self._account.wait_seconds += waited
 

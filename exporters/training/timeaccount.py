@@ -20,6 +20,7 @@ goes back to that step: the steps between it and the previous high-water mark ar
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -65,6 +66,8 @@ class TimeAccount:
         self._wanted = "startup"  # what the phase asks for; startup lasts until the first step
         self._since = start  # start of the open interval (since the last step, in train)
         self.wait_seconds = 0.0  # written by the training loop (float adds)
+        # perf_counter() at the start of the data wait in progress, 0.0 when none (WaitTimer).
+        self.waiting_since = 0.0
         self._wait_mark = 0.0
         self._grace = 60.0
         self.steps = 0
@@ -171,6 +174,16 @@ class TimeAccountCollector(Collector):
         )
         step.add_metric(self._values, float(self._account.global_step))
         yield step
+        # Hang attribution: one rank stuck in its data loader while its peers wait in the next
+        # collective (generator/signals/hang_suspects.py).
+        since = self._account.waiting_since
+        waiting = GaugeMetricFamily(
+            "trainsignals_data_wait_open_seconds",
+            "Seconds the data wait in progress has lasted; 0 when not waiting for data.",
+            labels=self._names,
+        )
+        waiting.add_metric(self._values, time.perf_counter() - since if since else 0.0)
+        yield waiting
 
     def describe(self) -> list:
         return []

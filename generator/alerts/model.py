@@ -11,7 +11,7 @@ an alert is one such definition plus its runbook template
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from trainsignals.generator.signals.faults import FaultCase
@@ -79,6 +79,8 @@ class AlertRule:
     # Nominal seconds the alert keeps firing after its condition last held (0: none), for
     # intermittent faults: one NaN every few minutes is one incident, one page episode.
     keep_firing_for: int = 0
+    # Annotations besides summary, description and the links (e.g. `suspects`), as pairs.
+    annotations: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,7 @@ class Rule:
     window: str
     faults: tuple[FaultCase, ...] | list[FaultCase] = ()
     keep_firing_for: int = 0  # see AlertRule
+    annotations: Mapping[str, str] = field(default_factory=dict)  # see AlertRule
 
 
 @dataclass(frozen=True)
@@ -146,6 +149,7 @@ class AlertDef:
             built.window,
             faults,
             built.keep_firing_for,
+            tuple(sorted(built.annotations.items())),
         )
 
 

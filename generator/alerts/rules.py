@@ -56,5 +56,6 @@ def render_alert(ctx: RuleContext, alert: AlertRule) -> dict:
         "description": alert.description,
         "runbook_url": f"{spec.links.runbook_base_url}/{alert.name}.md",
         "summary": alert.summary,
+        **dict(alert.annotations),
     }
     return rule

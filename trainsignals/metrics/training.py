@@ -42,6 +42,13 @@ TRAINING_METRICS: tuple[Metric, ...] = (
         "The trainer's global step; back at the checkpoint's step after a restart.",
     ),
     Metric(
+        "trainsignals_data_wait_open_seconds",
+        Kind.GAUGE,
+        T,
+        JOB,
+        "Seconds the data wait in progress has lasted; 0 when not waiting for data.",
+    ),
+    Metric(
         "trainsignals_failed_steps_total",
         Kind.COUNTER,
         T,

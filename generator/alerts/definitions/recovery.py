@@ -21,6 +21,7 @@ from trainsignals.generator.signals.faults import (
 )
 from trainsignals.generator.signals.goodput import HIGH_WATER_LOOKBACK
 from trainsignals.generator.signals.gpu import gpu_source
+from trainsignals.generator.signals.hang_suspects import suspects_annotation
 from trainsignals.generator.signals.promql import RuleContext, matchers, regex
 from trainsignals.generator.spec.durations import format_duration
 from trainsignals.generator.spec.job import CRASH_LOOP_RESTARTS
@@ -130,6 +131,7 @@ def no_progress(ctx: RuleContext) -> Rule:
                 what="on restarts every 15m that never reach a step",
             ),
         ],
+        annotations=suspects_annotation(ctx),
     )
 
 

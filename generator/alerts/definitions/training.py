@@ -19,6 +19,7 @@ from trainsignals.generator.signals.faults import (
     stall,
 )
 from trainsignals.generator.signals.gpu_activity import activity_now
+from trainsignals.generator.signals.hang_suspects import suspects_annotation
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.spec.durations import format_duration
 
@@ -175,6 +176,7 @@ def stalled(ctx: RuleContext) -> Rule:
         f"{format_duration(o.max_pause)} (any phase)",
         window="instant",
         faults=[FaultCase("", o.stall_after // 60 + 5, job_fault=from_onset(stall))],
+        annotations=suspects_annotation(ctx),
     )
 
 
