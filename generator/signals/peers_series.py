@@ -22,7 +22,6 @@ WOBBLE = 0.03  # healthy peers differ from each other by up to this, all the tim
 PEER_NODES = 4  # nodes in the fabric cases (2 in the GPU cases)
 LINK_BYTES = 5e9  # a healthy rail's throughput, each direction (bytes/s)
 LINK_WAIT = 5e5  # a healthy port's transmit wait (ticks/s)
-# A fault that sits `rel` below (or above) the threshold, tested on both sides.
 Idle = Callable[[int], bool]
 
 
@@ -36,8 +35,12 @@ def _never(minute: int) -> bool:
 
 
 def pause_and_restart(minute: int) -> bool:
-    """A 6-minute checkpoint pause, then a restart 10 minutes down, both after onset."""
-    return FAULT_ONSET + 5 <= minute < FAULT_ONSET + 11 or FAULT_ONSET + 30 <= minute < 80
+    """A 6-minute checkpoint pause, then a restart 20 minutes down (longer than the
+    persistence window and its `for`), both after onset."""
+    return (
+        FAULT_ONSET + 5 <= minute < FAULT_ONSET + 11
+        or FAULT_ONSET + 25 <= minute < FAULT_ONSET + 45
+    )
 
 
 def gpu_case(
