@@ -54,6 +54,8 @@ from trainsignals.generator.alerts.definitions.training import (
 )
 from trainsignals.generator.spec.job import JobSpec, Recovery
 
+from .scenarios_peers import PEER_SCENARIOS
+
 MINUTE, HOUR = 60, 3600
 
 # A GPU or rank named by position; -1 means "the last one" (resolved against the shape).
@@ -381,10 +383,13 @@ _FABRIC_SCENARIOS = (
     ),
 )
 
-from .scenarios_peers import PEER_SCENARIOS  # noqa: E402 (they are built from the classes above)
-
 SCENARIOS: dict[str, Scenario] = {
-    s.name: s for s in (*_SCENARIOS, *_FABRIC_SCENARIOS, *PEER_SCENARIOS)
+    s.name: s
+    for s in (
+        *_SCENARIOS,
+        *_FABRIC_SCENARIOS,
+        *(Scenario(**{**p, "fault": Conditions(**p["fault"])}) for p in PEER_SCENARIOS),
+    )
 }
 
 # Goodput's restart: not in the e2e alert matrix (what pages for it is the recovery mode's
