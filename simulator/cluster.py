@@ -63,6 +63,7 @@ class Node:
         disk_filled: float,
         seconds: float,
         rng: random.Random,
+        clock_factors: dict[int, float] | None = None,
     ) -> None:
         """This tick's free disk (`disk_filled`: the share the fault filled) and GPU readings
         (`hot_gpus`: indices running hot); a node that is down reports nothing."""
@@ -78,6 +79,7 @@ class Node:
                     stalled=stalled,
                     data_wait_ratio=data_wait_ratio,
                     hot=gpu.index in hot_gpus,
+                    clock_factor=(clock_factors or {}).get(gpu.index, 1.0),
                 )
                 update_gpu(gpu, load, 10_000 + rank.rank, seconds, rng)
 

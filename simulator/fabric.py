@@ -18,6 +18,9 @@ LINK_UP, POLLING = 5, 2  # node_infiniband_physical_state_id
 FLAP_PERIOD = 600  # simulated seconds between link-downs of a flapping port
 FLAP_DOWN = 30  # simulated seconds each flap stays down
 HCAS = 2  # ports per node (mlx5_0 and mlx5_1, port 1 each); the fault hits mlx5_0
+RAIL_BYTES = 5e9  # bytes per simulated second each way while the ranks step
+RAIL_WAIT = 5e5  # transmit-wait ticks per simulated second meanwhile (a little congestion)
+IDLE_SHARE = 0.001  # what a port still carries in a pause (heartbeats, the rendezvous store)
 
 
 @dataclass
@@ -28,6 +31,9 @@ class Port:
     link_error_recovery: int = 0
     symbol_errors: int = 0
     errors_received: int = 0
+    data_transmitted: float = 0.0
+    data_received: float = 0.0
+    transmit_wait: float = 0.0
 
     def go_down(self) -> None:
         if self.state == ACTIVE:
@@ -68,6 +74,19 @@ class NodeFabric:
         if since_onset % FLAP_PERIOD >= FLAP_DOWN:
             port.come_up()
 
+    def carry(self, seconds: float, busy: bool, slow: tuple[float, float] = (1.0, 1.0)) -> None:
+        """`seconds` of traffic on every active port; `slow`: (throughput, transmit wait)
+        factors of the faulty port (a degraded link moves less and waits more)."""
+        share = 1.0 if busy else IDLE_SHARE
+        for key, port in self.ports.items():
+            if port.state != ACTIVE:
+                continue
+            moved, waited = slow if key == ("mlx5_0", "1") else (1.0, 1.0)
+            data = RAIL_BYTES * share * moved * seconds
+            port.data_transmitted += data
+            port.data_received += data
+            port.transmit_wait += RAIL_WAIT * share * waited * seconds
+
     def collect(self) -> Iterator[Metric]:
         labels = ["device", "port"]
         gauges = {
@@ -79,6 +98,9 @@ class NodeFabric:
             "link_error_recovery": ("Times the link recovered from errors", "link_error_recovery"),
             "symbol_error": ("Minor link errors on the lanes", "symbol_errors"),
             "port_errors_received": ("Received packets with an error", "errors_received"),
+            "port_data_transmitted_bytes": ("Data transmitted (bytes)", "data_transmitted"),
+            "port_data_received_bytes": ("Data received (bytes)", "data_received"),
+            "port_transmit_wait": ("Ticks with data to send but no credits", "transmit_wait"),
         }
         for name, (help_, attr) in gauges.items():
             family = GaugeMetricFamily(f"node_infiniband_{name}", help_, labels=labels)

@@ -23,6 +23,7 @@ class GpuLoad:
     stalled: bool  # spinning in a hung collective
     data_wait_ratio: float
     hot: bool
+    clock_factor: float = 1.0  # a fail-slow GPU: SM clock held down without a reason bit
 
 
 def make_gpus(profile: JobProfile, node: int, count: int) -> list[FakeGpu]:
@@ -85,4 +86,4 @@ def update_gpu(gpu: FakeGpu, load: GpuLoad, pid: int, dt_real: float, rng: rando
     else:
         gpu.temperature_celsius = 33.0 + 34.0 * util + rng.uniform(-0.5, 0.5)
         gpu.throttle_reasons = set()
-        gpu.sm_clock_hertz = gpu.sm_clock_max_hertz
+        gpu.sm_clock_hertz = gpu.sm_clock_max_hertz * load.clock_factor

@@ -299,6 +299,16 @@ class Simulation:
                 disk_filled=c.disk_fill_per_hour * elapsed_h,
                 seconds=dt_real,
                 rng=self._rng,
+                clock_factors={
+                    node.gpus[g].index: f for n, g, f in c.slow_gpus if self.nodes[n] is node
+                },
+            )
+            # Collective traffic moves while the ranks step (not in pauses, nor when hung).
+            links = {n: (tx, wt) for n, tx, wt in c.slow_links}
+            node.fabric.carry(
+                self.tick,
+                busy=phase in ("train", "warmup") and not c.stalled,
+                slow=links.get(self.nodes.index(node), (1.0, 1.0)),
             )
 
     def _checkpoint_succeeds(self, c: Conditions) -> bool:

@@ -17,6 +17,7 @@ from trainsignals.generator.alerts.definitions.fabric import (
     INFINIBAND_PORT_DOWN,
     INFINIBAND_PORT_FLAPPING,
 )
+from trainsignals.generator.alerts.definitions.failslow import GPU_FAIL_SLOW
 from trainsignals.generator.alerts.definitions.gpu_conditions import (
     GPU_EXPORTER_NVML_ERRORS,
     GPU_TEMPERATURE_HIGH,
@@ -53,6 +54,8 @@ from trainsignals.generator.alerts.definitions.training import (
 )
 from trainsignals.generator.spec.job import JobSpec, Recovery
 
+from .scenarios_peers import PEER_SCENARIOS
+
 MINUTE, HOUR = 60, 3600
 
 # A GPU or rank named by position; -1 means "the last one" (resolved against the shape).
@@ -81,6 +84,8 @@ class Conditions:
     xids: tuple[tuple[int, int, int, int], ...] = ()
     ib_down: tuple[int, ...] = ()  # nodes whose InfiniBand port mlx5_0/1 goes down for good
     ib_flapping: tuple[int, ...] = ()  # nodes whose port goes down 30 s every 10 min
+    slow_gpus: tuple[tuple[int, int, float], ...] = ()  # (node, gpu, SM clock factor)
+    slow_links: tuple[tuple[int, float, float], ...] = ()  # (node, throughput x, wait x)
     crash_job: bool = False  # every process dies at onset (a torchrun-style job failure)
     restart_after: int | None = None  # seconds after onset the launcher has them all back
     restore_seconds: int = 60  # the restarted job loads its last checkpoint for this long
@@ -214,7 +219,8 @@ _SCENARIOS = (
         "clocks at 60%; the synchronous job slows 10% (MFU ~0.41, still above its floor). "
         f"{GPU_TEMPERATURE_HIGH} fires ~10m, {GPU_THERMAL_THROTTLING} ~20m after onset.",
         Conditions(hot_gpus=((0, 0),), speed=0.9),
-        {GPU_THERMAL_THROTTLING: "ticket", GPU_TEMPERATURE_HIGH: "ticket"},
+        # Clocks at 60% of its peers: the fail-slow ticket names the same GPU.
+        {GPU_THERMAL_THROTTLING: "ticket", GPU_TEMPERATURE_HIGH: "ticket", GPU_FAIL_SLOW: "ticket"},
         duration=30 * MINUTE + 45 * MINUTE,
         step_slowdown=1.12,
     ),
@@ -377,7 +383,14 @@ _FABRIC_SCENARIOS = (
     ),
 )
 
-SCENARIOS: dict[str, Scenario] = {s.name: s for s in (*_SCENARIOS, *_FABRIC_SCENARIOS)}
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in (
+        *_SCENARIOS,
+        *_FABRIC_SCENARIOS,
+        *(Scenario(**{**p, "fault": Conditions(**p["fault"])}) for p in PEER_SCENARIOS),
+    )
+}
 
 # Goodput's restart: not in the e2e alert matrix (what pages for it is the recovery mode's
 # business), used by the goodput tests: `Simulation(spec, "restart")`.

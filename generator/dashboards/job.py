@@ -25,6 +25,7 @@ from trainsignals.generator.dashboards.kit import (
     SCHEMA_VERSION,
     multi_value_variable,
 )
+from trainsignals.generator.dashboards.where_slow import where_slow_panels
 from trainsignals.generator.signals.panels import PANEL_IDS, dashboard_uid
 from trainsignals.generator.signals.promql import RuleContext, regex
 
@@ -52,6 +53,7 @@ def _dashboard(
         *b.golden_signals(),
         *b.training(),
         *goodput_panels(b),
+        *where_slow_panels(b),
         *gpu_panels(b),
         *node_panels(b),
     ]

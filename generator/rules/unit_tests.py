@@ -112,6 +112,8 @@ def fault_test(ctx: RuleContext, case: FaultCase, inputs: TestInputs, reads: Rea
         "xid": xid,
         "action": action_of(xid),
     } | FABRIC_PORT
+    if not case.fires:
+        return _quiet_test(ctx, case, series, minutes)
     return {
         "name": f"{case.alert} fires {case.what} and not before",
         "interval": "1m",
@@ -131,6 +133,22 @@ def fault_test(ctx: RuleContext, case: FaultCase, inputs: TestInputs, reads: Rea
                 ],
             },
             *_holds_test(ctx, case),
+        ],
+    }
+
+
+def _quiet_test(ctx: RuleContext, case: FaultCase, series: list[dict], minutes: int) -> dict:
+    """A quiet case: the alert is never pending nor firing over the whole test."""
+    return {
+        "name": f"{case.alert} stays quiet {case.what}",
+        "interval": "1m",
+        "input_series": series,
+        "promql_expr_test": [
+            {
+                "expr": f"count_over_time({_alerts_query(ctx, case.alert)}[{minutes}m])",
+                "eval_time": f"{minutes}m",
+                "exp_samples": [],
+            }
         ],
     }
 

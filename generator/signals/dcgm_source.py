@@ -279,6 +279,7 @@ class DcgmExporter(GpuSource):
         name, factor = {
             "utilization": ("DCGM_FI_DEV_GPU_UTIL", 100.0),
             "temperature": ("DCGM_FI_DEV_GPU_TEMP", 1.0),
+            "sm_clock": ("DCGM_FI_DEV_SM_CLOCK", 1e-6),  # MHz
             "remapped_rows_pending": ("DCGM_FI_DEV_ROW_REMAP_PENDING", 1.0),
             "remapped_rows_failed": ("DCGM_FI_DEV_ROW_REMAP_FAILURE", 1.0),
             "ecc_uncorrected": ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", 1.0),

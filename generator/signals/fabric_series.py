@@ -13,6 +13,12 @@ if TYPE_CHECKING:
 FABRIC_PORT = {"device": "mlx5_0", "port": "1"}  # the port the fault cases break
 SPARE = {"device": "mlx5_1", "port": "1"}  # a healthy port next to it
 COUNTERS = ("symbol_error", "port_errors_received", "link_error_recovery")
+# A healthy rail per minute: 5 GB/s each way, little transmit wait (ticks).
+TRAFFIC = (
+    ("data_transmitted_bytes", 60 * 5e9),
+    ("data_received_bytes", 60 * 5e9),
+    ("transmit_wait", 60 * 5e5),
+)
 
 
 def ib_series(
@@ -20,6 +26,7 @@ def ib_series(
 ) -> list[RawSeries]:
     """Both ports of node-0: state per minute (down in `down`), link-downs at `downed_at`."""
     series = []
+    minutes_ = range(minutes + 1)
     for port in (FABRIC_PORT, SPARE):
         labels = {**ctx.spec.selector_labels, "node": "node-0", **port}
         broken = port is FABRIC_PORT
@@ -34,6 +41,11 @@ def ib_series(
         ]
         series += [
             RawSeries(f"node_infiniband_{c}_total", labels, [0] * (minutes + 1)) for c in COUNTERS
+        ]
+        # Traffic and congestion (generator/signals/peers.py), the same on every healthy port.
+        series += [
+            RawSeries(f"node_infiniband_port_{c}_total", labels, [per_minute * m for m in minutes_])
+            for c, per_minute in TRAFFIC
         ]
     return series
 

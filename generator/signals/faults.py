@@ -183,6 +183,7 @@ GPU_HEALTHY = {
     "utilization": 0.95,
     "memory_used_ratio": 0.75,
     "temperature": 65.0,
+    "sm_clock": 1.98e9,  # hertz: an H100's boost clock under load
     "thermal_throttle": 0,
     "power_throttle": 0,
     "ecc_uncorrected": 0,
@@ -211,6 +212,9 @@ class FaultCase:
     # Input series beyond the job's, targets' and GPUs' (node_exporter's InfiniBand ports):
     # (ctx, minutes) -> list of RawSeries.
     raw_series: Callable[..., list] | None = None
+    # False: a quiet case: the alert must never be pending or firing over the whole test
+    # (healthy hardware that differs a little from its peers, everyone idle together).
+    fires: bool = True
 
 
 def after(onset: int, value: float | None, before: float | None = None):

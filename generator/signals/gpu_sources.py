@@ -180,6 +180,7 @@ class OwnExporter(GpuSource):
             "utilization": "trainsignals_gpu_utilization_ratio",
             "memory_used_ratio": None,
             "temperature": "trainsignals_gpu_temperature_celsius",
+            "sm_clock": "trainsignals_gpu_sm_clock_hertz",
             "remapped_rows_pending": "trainsignals_gpu_remapped_rows_pending",
             "remapped_rows_failed": "trainsignals_gpu_remapped_rows_failed",
             "ecc_uncorrected": "trainsignals_gpu_ecc_errors_total",

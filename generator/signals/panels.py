@@ -40,6 +40,11 @@ PANEL_IDS: dict[str, int] = {
     # Goodput row (generator/dashboards/goodput.py).
     "goodput": 50,
     "badput": 51,
+    # "Where is it slow" row (generator/dashboards/where_slow.py): ids 65-69.
+    "where_slow_nodes": 65,
+    "where_slow_gpus": 66,
+    "where_slow_links": 67,
+    "where_slow_nccl": 68,
 }
 
 # Each keyed panel's title (tests/test_dashboard_text.py checks the dashboards agree), so a
@@ -78,6 +83,10 @@ PANEL_TITLES: dict[str, str] = {
     "firing_alerts": "Firing alerts",
     "goodput": "Goodput (ETTR)",
     "badput": "Where the time goes (1h)",
+    "where_slow_nodes": "Slowest nodes (GPU clock vs job median)",
+    "where_slow_gpus": "GPU SM clock vs job median",
+    "where_slow_links": "InfiniBand throughput vs peers' median",
+    "where_slow_nccl": "NCCL bus bandwidth vs communicator median",
 }
 
 

@@ -23,6 +23,7 @@ from trainsignals.generator.signals.fabric import fabric_recordings
 from trainsignals.generator.signals.goodput import goodput_long_recordings, goodput_recordings
 from trainsignals.generator.signals.gpu import gpu_source
 from trainsignals.generator.signals.hang_suspects import hang_suspect_recordings
+from trainsignals.generator.signals.peers import peer_recordings
 from trainsignals.generator.signals.promql import RuleContext, le_label, matchers, not_regex, regex
 from trainsignals.generator.signals.slo import slo_recordings
 from trainsignals.generator.spec.durations import format_duration
@@ -322,7 +323,11 @@ def _job_rules(ctx: RuleContext) -> tuple[tuple[dict, ...], tuple[dict, ...]]:
     fast = (
         [
             {"record": name, "expr": expr, "labels": ctx.job_label}
-            for name, expr in (*job_recordings(ctx).items(), *gpu.items())
+            for name, expr in (
+                *job_recordings(ctx).items(),
+                *gpu.items(),
+                *peer_recordings(ctx).items(),
+            )
         ]
         + goodput_recordings(ctx)
         + slo_recordings(ctx)

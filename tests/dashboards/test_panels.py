@@ -88,13 +88,17 @@ def test_changing_an_objective_moves_the_threshold() -> None:
 # --- panels, ids, alerts, links ----------------------------------------------------------------
 
 
+# Panels of the InfiniBand fabric: multi-node jobs only.
+FABRIC_PANELS = ("fabric", "where_slow_links", "where_slow_nccl")
+
+
 def test_every_panel_id_is_present(built: tuple, spec: JobSpec) -> None:
     panels = panels_by_id(built[0])
     assert (PANEL_IDS["slo"] in panels) == bool(spec.slos)  # the SLO panel needs an SLO
     multi_node = spec.shape.nodes > 1
     assert (PANEL_IDS["fabric"] in panels) == multi_node  # InfiniBand: multi-node jobs only
     for key, panel_id in PANEL_IDS.items():
-        if (key == "slo" and not spec.slos) or (key == "fabric" and not multi_node):
+        if (key == "slo" and not spec.slos) or (key in FABRIC_PANELS and not multi_node):
             continue
         assert panel_id in panels, f"no panel for {key} (id {panel_id})"
         assert panels[panel_id]["type"] != "row"

@@ -22,6 +22,7 @@ from trainsignals.generator.signals.xid_catalog import action_of
 from trainsignals.generator.spec.durations import parse_duration
 from trainsignals.simulator.profile import JobProfile
 from trainsignals.simulator.scenarios import SCENARIOS
+from trainsignals.simulator.scenarios_peers import CULPRITS
 
 from tests.conftest import require_tool
 from tests.e2e.matrix import GPUS_PER_NODE, NODES, TIMING, Results, Run, run_matrix
@@ -55,6 +56,8 @@ EMPTY_ON_HEALTHY = (
     # Network panel: node_exporter's series; the simulator serves no node_exporter.
     'node:trainsignals_network_receive_bytes:rate5m{{node=~".*",training_job="{job}"}}',
     'node:trainsignals_network_transmit_bytes:rate5m{{node=~".*",training_job="{job}"}}',
+    # NCCL bus bandwidth per rank: the simulator runs no NCCL Inspector.
+    'bottomk(10, rank:trainsignals_nccl_bus_bandwidth:peer_ratio{{training_job="{job}"}})',
 )
 
 
@@ -107,6 +110,9 @@ def test_scenario_alerts(results: Results, name: str) -> None:
         assert n.path == f"/{run.spec.team}/{n.severity}"
         if n.alertname.startswith("GpuXid"):  # NVIDIA's immediate action, where catalogued
             assert n.labels.get("action", "") == action_of(n.labels["xid"]), n.labels
+        if name in CULPRITS and n.alertname == CULPRITS[name][0]:  # names node 0's GPU / port
+            assert n.labels["node"].endswith("-node0"), n.labels
+            assert CULPRITS[name][1].items() <= n.labels.items(), n.labels
     for alertname, severity in expected.items():
         if severity == "page":
             posts = {n.notification for n in fired if n.alertname == alertname}

@@ -63,6 +63,36 @@ EXTERNAL_METRICS: tuple[Metric, ...] = (
         ("node", "device", "port"),
         "Received packets that contained an error.",
     ),
+    # Peer comparison (generator/signals/peers.py): a rail's traffic and congestion.
+    Metric(
+        "node_infiniband_port_data_transmitted_bytes_total",
+        Kind.COUNTER,
+        Component.NODE_EXPORTER,
+        ("node", "device", "port"),
+        "Data transmitted on the port, in bytes.",
+    ),
+    Metric(
+        "node_infiniband_port_data_received_bytes_total",
+        Kind.COUNTER,
+        Component.NODE_EXPORTER,
+        ("node", "device", "port"),
+        "Data received on the port, in bytes.",
+    ),
+    Metric(
+        "node_infiniband_port_transmit_wait_total",
+        Kind.COUNTER,
+        Component.NODE_EXPORTER,
+        ("node", "device", "port"),
+        "Ticks during which the port had data to transmit but no data was sent (congestion).",
+    ),
+    Metric(
+        "nccl_bus_bandwidth_gbs",
+        Kind.GAUGE,
+        Component.NODE_EXPORTER,
+        ("node", "comm_id", "rank"),
+        "NCCL Inspector (NCCL_INSPECTOR_PROM_DUMP=1, node_exporter's textfile collector): bus "
+        "bandwidth of a rank's last collective per communicator, GB/s. Optional.",
+    ),
     # --- Prometheus ---
     Metric(
         "up",

@@ -64,6 +64,7 @@ PROMQL_WORDS = frozenset(
         "topk",
         "bottomk",
         "quantile_over_time",
+        "quantile",
     }
 )
 METRIC_TOKEN = re.compile(r'(?<![\w:"$.])([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(?=[{\[)\s]|$)')

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from trainsignals.generator.alerts.definitions import (
     fabric,
+    failslow,
     gpu_conditions,
     gpu_faults,
     inputs,
@@ -27,6 +28,7 @@ DEFINITIONS: tuple[AlertDef, ...] = (
     *gpu_faults.GROUP.definitions,
     *gpu_conditions.GROUP.definitions,
     *fabric.GROUP.definitions,
+    *failslow.GROUP.definitions,
     *slo_burn.GROUP.definitions,
     *inputs.GROUP.definitions,
 )

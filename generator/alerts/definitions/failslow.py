@@ -1,0 +1,135 @@
+"""Fail-slow hardware: a GPU or a link slower than its peers in the same job (infra tickets).
+
+A throttled GPU or a degraded rail does not stop the job: every rank waits for the slowest at
+each collective, so the whole job runs at its pace (Greyhound/FALCON, ATC'25: fail-slows in 16
+of 27 large jobs, +34.59% job time). What names it is the comparison with the job's peers
+(generator/signals/peers.py): the deviation must persist (most samples of 10 minutes, then 5
+more), and a pause or restart idles everyone together, which is no deviation. The job's team
+cannot reclock a GPU or reseat a cable: tickets for infra, never pages.
+"""
+
+from __future__ import annotations
+
+from trainsignals.generator.alerts.definitions.gpu_labels import named_gpu
+from trainsignals.generator.alerts.model import AlertGroup, Rule
+from trainsignals.generator.signals.fabric import fabric_enabled
+from trainsignals.generator.signals.peers import (
+    CLOCK_RATIO,
+    CLOCK_RATIO_SERIES,
+    LINK_MIN_BYTES,
+    LINK_RATIO,
+    LINK_RATIO_SERIES,
+    LINK_WAIT_EXCESS,
+    PERSIST_FOR,
+    PERSIST_WINDOW,
+    WAIT_FACTOR,
+    WAIT_FLOOR,
+    peers_enabled,
+    persists_above,
+    persists_below,
+)
+from trainsignals.generator.signals.peers_series import (
+    gpu_case,
+    link_case,
+    pause_and_restart,
+)
+from trainsignals.generator.signals.promql import RuleContext
+
+GROUP = AlertGroup()
+# Names other modules import (no module outside a definition types an alert's name).
+GPU_FAIL_SLOW = "GpuFailSlow"
+NODE_LINK_DEGRADED = "NodeLinkDegraded"
+FIRES_AFTER = 20  # minutes from onset: the rate, the persistence window and the `for`
+QUIET_FOR = 60  # minutes a quiet case runs past onset (past its pause and restart)
+
+
+@GROUP.alert(
+    GPU_FAIL_SLOW,
+    signal="infrastructure",
+    severity="ticket",
+    owner="infra",
+    node_scoped=True,
+    meaning="A busy GPU's SM clock stays below 0.9x the job's median busy GPU's: the whole "
+    "job runs at that GPU's pace.",
+)
+def gpu_fail_slow(ctx: RuleContext) -> Rule | None:
+    if not peers_enabled(ctx):
+        return None
+    ratio = f"{CLOCK_RATIO_SERIES}{ctx.recorded()}"
+    return Rule(
+        expr=named_gpu(ctx, persists_below(ratio, CLOCK_RATIO, ctx)),
+        for_seconds=PERSIST_FOR,
+        summary="{{ $labels.training_job }}: {{ $labels.node }} GPU {{ $labels.gpu }} runs at "
+        "{{ $value | humanizePercentage }} of the job's median SM clock",
+        description="GPU {{ $labels.gpu }} ({{ $labels.uuid }}) on {{ $labels.node }} has "
+        "clocked at {{ $value | humanizePercentage }} of the job's median busy GPU for most of "
+        f"the last {PERSIST_WINDOW // 60} minutes (ticket below {CLOCK_RATIO:.0%}). Every "
+        "collective waits for it: the job runs at its pace. Power or thermal capping, a "
+        "failing fan or a board to drain and replace: for the infra team.",
+        panel="where_slow_gpus",
+        threshold=f"SM clock < {CLOCK_RATIO:g}x the job's median",
+        window=f"{PERSIST_WINDOW // 60}m, then {PERSIST_FOR // 60}m",
+        faults=[
+            gpu_case("on a GPU clocked 30% down, with noise", 0.7, FIRES_AFTER),
+            gpu_case("on a GPU 13% down (just past the threshold)", 0.87, FIRES_AFTER),
+            gpu_case("on a GPU 7% down (just inside the threshold)", 0.93, QUIET_FOR, fires=False),
+            gpu_case(
+                "on healthy GPUs through a pause and a restart (GPU 0 idles lower)",
+                1.0,
+                QUIET_FOR,
+                idle=pause_and_restart,
+                fires=False,
+                idle_ratio=0.5,
+            ),
+        ],
+    )
+
+
+@GROUP.alert(
+    NODE_LINK_DEGRADED,
+    signal="infrastructure",
+    severity="ticket",
+    owner="infra",
+    node_scoped=True,
+    meaning="An InfiniBand port moves far less than the same port of the job's other nodes, or "
+    "waits far longer to transmit: collectives crossing it run at its pace.",
+)
+def node_link_degraded(ctx: RuleContext) -> Rule | None:
+    if not fabric_enabled(ctx):
+        return None
+    r = ctx.recorded()
+    slow = persists_below(f"{LINK_RATIO_SERIES}{r}", LINK_RATIO, ctx)
+    waits = persists_above(f"{LINK_WAIT_EXCESS}{r}", WAIT_FLOOR, ctx)
+    return Rule(
+        # Both read as "this port is the slow one"; `or` keeps one alert per port.
+        expr=f"{slow} or {waits}",
+        for_seconds=PERSIST_FOR,
+        summary="{{ $labels.training_job }}: InfiniBand {{ $labels.device }} port "
+        "{{ $labels.port }} on {{ $labels.node }} is slower than its peers",
+        description="InfiniBand {{ $labels.device }}/{{ $labels.port }} on {{ $labels.node }} "
+        f"has, for most of the last {PERSIST_WINDOW // 60} minutes, moved less than "
+        f"{LINK_RATIO:g}x the median of the same port on the job's other nodes (while they "
+        f"move over {LINK_MIN_BYTES / 1e6:g} MB/s), or waited to transmit more than "
+        f"{WAIT_FACTOR:g}x their median plus {WAIT_FLOOR:g} ticks/s "
+        "(node_infiniband_port_transmit_wait_total). Collectives crossing it run at its pace. "
+        "A degraded cable or transceiver, a link trained at a lower width or speed, or a "
+        "congested switch port: for the infra team.",
+        panel="where_slow_links",
+        threshold=f"throughput < {LINK_RATIO:g}x peers' median, or transmit wait > "
+        f"{WAIT_FACTOR:g}x median + {WAIT_FLOOR:g}/s",
+        window=f"5m rate, {PERSIST_WINDOW // 60}m, then {PERSIST_FOR // 60}m",
+        faults=[
+            link_case("on a rail at 30% of its peers' throughput", 0.3, 1.0, FIRES_AFTER),
+            link_case("on a rail at 45% (just past the threshold)", 0.45, 1.0, FIRES_AFTER),
+            link_case("on a rail at 60% (inside the threshold)", 0.6, 1.0, QUIET_FOR, fires=False),
+            link_case("on a congested port (transmit wait 20x)", 1.0, 20.0, FIRES_AFTER),
+            link_case(
+                "on healthy rails through a pause and a restart (node-0 falls silent)",
+                1.0,
+                1.0,
+                QUIET_FOR,
+                idle=pause_and_restart,
+                fires=False,
+            ),
+        ],
+    )

@@ -1,0 +1,161 @@
+"""Hardware compared with its peers: each GPU and each InfiniBand port against the job's median.
+
+In synchronous training every GPU does the same work and every node's rail carries the same
+traffic, so the job's median is what healthy hardware does right now: a GPU clocked well below
+it, or a port moving far less (or waiting far more to transmit) than the same port of the other
+nodes, is where the job is slow (Minder, NSDI'25: compare the machines of one job, require
+the deviation to persist). A pause, a restart or the end of the job idles every GPU and port
+together: there is no deviation then, and the comparison is not even recorded (the gates below).
+
+GPUs: SM clock, SM activity, tensor activity and power, read from the recorded per-GPU series
+that either source fills (generator/signals/gpu_sources.py, dcgm_source.py:
+DCGM_FI_DEV_SM_CLOCK, PROF_SM_ACTIVE / GR_ENGINE_ACTIVE / GPU_UTIL, PROF_PIPE_TENSOR_ACTIVE,
+POWER_USAGE). Only busy GPUs of a job that computes are compared: a GPU idle while the others
+compute is a hang (generator/signals/hang_suspects.py), not a slow GPU.
+
+Fabric (multi-node jobs): node_exporter's infiniband collector,
+`node_infiniband_port_data_{transmitted,received}_bytes_total` and
+`node_infiniband_port_transmit_wait_total` (ticks the port had data but no credits: the
+congestion counter), per `device` and `port`. A port's peers are the same device and port on
+the job's other nodes (rail-optimised fabrics: mlx5_0 of every node is one rail), so a storage
+port is never compared with a compute rail.
+
+NCCL Inspector (NCCL >= 2.28, ext-profiler/inspector with NCCL_INSPECTOR_PROM_DUMP=1) writes
+`nccl_bus_bandwidth_gbs` per communicator (`comm_id`) and `rank` into node_exporter's textfile
+directory, with a new `coll_sn`/`timestamp` label per dump: averaged per rank and
+communicator here, compared with the communicator's median, for the dashboard only (an
+optional plugin is no input an alert may depend on).
+"""
+
+from __future__ import annotations
+
+from trainsignals.generator.signals.fabric import PORT, PORT_UP, fabric_enabled
+from trainsignals.generator.signals.promql import RuleContext
+
+# GpuFailSlow: a busy GPU's SM clock below this share of the job's median busy GPU.
+CLOCK_RATIO = 0.9
+BUSY_GATE = 0.5  # a GPU (and the job's median GPU) at least this busy is computing
+# NodeLinkDegraded: a port moving less than this share of its peers' median ...
+LINK_RATIO = 0.5
+LINK_MIN_BYTES = 1e8  # ... while that median moves at least this (bytes/s): the job talks
+# ... or waiting to transmit more than WAIT_FACTOR x the peers' median plus WAIT_FLOOR ticks/s.
+WAIT_FACTOR = 4.0
+WAIT_FLOOR = 1e6
+# Persistence: the share of a window's samples that must deviate, the window, and the `for`.
+PERSIST_QUANTILE = 0.75
+PERSIST_WINDOW = 600
+PERSIST_FOR = 300
+MIN_GPUS = 4  # fewer GPUs have no median worth comparing with
+
+GPU_BY = "training_job, node, gpu"
+# Recorded per GPU: each signal's ratio to the job's median.
+GPU_SIGNALS = {
+    "sm_clock": "gpu:trainsignals_gpu_sm_clock:hertz",
+    "busy": "gpu:trainsignals_gpu_busy:ratio",
+    "tensor_active": "gpu:trainsignals_gpu_tensor_active:ratio",
+    "power": "gpu:trainsignals_gpu_power:watts",
+}
+BUSY_GPU = "gpu:trainsignals_gpu_busy:gated"
+JOB_BUSY_MEDIAN = "job:trainsignals_gpu_busy:median_all"  # every GPU, busy or not
+CLOCK_RATIO_SERIES = "gpu:trainsignals_gpu_sm_clock:peer_ratio"
+
+LINK_THROUGHPUT = "node:trainsignals_ib_throughput:rate5m"
+LINK_THROUGHPUT_MEDIAN = "job:trainsignals_ib_throughput:median"
+LINK_RATIO_SERIES = "node:trainsignals_ib_throughput:peer_ratio"
+LINK_WAIT = "node:trainsignals_ib_transmit_wait:rate5m"
+LINK_WAIT_MEDIAN = "job:trainsignals_ib_transmit_wait:median"
+LINK_WAIT_EXCESS = "node:trainsignals_ib_transmit_wait:peer_excess"
+NCCL_BUSBW = "rank:trainsignals_nccl_bus_bandwidth:gbs"
+NCCL_BUSBW_RATIO = "rank:trainsignals_nccl_bus_bandwidth:peer_ratio"
+NCCL_BY = "node, comm_id, rank"
+PORT_PEERS = "training_job, device, port"
+
+
+def peers_enabled(ctx: RuleContext) -> bool:
+    return ctx.spec.shape.gpus >= MIN_GPUS
+
+
+def peer_ratio(signal: str) -> str:
+    """The recorded per-GPU ratio of `signal` (a key of GPU_SIGNALS) to the job's median."""
+    return f"gpu:trainsignals_gpu_{signal}:peer_ratio"
+
+
+def gpu_peer_recordings(ctx: RuleContext) -> dict[str, str]:
+    """Per busy GPU of a computing job: each signal over the job's median busy GPU's."""
+    if not peers_enabled(ctx):
+        return {}
+    r = ctx.recorded()
+    busy = GPU_SIGNALS["busy"]
+    rules = {
+        # The GPUs that compute: every comparison is restricted to them.
+        BUSY_GPU: f"{busy}{r} >= {BUSY_GATE:g}",
+        JOB_BUSY_MEDIAN: f"quantile by (training_job) (0.5, {busy}{r})",
+    }
+    computing = f"{JOB_BUSY_MEDIAN}{r} >= {BUSY_GATE:g}"
+    for signal, series in GPU_SIGNALS.items():
+        gated = f"{series}{r} and on ({GPU_BY}) {BUSY_GPU}{r}"
+        # The median inline, not a recorded job: series of its own: a job: rule no alert reads
+        # goes to the slow group (recording.py), and fast rules read only the fast group.
+        middle = f"quantile by (training_job) (0.5, {gated}) and on (training_job) {computing}"
+        rules[peer_ratio(signal)] = f"({gated}) / on (training_job) group_left () ({middle}) > 0"
+    return rules
+
+
+def link_peer_recordings(ctx: RuleContext) -> dict[str, str]:
+    """Per active port: throughput and transmit wait against the same port of the peers."""
+    if not fabric_enabled(ctx):
+        return {}
+    raw, r, w5 = ctx.raw(), ctx.recorded(), ctx.range(300)
+
+    def rate(counter: str) -> str:
+        return f"sum by ({PORT}) (rate(node_infiniband_port_{counter}_total{raw}[{w5}]))"
+
+    active = f"on ({PORT}) {PORT_UP}{r} == 1"
+    return {
+        LINK_THROUGHPUT: (
+            f"({rate('data_transmitted_bytes')} + {rate('data_received_bytes')}) and {active}"
+        ),
+        LINK_THROUGHPUT_MEDIAN: f"quantile by ({PORT_PEERS}) (0.5, {LINK_THROUGHPUT}{r})",
+        # Only where the peers move data: a paused job's ports are all near zero together.
+        LINK_RATIO_SERIES: (
+            f"{LINK_THROUGHPUT}{r} / on ({PORT_PEERS}) group_left () "
+            f"({LINK_THROUGHPUT_MEDIAN}{r} >= {LINK_MIN_BYTES:.0f})"
+        ),
+        LINK_WAIT: f"{rate('transmit_wait')} and {active}",
+        LINK_WAIT_MEDIAN: f"quantile by ({PORT_PEERS}) (0.5, {LINK_WAIT}{r})",
+        LINK_WAIT_EXCESS: (
+            f"{LINK_WAIT}{r} - on ({PORT_PEERS}) group_left () "
+            f"({WAIT_FACTOR:g} * {LINK_WAIT_MEDIAN}{r})"
+        ),
+    }
+
+
+def nccl_peer_recordings(ctx: RuleContext) -> dict[str, str]:
+    """NCCL Inspector's bus bandwidth per rank and communicator, and over its median."""
+    if not fabric_enabled(ctx):
+        return {}
+    raw, r, w5 = ctx.raw(), ctx.recorded(), ctx.range(300)
+    return {
+        # Each dump is a new series (coll_sn, timestamp labels): averaged away per rank.
+        NCCL_BUSBW: f"avg by ({NCCL_BY}) (avg_over_time(nccl_bus_bandwidth_gbs{raw}[{w5}]))",
+        NCCL_BUSBW_RATIO: (
+            f"{NCCL_BUSBW}{r} / on (training_job, comm_id) group_left () "
+            f"(quantile by (training_job, comm_id) (0.5, {NCCL_BUSBW}{r}) > 0)"
+        ),
+    }
+
+
+def peer_recordings(ctx: RuleContext) -> dict[str, str]:
+    """Every peer comparison of the job, after the per-GPU and per-port series it reads."""
+    return gpu_peer_recordings(ctx) | link_peer_recordings(ctx) | nccl_peer_recordings(ctx)
+
+
+def persists_below(series: str, ratio: float, ctx: RuleContext) -> str:
+    """Most of the window's samples below `ratio` (a pause leaves gaps, not healthy samples)."""
+    window = ctx.range(PERSIST_WINDOW)
+    return f"quantile_over_time({PERSIST_QUANTILE:g}, {series}[{window}]) < {ratio:g}"
+
+
+def persists_above(series: str, floor: float, ctx: RuleContext) -> str:
+    window = ctx.range(PERSIST_WINDOW)
+    return f"quantile_over_time({1 - PERSIST_QUANTILE:g}, {series}[{window}]) > {floor:.0f}"

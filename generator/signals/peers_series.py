@@ -1,0 +1,125 @@
+"""promtool cases for the peer alerts (generator/signals/peers.py): GPUs and ports with peers.
+
+The generated tests break GPU 0 of node-0 and port mlx5_0/1 of node-0 (what fault_test
+expects an alert to name); every other GPU and port is a peer that differs from the median by
+a little all the time (a deterministic wobble: uneven data, pipeline stages, silicon lottery).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from trainsignals.generator.signals.fabric_series import FABRIC_PORT
+from trainsignals.generator.signals.faults import FAULT_ONSET, FaultCase
+from trainsignals.generator.signals.gpu import gpu_source
+from trainsignals.generator.signals.gpu_sources import RawSeries
+from trainsignals.generator.signals.promql import RuleContext
+
+BOOST_HZ = 1.98e9  # a busy healthy GPU's SM clock
+IDLE_HZ = 0.345e9  # an idle one's
+WOBBLE = 0.03  # healthy peers differ from each other by up to this, all the time
+PEER_NODES = 4  # nodes in the fabric cases (2 in the GPU cases)
+LINK_BYTES = 5e9  # a healthy rail's throughput, each direction (bytes/s)
+LINK_WAIT = 5e5  # a healthy port's transmit wait (ticks/s)
+Idle = Callable[[int], bool]
+
+
+def wobble(peer: int, minute: int) -> float:
+    """1 +- WOBBLE, different per peer and minute: healthy hardware is never equal."""
+    return 1 + WOBBLE * math.sin(1.7 * minute + 2.3 * peer)
+
+
+def _never(minute: int) -> bool:
+    return False
+
+
+def pause_and_restart(minute: int) -> bool:
+    """A 6-minute checkpoint pause, then a restart 20 minutes down (longer than the
+    persistence window and its `for`), both after onset."""
+    return (
+        FAULT_ONSET + 5 <= minute < FAULT_ONSET + 11
+        or FAULT_ONSET + 25 <= minute < FAULT_ONSET + 45
+    )
+
+
+def gpu_case(
+    what: str,
+    ratio: float,
+    fires_after: int,
+    idle: Idle = _never,
+    fires: bool = True,
+    idle_ratio: float | None = None,
+) -> FaultCase:
+    """GPU 0 of node-0 at `ratio` of the clock from onset; every GPU idle where `idle` says
+    (there GPU 0 idles at `idle_ratio` of the others' idle clock, when given)."""
+
+    def series(ctx: RuleContext, minutes: int) -> list[RawSeries]:
+        source = gpu_source(ctx)
+        out: list[RawSeries] = []
+        for n in range(2):
+            for gpu in range(ctx.spec.shape.gpus_per_node):
+                peer = n * 8 + gpu
+                broken = n == 0 and gpu == 0
+                util, clock = [], []
+                for m in range(minutes + 1):
+                    if idle(m):
+                        util.append(0.0)
+                        clock.append(IDLE_HZ * (idle_ratio if broken and idle_ratio else 1))
+                        continue
+                    util.append(0.95)
+                    slow = ratio if broken and m >= FAULT_ONSET else 1.0
+                    clock.append(round(BOOST_HZ * slow * wobble(peer, m)))
+                signals: dict[str, list] = {"utilization": util, "sm_clock": clock}
+                if source.reports_gpu_up:
+                    signals["up"] = [1] * (minutes + 1)
+                out += source.gpu_test_series(f"node-{n}", gpu, signals)
+        return out
+
+    return FaultCase(
+        "", fires_after, labels=("node", "gpu", "uuid"), raw_series=series, what=what, fires=fires
+    )
+
+
+def link_case(
+    what: str,
+    throughput: float,
+    wait: float,
+    fires_after: int,
+    idle: Idle = _never,
+    fires: bool = True,
+) -> FaultCase:
+    """mlx5_0/1 of node-0 at `throughput` x its peers' bytes and `wait` x their transmit
+    wait from onset; every port near silent where `idle` says (node-0's fully silent)."""
+
+    def series(ctx: RuleContext, minutes: int) -> list[RawSeries]:
+        out: list[RawSeries] = []
+        for n in range(PEER_NODES):
+            for d, port in enumerate((FABRIC_PORT, {"device": "mlx5_1", "port": "1"})):
+                labels = {**ctx.spec.selector_labels, "node": f"node-{n}", **port}
+                broken = n == 0 and port is FABRIC_PORT
+                sent, waited, bytes_total, wait_total = [], [], 0.0, 0.0
+                for m in range(minutes + 1):
+                    sent.append(round(bytes_total))
+                    waited.append(round(wait_total))
+                    faulty = broken and m >= FAULT_ONSET
+                    scale = 0.0 if idle(m) and n == 0 else 1e-3 if idle(m) else 1.0
+                    factor = wobble(n * 2 + d, m) * scale
+                    bytes_total += 60 * LINK_BYTES * factor * (throughput if faulty else 1)
+                    wait_total += 60 * LINK_WAIT * factor * (wait if faulty else 1)
+                out += [
+                    RawSeries("node_infiniband_state_id", labels, [4] * (minutes + 1)),
+                    RawSeries("node_infiniband_port_data_transmitted_bytes_total", labels, sent),
+                    RawSeries("node_infiniband_port_data_received_bytes_total", labels, sent),
+                    RawSeries("node_infiniband_port_transmit_wait_total", labels, waited),
+                ]
+        return out
+
+    return FaultCase(
+        "",
+        fires_after,
+        labels=("node", "device", "port"),
+        raw_series=series,
+        what=what,
+        fires=fires,
+    )
