@@ -40,6 +40,9 @@ PANEL_IDS: dict[str, int] = {
     # Goodput row (generator/dashboards/goodput.py).
     "goodput": 50,
     "badput": 51,
+    # Stragglers (generator/dashboards/straggler_panels.py): ids 60-64.
+    "straggler": 60,
+    "straggler_heatmap": 61,
 }
 
 # Each keyed panel's title (tests/test_dashboard_text.py checks the dashboards agree), so a
@@ -78,6 +81,8 @@ PANEL_TITLES: dict[str, str] = {
     "firing_alerts": "Firing alerts",
     "goodput": "Goodput (ETTR)",
     "badput": "Where the time goes (1h)",
+    "straggler": "Slowest ranks: throughput cost",
+    "straggler_heatmap": "Own work per rank vs the median",
 }
 
 

@@ -28,9 +28,7 @@ class Shape(StrictModel):
     gpus_per_node: Annotated[int, Field(ge=1, le=16)] = Field(
         8, description="GPUs per node, each one rank."
     )
-    gpu_model: str = Field(
-        description="GPU model, for its peak FLOP/s (MFU), e.g. H100-SXM."
-    )
+    gpu_model: str = Field(description="GPU model, for its peak FLOP/s (MFU), e.g. H100-SXM.")
     dtype: Literal["bf16", "fp16", "fp8", "tf32"] = Field(
         "bf16", description="Training precision: picks the peak FLOP/s that MFU divides by."
     )
@@ -144,6 +142,11 @@ class Objectives(StrictModel):
     )
     gpu_memory_max_ratio: Ratio = _d(0.98, "Share of GPU memory in use before it alerts.")
     throttle_max_ratio: Ratio = _d(0.25, "Share of time a GPU may be clock-throttled.")
+    straggler_cost_min_ratio: Ratio = _d(
+        0.05,
+        "TrainingStraggler: share of the job's throughput one slow rank may cost (its own work "
+        "above the median rank's, and above its own usual excess) before it tickets.",
+    )
     xid_page_codes: tuple[Annotated[int, Field(ge=1)], ...] = _d(
         (48, 62, 64, 74, 79, 95, 119, 120),
         "XID codes that need a human now (GPU off the bus, uncontained ECC, NVLink, GSP); "

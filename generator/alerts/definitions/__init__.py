@@ -15,6 +15,7 @@ from trainsignals.generator.alerts.definitions import (
     reachability,
     recovery,
     slo_burn,
+    straggler,
     training,
 )
 from trainsignals.generator.alerts.model import AlertDef
@@ -27,6 +28,7 @@ DEFINITIONS: tuple[AlertDef, ...] = (
     *gpu_faults.GROUP.definitions,
     *gpu_conditions.GROUP.definitions,
     *fabric.GROUP.definitions,
+    *straggler.GROUP.definitions,
     *slo_burn.GROUP.definitions,
     *inputs.GROUP.definitions,
 )
