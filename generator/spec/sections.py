@@ -144,7 +144,7 @@ class Objectives(StrictModel):
     throttle_max_ratio: Ratio = _d(0.25, "Share of time a GPU may be clock-throttled.")
     straggler_cost_min_ratio: Ratio = _d(
         0.05,
-        "TrainingStraggler: share of the job's throughput one slow rank may cost (its own work "
+        "Share of the job's throughput one slow rank may cost (its own work "
         "above the median rank's, and above its own usual excess) before it tickets.",
     )
     xid_page_codes: tuple[Annotated[int, Field(ge=1)], ...] = _d(

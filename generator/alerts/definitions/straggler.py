@@ -91,7 +91,9 @@ def training_straggler(ctx: RuleContext) -> Rule | None:
         f"{{{{ $value | humanizePercentage }}}} of the job's throughput ({smoothing} average; "
         f"ticket at {cost:.0%}), more than it usually costs (its 6h lower quartile). "
         "Look at that node's host CPU, GPU clocks and neighbours; cordon it if it stays.",
-        panel="straggler",
+        # "straggler" (panel 60) once dashboards/job.py places straggler_panels(); until then
+        # the step-time panel, which the job's dashboard has.
+        panel="step_time_series",
         threshold=f">= {cost:.0%} throughput lost to one rank",
         window=f"{smoothing} average for {FOR_SECONDS // 60}m, incarnation older than "
         f"{MIN_INCARNATION_AGE // 60}m",
