@@ -24,10 +24,7 @@ from trainsignals.generator.signals.goodput import goodput_long_recordings, good
 from trainsignals.generator.signals.gpu import gpu_source
 from trainsignals.generator.signals.promql import RuleContext, le_label, matchers, not_regex, regex
 from trainsignals.generator.signals.slo import slo_recordings
-from trainsignals.generator.signals.straggler import (
-    straggler_recordings,
-    straggler_slow_recordings,
-)
+from trainsignals.generator.signals.straggler import straggler_recordings
 from trainsignals.generator.spec.durations import format_duration
 
 # The slow group's interval: under Prometheus' 5m lookback with room for a late evaluation
@@ -333,10 +330,7 @@ def _job_rules(ctx: RuleContext) -> tuple[tuple[dict, ...], tuple[dict, ...]]:
     )
     slow = [
         {"record": name, "expr": expr, "labels": ctx.job_label}
-        for name, expr in (
-            *step_time_quantiles(ctx).items(),
-            *straggler_slow_recordings(ctx).items(),
-        )
+        for name, expr in step_time_quantiles(ctx).items()
     ] + goodput_long_recordings(ctx)
     _last_built = (ctx, tuple(fast), tuple(slow))
     return _last_built[1], _last_built[2]

@@ -9,7 +9,7 @@ The recorded series, per rank (`node`, `rank`, `local_rank`) unless said:
 - OWN_RATE: own-work seconds per second of wall time (5m);
 - MEDIAN (per job): the median rank's OWN_RATE;
 - RATIO: OWN_RATE / MEDIAN, the score against the peers (1 = a typical rank);
-- BASELINE (per `rank`, every SLOW_INTERVAL): the lower quartile of RATIO over 6h, the
+- BASELINE (per `rank`): the lower quartile of RATIO over 6h, the
   rank's own normal. A rank that always does a little more (the last pipeline stage, uneven
   sequence lengths) has a baseline above 1, and only what it adds to it counts;
 - COST: (OWN_RATE - MEDIAN x max(1, BASELINE)) / the job's stepping share: the share of the
@@ -64,7 +64,7 @@ def straggler_recordings(ctx: RuleContext) -> dict[str, str]:
     # median, never less than the median (a rank usually faster than the median costs the
     # job nothing until it is slower than the median).
     usual = f"(clamp_min({BASELINE}{r}, 1) * on (training_job) group_left () {MEDIAN}{r})"
-    return {
+    return baseline_recording(ctx) | {
         OWN_RATE: f"sum by ({RANK}) (rate({OWN_WORK}{ctx.raw()}[{ctx.range(300)}]))",
         MEDIAN: f"quantile(0.5, {OWN_RATE}{r})",
         RATIO: f"{OWN_RATE}{r} / on (training_job) group_left () ({MEDIAN}{r} > 0)",
@@ -74,11 +74,10 @@ def straggler_recordings(ctx: RuleContext) -> dict[str, str]:
     }
 
 
-def straggler_slow_recordings(ctx: RuleContext) -> dict[str, str]:
-    """The slow group's rule: the 6h baseline moves slowly, and over every rank it is the
-    costliest read (360 samples per rank)."""
-    if not straggler_enabled(ctx):
-        return {}
+def baseline_recording(ctx: RuleContext) -> dict[str, str]:
+    """The 6h baseline: in the fast group, as the ticket reads it through COST (no alert
+    reads the slow group), though it moves slowly and is the costliest read (360 samples
+    per rank)."""
     return {
         # Per rank, whichever node it ran on: a rank moved to a new node by a restart keeps
         # its past (min: the node it was fastest on).
