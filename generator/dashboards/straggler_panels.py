@@ -8,6 +8,7 @@ Panel ids 60-64 (signals/panels.py). Not placed by dashboards/job.py yet: the ca
 from __future__ import annotations
 
 from grafanalib import core as g
+from trainsignals.generator.alerts.definitions.straggler import TRAINING_STRAGGLER
 from trainsignals.generator.dashboards.kit import GREEN, RED, PanelBuilder
 from trainsignals.generator.signals.straggler import (
     COST,
@@ -29,7 +30,7 @@ def straggler_panels(b: PanelBuilder) -> list[g.Panel]:
         "Slowest ranks: throughput cost",
         f"The {TOP_K} ranks costing the job the most throughput beyond their usual: own work "
         "(step time less data and collective waits) above the median rank's and above the "
-        "rank's own 6h baseline, as a share of the job's stepping time. TrainingStraggler "
+        f"rank's own 6h baseline, as a share of the job's stepping time. {TRAINING_STRAGGLER} "
         f"tickets at {cost:.0%} (5m average, for 15m). The dashed line is that threshold; "
         "'job' is what the slowest rank costs, its usual excess included.",
         [
