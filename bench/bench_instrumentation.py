@@ -2,7 +2,9 @@
 
 Plain script (prints, never asserts): `python bench/bench_instrumentation.py [iterations]`.
 Reports microseconds per step for the instrumented loop body and for the same loop body
-without instrumentation, and their difference (the cost a training step pays).
+without instrumentation, and their difference (the cost a training step pays); then the cost
+one `collective_wait()` mark adds to a step (the own-work counter needs one per blocking
+collective the loop wants left out of its own work).
 """
 
 from __future__ import annotations
@@ -33,12 +35,34 @@ def _instrumented(metrics: TrainingMetrics, n: int) -> float:
     return time.perf_counter() - start
 
 
+def _marked(metrics: TrainingMetrics, n: int) -> float:
+    """The instrumented loop with one collective marked per step."""
+    loss = 1.0
+    start = time.perf_counter()
+    for _ in range(n):
+        with metrics.step(tokens=4096, samples=8):
+            with metrics.data_wait():
+                pass
+            loss = loss * 0.999999
+            with metrics.collective_wait():
+                pass
+        metrics.loss(loss)
+    return time.perf_counter() - start
+
+
 def measure(iterations: int = 200_000, repeats: int = 5) -> dict[str, float]:
-    """Best-of-`repeats` µs per step: empty loop, instrumented loop, and the overhead."""
+    """Best-of-`repeats` µs per step: empty loop, instrumented loop, the overhead, and what a
+    collective mark adds to it."""
     metrics = TrainingMetrics(rank=0, local_rank=0, world_size=1, node="bench")
     empty = min(_empty(iterations) for _ in range(repeats)) / iterations * 1e6
     inst = min(_instrumented(metrics, iterations) for _ in range(repeats)) / iterations * 1e6
-    return {"empty_us": empty, "instrumented_us": inst, "overhead_us": inst - empty}
+    marked = min(_marked(metrics, iterations) for _ in range(repeats)) / iterations * 1e6
+    return {
+        "empty_us": empty,
+        "instrumented_us": inst,
+        "overhead_us": inst - empty,
+        "collective_mark_us": marked - inst,
+    }
 
 
 def main(argv: list[str]) -> None:
@@ -48,6 +72,7 @@ def main(argv: list[str]) -> None:
     print(f"empty loop           : {result['empty_us']:.3f} µs/step")
     print(f"instrumented loop    : {result['instrumented_us']:.3f} µs/step")
     print(f"instrumentation cost : {result['overhead_us']:.3f} µs/step (budget 20 µs)")
+    print(f"one collective mark  : +{result['collective_mark_us']:.3f} µs/step")
 
 
 if __name__ == "__main__":

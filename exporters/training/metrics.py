@@ -19,9 +19,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import generate_latest
 
 from trainsignals import __version__
-from trainsignals.metrics.training import PHASES
+from trainsignals.metrics.training import OWN_WORK, PHASES, help_text
 
 from .disk import CheckpointDiskCollector, DiskUsageFn, WithoutCreated, real_disk_usage
+from .ownwork import CollectiveTimer, OwnWork
 from .scopes import (
     ActivityScope,
     CheckpointScope,
@@ -58,19 +59,10 @@ def step_buckets(bound: float | None) -> tuple[float, ...]:
     return tuple(sorted({*STEP_BUCKETS, float(bound)}))
 
 
+# Labels the object sets itself (plus `job` and `instance`, which the scrape sets).
 RESERVED_LABELS = frozenset(
-    {
-        "node",
-        "rank",
-        "local_rank",
-        "phase",
-        "path",
-        "world_size",
-        "version",
-        "le",
-        "job",
-        "instance",
-    }
+    {"node", "rank", "local_rank", "phase", "path", "world_size", "version", "le"}
+    | {"job", "instance"}
 )
 
 
@@ -142,6 +134,8 @@ class TrainingMetrics:
             "trainsignals_data_wait_seconds",
             "Seconds spent waiting for the data loader.",
         )
+        own_work = child(Counter, OWN_WORK.removesuffix("_total"), help_text(OWN_WORK))
+        self.own = OwnWork(own_work)
         self._dropped = child(
             Counter,
             "trainsignals_batches_dropped",
@@ -252,10 +246,20 @@ class TrainingMetrics:
         return StepTimer(self, tokens, samples)
 
     def observe_step(
-        self, seconds: float, tokens: float = 0, samples: float = 0, timestamp: float | None = None
+        self,
+        seconds: float,
+        tokens: float = 0,
+        samples: float = 0,
+        timestamp: float | None = None,
+        own_work: float | None = None,
     ) -> None:
-        """Record a step timed elsewhere (or simulated): the non-context-manager form."""
+        """Record a step timed elsewhere (or simulated): the non-context-manager form.
+
+        `own_work`: the step's own work, when known; else `seconds` less the data and
+        collective waits since the previous step (ownwork.py).
+        """
         self._duration.observe(seconds)
+        self.own.step(seconds, own_work)
         self._steps.inc()
         if tokens:
             self._tokens.inc(tokens)
@@ -277,11 +281,20 @@ class TrainingMetrics:
 
     def data_wait(self) -> WaitTimer:
         """`with metrics.data_wait(): batch = next(it)`: time spent waiting for data."""
-        return WaitTimer(self._data_wait, self._account)
+        return WaitTimer(self._data_wait, self._account, self.own)
 
     def add_data_wait(self, seconds: float) -> None:
         self._data_wait.inc(seconds)
         self._account.wait_seconds += seconds
+        self.own.blocked += seconds
+
+    def collective_wait(self) -> CollectiveTimer:
+        """`with metrics.collective_wait(): dist.all_reduce(t)`: time blocked in a collective
+        (or a pipeline recv, a barrier), which is not this rank's own work."""
+        return CollectiveTimer(self.own)
+
+    def add_collective_wait(self, seconds: float) -> None:
+        self.own.blocked += seconds
 
     # --- rarer events ------------------------------------------------------------------
     def batch_dropped(self, n: int = 1) -> None:
@@ -289,6 +302,7 @@ class TrainingMetrics:
 
     def step_failed(self) -> None:
         self._failed.inc()
+        self.own.skip()
 
     def checkpoint_saved(self, timestamp: float | None = None) -> None:
         """Call after a checkpoint is durably written (not when it starts)."""

@@ -9,13 +9,23 @@ from typing import Any, Protocol
 
 from prometheus_client import Gauge
 
+from .ownwork import OwnWork
 from .timeaccount import TimeAccount
 
 
 class _Metrics(Protocol):
     """What the scopes call back on TrainingMetrics (a protocol: metrics.py imports this module)."""
 
-    def observe_step(self, seconds: float, tokens: float = 0, samples: float = 0) -> None: ...
+    own: OwnWork
+
+    def observe_step(
+        self,
+        seconds: float,
+        tokens: float = 0,
+        samples: float = 0,
+        timestamp: float | None = None,
+        own_work: float | None = None,
+    ) -> None: ...
     def step_failed(self) -> None: ...
     def checkpoint_saved(self, timestamp: float | None = None) -> None: ...
     def phase(self, name: str) -> PhaseScope: ...
@@ -24,15 +34,18 @@ class _Metrics(Protocol):
 class StepTimer:
     """`with metrics.step(...)`: a plain class, cheaper than a generator context manager."""
 
-    __slots__ = ("_metrics", "_samples", "_start", "_tokens")
+    __slots__ = ("_blocked", "_metrics", "_samples", "_start", "_tokens")
 
     def __init__(self, metrics: _Metrics, tokens: float, samples: float) -> None:
         self._metrics = metrics
         self._tokens = tokens
         self._samples = samples
         self._start = 0.0
+        self._blocked = 0.0
 
     def __enter__(self) -> StepTimer:
+        # Own work is the block's time less what blocked inside it (ownwork.py).
+        self._blocked = self._metrics.own.blocked
         self._start = time.perf_counter()
         return self
 
@@ -46,15 +59,18 @@ class StepTimer:
             # The exception still propagates; the loop decides whether to retry or die.
             self._metrics.step_failed()
             return
-        self._metrics.observe_step(time.perf_counter() - self._start, self._tokens, self._samples)
+        seconds = time.perf_counter() - self._start
+        own = seconds - (self._metrics.own.blocked - self._blocked)
+        self._metrics.observe_step(seconds, self._tokens, self._samples, None, own)
 
 
 class WaitTimer:
-    __slots__ = ("_account", "_counter", "_start")
+    __slots__ = ("_account", "_counter", "_own", "_start")
 
-    def __init__(self, counter: Any, account: TimeAccount) -> None:
+    def __init__(self, counter: Any, account: TimeAccount, own: OwnWork) -> None:
         self._counter = counter
         self._account = account
+        self._own = own
         self._start = 0.0
 
     def __enter__(self) -> WaitTimer:
@@ -68,6 +84,7 @@ class WaitTimer:
         self._account.waiting_since = 0.0
         self._counter.inc(waited)
         self._account.wait_seconds += waited
+        self._own.blocked += waited
 
 
 class PhaseScope:

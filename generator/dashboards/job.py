@@ -25,9 +25,11 @@ from trainsignals.generator.dashboards.kit import (
     SCHEMA_VERSION,
     multi_value_variable,
 )
+from trainsignals.generator.dashboards.straggler_panels import straggler_panels
 from trainsignals.generator.dashboards.where_slow import where_slow_panels
 from trainsignals.generator.signals.panels import PANEL_IDS, dashboard_uid
 from trainsignals.generator.signals.promql import RuleContext, regex
+from trainsignals.generator.signals.straggler import straggler_enabled
 
 
 def build_dashboard(
@@ -53,7 +55,7 @@ def _dashboard(
         *b.golden_signals(),
         *b.training(),
         *goodput_panels(b),
-        *where_slow_panels(b),
+        *where_slow_panels(b, extra=[straggler_panels] if straggler_enabled(ctx) else []),
         *gpu_panels(b),
         *node_panels(b),
     ]

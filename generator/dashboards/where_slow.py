@@ -9,7 +9,7 @@ Other helpers' panels (stragglers, hang suspects) come in through `extra`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Sequence
 
 from grafanalib import core as g
 from trainsignals.generator.alerts.definitions.failslow import GPU_FAIL_SLOW, NODE_LINK_DEGRADED
@@ -28,9 +28,12 @@ from trainsignals.generator.signals.peers import (
 TOP_K = 10  # series per panel: at 16k GPUs only the slowest few are readable
 
 
-def where_slow_panels(b: PanelBuilder, extra: Iterable[g.Panel] = ()) -> list[g.Panel]:
-    """The row, its panels, then `extra` (panels other modules append to the row)."""
-    extra = list(extra)
+def where_slow_panels(
+    b: PanelBuilder, extra: Sequence[Callable[[PanelBuilder], list[g.Panel]]] = ()
+) -> list[g.Panel]:
+    """The row, its panels, then the panels of `extra`: other modules' builders, each enabled
+    for this job (the caller decides), called after the row's own panels so the layout places
+    theirs below them."""
     if not peers_enabled(b.ctx) and not extra:
         return []
     panels: list[g.Panel] = [b.layout.row("Where is it slow")]
@@ -38,7 +41,9 @@ def where_slow_panels(b: PanelBuilder, extra: Iterable[g.Panel] = ()) -> list[g.
         panels += _gpu_panels(b)
     if fabric_enabled(b.ctx):
         panels += _fabric_panels(b)
-    return panels + extra
+    for build in extra:
+        panels += build(b)
+    return panels
 
 
 def _gpu_panels(b: PanelBuilder) -> list[g.Panel]:

@@ -21,6 +21,7 @@ from trainsignals.generator.alerts.rules import AlertRule, severity, team
 from trainsignals.generator.rules.checkpoint_restart import checkpoint_restart_test
 from trainsignals.generator.rules.long_horizon import slow_first_step_test
 from trainsignals.generator.rules.reads import Reads, alert_reads, keeps
+from trainsignals.generator.rules.straggler_tests import straggler_tests
 from trainsignals.generator.signals.fabric_series import FABRIC_PORT, ib_series
 from trainsignals.generator.signals.faults import (
     FAULT_ONSET,
@@ -389,6 +390,7 @@ def _rule_tests(
         tests.append(checkpoint_restart_test(ctx, inputs))
     tests.append(slow_first_step_test(ctx))
     tests += [*(fault_test(ctx, c, inputs, r) for c, r in cases), *goodput_tests(ctx)]
+    tests += straggler_tests(ctx, inputs, [a.name for a in alerts])
     return promtool_suite(ctx, rule_file, tests)
 
 

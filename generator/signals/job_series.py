@@ -170,6 +170,19 @@ def _time_accounts(t: JobTimeline, _progress: Progress) -> list[Signal]:
     return [(s.name, s.labels, s.values) for s in series if s.name != "trainsignals_global_step"]
 
 
+# A healthy rank's own work: this share of its stepping time less its data wait (the rest is
+# collectives). Every rank does the same: no straggler (generator/signals/straggler.py).
+HEALTHY_OWN_SHARE = 0.8
+
+
+def _own_work(t: JobTimeline, _progress: Progress) -> list[Signal]:
+    per_minute = [
+        60 * HEALTHY_OWN_SHARE * (1 - w) if s > 0 else 0.0
+        for s, w in zip(t.steps_per_second, t.data_wait_share, strict=True)
+    ]
+    return [("trainsignals_own_work_seconds_total", {}, _cumulative(per_minute))]
+
+
 def _global_step(t: JobTimeline, progress: Progress) -> list[Signal]:
     return [("trainsignals_global_step", {}, progress()[2])]
 
@@ -196,6 +209,7 @@ SIGNAL_GROUPS: tuple[tuple[tuple[str, ...], Group], ...] = (
         ("data_wait_share",),
         _running_sum("trainsignals_data_wait_seconds_total", "data_wait_share", 60),
     ),
+    (("steps_per_second", "data_wait_share"), _own_work),
     (("loss",), _as_is("trainsignals_loss", "loss")),
     (
         ("nonfinite_per_minute",),

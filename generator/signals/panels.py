@@ -40,6 +40,9 @@ PANEL_IDS: dict[str, int] = {
     # Goodput row (generator/dashboards/goodput.py).
     "goodput": 50,
     "badput": 51,
+    # Stragglers (generator/dashboards/straggler_panels.py): ids 60-64.
+    "straggler": 60,
+    "straggler_heatmap": 61,
     # "Where is it slow" row (generator/dashboards/where_slow.py): ids 65-69.
     "where_slow_nodes": 65,
     "where_slow_gpus": 66,
@@ -83,6 +86,8 @@ PANEL_TITLES: dict[str, str] = {
     "firing_alerts": "Firing alerts",
     "goodput": "Goodput (ETTR)",
     "badput": "Where the time goes (1h)",
+    "straggler": "Slowest ranks: throughput cost",
+    "straggler_heatmap": "Own work per rank vs the median",
     "where_slow_nodes": "Slowest nodes (GPU clock vs job median)",
     "where_slow_gpus": "GPU SM clock vs job median",
     "where_slow_links": "InfiniBand throughput vs peers' median",

@@ -26,6 +26,7 @@ from trainsignals.generator.signals.hang_suspects import hang_suspect_recordings
 from trainsignals.generator.signals.peers import peer_recordings
 from trainsignals.generator.signals.promql import RuleContext, le_label, matchers, not_regex, regex
 from trainsignals.generator.signals.slo import slo_recordings
+from trainsignals.generator.signals.straggler import straggler_recordings
 from trainsignals.generator.spec.durations import format_duration
 
 # The slow group's interval: under Prometheus' 5m lookback with room for a late evaluation
@@ -145,6 +146,7 @@ def job_recordings(ctx: RuleContext) -> dict[str, str]:
         | carried_recordings(ctx)
         | durable_readings(ctx)
         | fabric_recordings(ctx)
+        | straggler_recordings(ctx)
     )
 
 

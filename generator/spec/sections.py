@@ -142,6 +142,11 @@ class Objectives(StrictModel):
     )
     gpu_memory_max_ratio: Ratio = _d(0.98, "Share of GPU memory in use before it alerts.")
     throttle_max_ratio: Ratio = _d(0.25, "Share of time a GPU may be clock-throttled.")
+    straggler_cost_min_ratio: Ratio = _d(
+        0.05,
+        "Share of the job's throughput one slow rank may cost (its own work "
+        "above the median rank's, and above its own usual excess) before it tickets.",
+    )
     xid_page_codes: tuple[Annotated[int, Field(ge=1)], ...] = _d(
         (48, 62, 64, 74, 79, 95, 119, 120),
         "XID codes that need a human now (GPU off the bus, uncontained ECC, NVLink, GSP); "

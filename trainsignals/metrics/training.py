@@ -11,6 +11,10 @@ PHASES = ("startup", "warmup", "train", "eval", "checkpoint", "done")
 
 T = Component.TRAINING
 
+# Each rank's own work (step time less data wait and time blocked in collectives): the
+# instrumentation creates the counter from this entry, so name and help live here alone.
+OWN_WORK = "trainsignals_own_work_seconds_total"
+
 TRAINING_METRICS: tuple[Metric, ...] = (
     Metric(
         "trainsignals_training_info",
@@ -54,6 +58,14 @@ TRAINING_METRICS: tuple[Metric, ...] = (
         T,
         JOB,
         "Steps that raised and were skipped or retried.",
+    ),
+    Metric(
+        OWN_WORK,
+        Kind.COUNTER,
+        T,
+        JOB,
+        "Seconds of this rank's own work: step time less data wait and time blocked in "
+        "collectives (what a straggler has more of).",
     ),
     Metric("trainsignals_tokens_total", Kind.COUNTER, T, JOB, "Tokens processed by this rank."),
     Metric("trainsignals_samples_total", Kind.COUNTER, T, JOB, "Samples processed by this rank."),
@@ -130,3 +142,8 @@ TRAINING_METRICS: tuple[Metric, ...] = (
         "Size in bytes of the file system holding the checkpoint directory.",
     ),
 )
+
+
+def help_text(name: str) -> str:
+    """The catalogue's help text of the training metric `name`."""
+    return next(m.help for m in TRAINING_METRICS if m.name == name)

@@ -16,6 +16,7 @@ from trainsignals.generator.alerts.definitions import (
     reachability,
     recovery,
     slo_burn,
+    straggler,
     training,
 )
 from trainsignals.generator.alerts.model import AlertDef
@@ -29,6 +30,7 @@ DEFINITIONS: tuple[AlertDef, ...] = (
     *gpu_conditions.GROUP.definitions,
     *fabric.GROUP.definitions,
     *failslow.GROUP.definitions,
+    *straggler.GROUP.definitions,
     *slo_burn.GROUP.definitions,
     *inputs.GROUP.definitions,
 )

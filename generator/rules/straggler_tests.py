@@ -1,0 +1,192 @@
+"""promtool tests of TrainingStraggler beyond its generated fault test: ranks that differ.
+
+The healthy job's reporting ranks (job_series) all do the same work; these tests add ranks of
+their own (own-work counter and start time, generator/alerts/definitions/straggler.py) that
+differ from them: near the threshold (4% quiet, 6% fires), with noise, through a restart and
+through a pause, and the healthy job whose ranks always differ a little (uneven data, the last
+pipeline stage), which must stay quiet for hours.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+from trainsignals.generator.alerts.definitions.straggler import (
+    TRAINING_STRAGGLER,
+    own_work_series,
+)
+from trainsignals.generator.signals.faults import FAULT_ONSET, JobTimeline, restart
+from trainsignals.generator.signals.gpu_sources import RawSeries
+from trainsignals.generator.signals.job_series import HEALTHY_OWN_SHARE
+from trainsignals.generator.signals.promql import RuleContext, matchers
+from trainsignals.generator.signals.straggler import (
+    FOR_SECONDS,
+    OWN_WORK,
+    SMOOTHING,
+    STARTED,
+    straggler_enabled,
+)
+from trainsignals.generator.signals.test_inputs import TestInputs
+
+# What the rules read of the reporting ranks: own work, start time, time accounts (stepping).
+_READS = frozenset({OWN_WORK, STARTED, "trainsignals_time_seconds_total"})
+PEERS = 5  # extra healthy ranks: the median stays a healthy rank's with two odd ones
+FIRES_AFTER = SMOOTHING // 60 + FOR_SECONDS // 60 + 3  # minutes after onset
+Factor = Callable[[int], float]  # minute -> own work relative to a healthy rank's
+
+
+def _excess(cost: float) -> float:
+    """The own-work factor that costs the job `cost` of its stepping time (data wait 2%)."""
+    return 1 + cost / (HEALTHY_OWN_SHARE * 0.98)
+
+
+def _rank(rank: int) -> dict[str, str]:
+    """Extra ranks: rank r on node-r's first GPU (the reporting ranks are node-0's 0 and 1)."""
+    return {"node": f"node-{rank}", "rank": str(rank), "local_rank": "0"}
+
+
+def _ranks(t: JobTimeline, factors: dict[int, Factor]) -> list[RawSeries]:
+    """PEERS healthy extra ranks (2..) plus the ranks of `factors` (rank -> factor)."""
+    series: list[RawSeries] = []
+    for rank in range(2, 2 + PEERS):
+        series += own_work_series(t, _rank(rank), [1.0] * (t.minutes + 1))
+    for rank, factor in factors.items():
+        series += own_work_series(t, _rank(rank), [factor(m) for m in range(t.minutes + 1)])
+    return series
+
+
+def _alerts(ctx: RuleContext, rank: str | None = None, state: str | None = "firing") -> str:
+    labels = {"alertname": TRAINING_STRAGGLER, "training_job": ctx.job}
+    labels |= {"alertstate": state} if state else {}
+    return "ALERTS" + matchers(labels | ({"rank": rank} if rank else {}))
+
+
+def _test(name: str, inputs: TestInputs, t: JobTimeline, factors: dict, checks: list) -> dict:
+    return {
+        "name": f"{TRAINING_STRAGGLER}: {name}",
+        "interval": "1m",
+        "input_series": inputs.job(t, _READS) + inputs.raw(_ranks(t, factors)),
+        "promql_expr_test": checks,
+    }
+
+
+def _never(
+    ctx: RuleContext, minutes: int, rank: str | None = None, state: str | None = None
+) -> dict:
+    """Never in `state` (None: neither pending nor firing) at any evaluation of the test."""
+    return {
+        "expr": f"count_over_time({_alerts(ctx, rank, state)}[{minutes}m])",
+        "eval_time": f"{minutes}m",
+        "exp_samples": [],
+    }
+
+
+def _fires(ctx: RuleContext, rank: str, at: int) -> dict:
+    return {
+        "expr": f"count by (rank, node, gpu) ({_alerts(ctx, rank)})",
+        "eval_time": f"{at}m",
+        "exp_samples": [
+            {"labels": matchers({"gpu": "0", "node": f"node-{rank}", "rank": rank}), "value": 1}
+        ],
+    }
+
+
+def _step(onset: int, factor: float) -> Factor:
+    return lambda m: factor if m >= onset else 1.0
+
+
+def near_threshold_test(ctx: RuleContext, inputs: TestInputs) -> dict:
+    minutes = FAULT_ONSET + FIRES_AFTER
+    t = JobTimeline(ctx, minutes).build()
+    cost = ctx.spec.objectives.straggler_cost_min_ratio
+    factors = {
+        8: _step(FAULT_ONSET, _excess(0.8 * cost)),
+        9: _step(FAULT_ONSET, _excess(1.2 * cost)),
+    }
+    return _test(
+        f"{0.8 * cost:.0%} cost stays quiet, {1.2 * cost:.0%} fires naming node, rank and GPU",
+        inputs,
+        t,
+        factors,
+        [_never(ctx, minutes, "8"), _fires(ctx, "9", minutes)],
+    )
+
+
+def noise_test(ctx: RuleContext, inputs: TestInputs) -> dict:
+    """Two ranks' own work jitters +-3% a minute; one of them slows by 1.6x the threshold's
+    cost an hour after onset."""
+    minutes = FAULT_ONSET + FIRES_AFTER + 60
+    t = JobTimeline(ctx, minutes).build()
+    rng = random.Random(28)
+    noise = {r: [1 + rng.uniform(-0.03, 0.03) for _ in range(minutes + 1)] for r in (8, 9)}
+    slow = _excess(1.6 * ctx.spec.objectives.straggler_cost_min_ratio)
+    factors = {
+        8: lambda m: noise[8][m],
+        9: lambda m: noise[9][m] * (slow if m >= FAULT_ONSET + 60 else 1.0),
+    }
+    return _test(
+        "noisy ranks stay quiet; a noisy rank that slows fires",
+        inputs,
+        t,
+        factors,
+        [_never(ctx, FAULT_ONSET + 60, "8"), _never(ctx, minutes, "8"), _fires(ctx, "9", minutes)],
+    )
+
+
+def restart_test(ctx: RuleContext, inputs: TestInputs) -> dict:
+    """After a restart one rank does 30% more own work for 12 minutes (its start-up, a
+    compile): a restart is no straggler."""
+    minutes = 150
+    t = JobTimeline(ctx, minutes).build()
+    down = (FAULT_ONSET + 20, FAULT_ONSET + 23)
+    restart(t, *down)
+    back = down[1] + 3
+    factors = {8: lambda m: 1.3 if back <= m < back + 12 else 1.0}
+    return _test("a rank slow for its first minutes after a restart never tickets", inputs, t,
+                 factors, [_never(ctx, minutes, state="firing")])  # fmt: skip
+
+
+def pause_test(ctx: RuleContext, inputs: TestInputs) -> dict:
+    """A straggler through the job's longest pause (an eval): one ticket, held through it."""
+    pause = max(ctx.spec.cadence.eval_time, ctx.spec.cadence.checkpoint_save_time) // 60
+    fires = FAULT_ONSET + FIRES_AFTER
+    minutes = fires + pause + 10
+    t = JobTimeline(ctx, minutes).build()
+    for m in range(fires + 2, fires + 2 + pause):
+        t.phase[m] = "eval"
+        t.tokens_per_second[m] = t.steps_per_second[m] = t.data_wait_share[m] = 0.0
+    factors = {8: _step(FAULT_ONSET, _excess(2 * ctx.spec.objectives.straggler_cost_min_ratio))}
+    firing = f"{_alerts(ctx, '8')} or on () vector(0)"
+    held = f"min(min_over_time(({firing})[{minutes - fires}m:1m]))"
+    return _test(
+        f"a straggler fires and keeps firing through a {pause}m pause",
+        inputs,
+        t,
+        factors,
+        [{"expr": held, "eval_time": f"{minutes}m", "exp_samples": [{"labels": "{}", "value": 1}]}],
+    )
+
+
+def uneven_ranks_test(ctx: RuleContext, inputs: TestInputs) -> dict:
+    """Ranks that always differ (the last pipeline stage 10% more, uneven data +-3%, with
+    noise) for seven hours: their baseline is their normal, nothing tickets."""
+    minutes = 420
+    t = JobTimeline(ctx, minutes).build()
+    rng = random.Random(6)
+    noise = [1 + rng.uniform(-0.02, 0.02) for _ in range(minutes + 1)]
+    factors = {
+        8: lambda m: 1.10 * noise[m],  # the last pipeline stage: the loss head
+        9: lambda m: 1.03 * noise[-1 - m],
+        10: lambda m: 0.97,
+    }
+    return _test("ranks that always differ a little stay quiet for 7h", inputs, t, factors,
+                 [_never(ctx, minutes)])  # fmt: skip
+
+
+def straggler_tests(ctx: RuleContext, inputs: TestInputs, alerts: list[str]) -> list[dict]:
+    """The tests above, for a spec that has the alert (several ranks, not switched off)."""
+    if not straggler_enabled(ctx) or TRAINING_STRAGGLER not in alerts:
+        return []
+    builders = (near_threshold_test, noise_test, restart_test, pause_test, uneven_ranks_test)
+    return [build(ctx, inputs) for build in builders]

@@ -1,0 +1,110 @@
+"""Stragglers: each rank's own work against the job's median and against its own past.
+
+In synchronous training every rank has the same step time: the slowest rank's own work
+(trainsignals_own_work_seconds_total: step time less data wait and time blocked in collectives)
+sets it, and the others wait for it in the collectives. So a rank whose own work grows costs
+the whole job, and the rank with the most own work is the culprit, named by node, rank and GPU.
+
+The recorded series, per rank (`node`, `rank`, `local_rank`) unless said:
+- OWN_RATE: own-work seconds per second of wall time (5m);
+- MEDIAN (per job): the median rank's OWN_RATE;
+- RATIO: OWN_RATE / MEDIAN, the score against the peers (1 = a typical rank);
+- BASELINE (per `rank`): the lower quartile of RATIO over 6h, the
+  rank's own normal. A rank that always does a little more (the last pipeline stage, uneven
+  sequence lengths) has a baseline above 1, and only what it adds to it counts;
+- COST: (OWN_RATE - MEDIAN x max(1, BASELINE)) / the job's stepping share: the share of the
+  job's stepping time spent waiting for this rank beyond what it usually costs, i.e. the
+  throughput the job would regain if the rank were back to its normal (pauses, where nobody
+  steps, neither hide nor inflate it). The ticket reads it;
+- COST_JOB (per job): (the slowest OWN_RATE - MEDIAN) / stepping share: what the job loses to
+  its slowest rank, usual excess included.
+"""
+
+from __future__ import annotations
+
+from trainsignals.generator.signals.promql import RuleContext
+
+OWN_WORK = "trainsignals_own_work_seconds_total"
+STARTED = "trainsignals_process_start_time_seconds"
+RANK = "node, rank, local_rank"
+
+OWN_RATE = "rank:trainsignals_own_work:rate5m"
+MEDIAN = "job:trainsignals_own_work:median_rate5m"
+RATIO = "rank:trainsignals_own_work:ratio_median"
+BASELINE = "rank:trainsignals_own_work:ratio_median_q25_6h"
+COST = "rank:trainsignals_straggler_cost:ratio"
+COST_JOB = "job:trainsignals_straggler_cost:max_ratio"
+STEPPING = "job:trainsignals_stepping:ratio_rate5m"  # recording.py
+
+# The alert's tuning (the healthy simulated day and the promtool tests set them): the cost is
+# averaged over SMOOTHING, must hold for FOR_SECONDS, and the rank's incarnation must be older
+# than MIN_INCARNATION_AGE (a restart's ranks start at different moments: no ticket).
+SMOOTHING = 300
+FOR_SECONDS = 900
+MIN_INCARNATION_AGE = 600
+BASELINE_WINDOW = 6 * 3600
+BASELINE_QUANTILE = 0.25
+# The cost is read only while the job steps at least this share of its time: at the edges of
+# a long pause both the excess and the stepping share are small, and their quotient is noise.
+MIN_STEPPING = 0.2
+
+
+def straggler_enabled(ctx: RuleContext) -> bool:
+    """Only jobs of several ranks have peers to compare with."""
+    return ctx.spec.shape.gpus > 1
+
+
+def straggler_recordings(ctx: RuleContext) -> dict[str, str]:
+    """The fast group's rules (each alert evaluation reads them)."""
+    if not straggler_enabled(ctx):
+        return {}
+    r = ctx.recorded()
+    stepping = f"on (training_job) group_left () ({STEPPING}{r} >= {MIN_STEPPING:g})"
+    # What the rank usually does, in own-work seconds per second: its baseline times the
+    # median, never less than the median (a rank usually faster than the median costs the
+    # job nothing until it is slower than the median).
+    usual = f"(clamp_min({BASELINE}{r}, 1) * on (training_job) group_left () {MEDIAN}{r})"
+    return baseline_recording(ctx) | {
+        OWN_RATE: f"sum by ({RANK}) (rate({OWN_WORK}{ctx.raw()}[{ctx.range(300)}]))",
+        MEDIAN: f"quantile(0.5, {OWN_RATE}{r})",
+        RATIO: f"{OWN_RATE}{r} / on (training_job) group_left () ({MEDIAN}{r} > 0)",
+        COST: f"({OWN_RATE}{r} - on (training_job, rank) group_left () {usual}) / {stepping}",
+        # The slowest rank against the median, its usual excess included: what the job loses.
+        COST_JOB: f"(max by (training_job) ({OWN_RATE}{r}) - {MEDIAN}{r}) / {stepping}",
+    }
+
+
+def baseline_recording(ctx: RuleContext) -> dict[str, str]:
+    """The 6h baseline: in the fast group, as the ticket reads it through COST (no alert
+    reads the slow group), though it moves slowly and is the costliest read (360 samples
+    per rank)."""
+    return {
+        # Per rank, whichever node it ran on: a rank moved to a new node by a restart keeps
+        # its past (min: the node it was fastest on).
+        BASELINE: f"min by (training_job, rank) (quantile_over_time({BASELINE_QUANTILE:g}, "
+        f"{RATIO}{ctx.recorded()}[{ctx.range(BASELINE_WINDOW)}]))",
+    }
+
+
+def straggler_expr(ctx: RuleContext, cost_min: float, longest_pause: int) -> str:
+    """Ranks whose cost to the job beyond their usual (averaged over SMOOTHING) is at least
+    `cost_min`, in an incarnation older than MIN_INCARNATION_AGE; the `gpu` label is the
+    local rank (one GPU per rank, as torchrun starts them).
+
+    While the job does not step (an eval, a save: no cost is measured) the last cost holds
+    for up to `longest_pause` seconds and two minutes more, so a pause neither resolves the
+    ticket nor restarts its `for`. Only then: a hold after the rank itself slowed down would
+    outlast the slowness (a rank slow for its first minutes after a restart would ticket).
+    """
+    r = ctx.recorded()
+    smoothed = f"avg_over_time({COST}{r}[{ctx.range(SMOOTHING)}]) >= {cost_min:g}"
+    held = (
+        f"(last_over_time({COST}{r}[{ctx.range(longest_pause + 120)}]) >= {cost_min:g}) "
+        f"unless on (training_job) ({STEPPING}{r} >= {MIN_STEPPING:g})"
+    )
+    started = f"{STARTED}{ctx.raw()}"
+    expr = (
+        f"({smoothed} or {held}) "
+        f"and on (node, rank) (time() - {started} > {ctx.seconds(MIN_INCARNATION_AGE):g})"
+    )
+    return f'label_replace({expr}, "gpu", "$1", "local_rank", "(.*)")'
