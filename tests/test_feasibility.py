@@ -181,7 +181,7 @@ def test_a_job_with_a_goodput_slo_a_real_job_meets_passes_its_generated_tests(
 ) -> None:
     spec = load_specs([_write(tmp_path, REAL_JOB)])[0]
     names = yaml.safe_load(generate_all([(spec, "j.yaml")])["alerts/sft-16.test.yaml"])["tests"]
-    assert len([t for t in names if t["name"].startswith(WHOLE_RUN)]) == 9  # WHOLE_RUN's all
+    assert len([t for t in names if t["name"].startswith(WHOLE_RUN)]) == 10  # WHOLE_RUN's all
     assert _promtool(tmp_path, spec) == ""
 
 

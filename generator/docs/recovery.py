@@ -95,7 +95,7 @@ def recovery_markdown() -> str:
         "override one): **page** wakes the job's team, ticket goes to the job's team, ticket\n"
         "(infra_team) to `recovery.infra_team` (the job's team when unset), `-` not generated.\n"
         "Alerts of one incident kind page once per incident; a cause mutes what it explains\n"
-        "(generator/routing/inhibit.py, from each alert's `explains=`).\n\n"
+        "(the generated Alertmanager inhibit rules, from each alert's `explains=`).\n\n"
         f"{BEGIN}\n{recovery_table()}{END}\n"
     )
 

@@ -64,7 +64,7 @@ def _alerts(ctx: RuleContext, rank: str | None = None, state: str | None = "firi
 
 def _test(name: str, inputs: TestInputs, t: JobTimeline, factors: dict, checks: list) -> dict:
     return {
-        "name": f"{TRAINING_STRAGGLER}: {name}",
+        "name": f"{TRAINING_STRAGGLER} {name}",
         "interval": "1m",
         "input_series": inputs.job(t, _READS) + inputs.raw(_ranks(t, factors)),
         "promql_expr_test": checks,

@@ -13,6 +13,7 @@ the XID and NVIDIA's action.
 from __future__ import annotations
 
 import json
+import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -22,6 +23,7 @@ import pytest
 import yaml
 from trainsignals.generator.dashboards.kit import panel_queries
 from trainsignals.generator.loader import load_specs
+from trainsignals.generator.signals.peers import BUSY_GPU, peer_ratio
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.simulator.job import effective_spec
 
@@ -106,6 +108,25 @@ EXPECTED: dict[str, Expected] = {
     # NVLink error counters are optional (commented out in the default counters).
     "gpu:trainsignals_gpu_nvlink_errors:rate5m": lambda g: None,
 }
+# Each GPU against the job's median (generator/signals/peers.py): every GPU here computes.
+PEER_SIGNALS: dict[str, Callable[[Gpu], float]] = {
+    "sm_clock": lambda g: g.sm_clock,
+    "busy": lambda g: g.gr_active,
+    "tensor_active": lambda g: g.tensor_active,
+    "power": lambda g: g.power,
+}
+
+
+def peer_expected(gpus: dict[str, list[Gpu]]) -> dict[str, Expected]:
+    """The busy gate and each signal's ratio to the median GPU, for this set of GPUs."""
+    every = [g for node_gpus in gpus.values() for g in node_gpus]
+    expected: dict[str, Expected] = {BUSY_GPU: lambda g: g.gr_active}
+    for signal, read in PEER_SIGNALS.items():
+        middle = statistics.median(read(g) for g in every)
+        expected[peer_ratio(signal)] = lambda g, read=read, middle=middle: read(g) / middle
+    return expected
+
+
 EMPTY_WHEN_HEALTHY = ("xid:new", "xid_critical", "xid_other")
 # Panels the stock pages cannot fill: optional NVLink counters, no GPU in MIG mode here
 # (tests/e2e/test_mig_nvlink.py replays a MIG GPU).
@@ -134,14 +155,15 @@ def check_recorded(stack: Stack, rules: dict, gpus: dict[str, list[Gpu]]) -> lis
     """Mismatches between every gpu: recorded series and the pages' readings."""
     names = [r["record"] for g in rules["groups"] for r in g["rules"] if "record" in r]
     gpu_names = sorted(n for n in names if n.startswith("gpu:"))
-    assert sorted(EXPECTED) == gpu_names, "EXPECTED covers every gpu: recorded series"
+    expected = EXPECTED | peer_expected(gpus)
+    assert sorted(expected) == gpu_names, "EXPECTED covers every gpu: recorded series"
     problems = []
     for name in gpu_names:
         got = recorded(stack, name)
         for node, node_gpus in gpus.items():
             for g in node_gpus:
                 key = (node, str(g.index))
-                want = EXPECTED[name](g)
+                want = expected[name](g)
                 series = got.pop(key, None)
                 if want == POSITIVE:
                     if series is None or float(series["value"][1]) <= 0:

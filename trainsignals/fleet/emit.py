@@ -43,6 +43,9 @@ RANK_SERIES: dict[str, RankFn] = {
     "trainsignals_data_wait_seconds_total": lambda s: f"{s.data_wait:.1f}",
     "trainsignals_loss": lambda s: f"{s.loss:.5f}",
     "trainsignals_global_step": lambda s: f"{s.global_step:.3f}",
+    # Every rank does the same work (the replay models no straggler): its training seconds.
+    "trainsignals_own_work_seconds_total": lambda s: f"{_train_seconds(s):.1f}",
+    "trainsignals_data_wait_open_seconds": lambda s: "0",  # no wait open at a scrape
 }
 EPOCH_SERIES = {  # timestamps: run seconds + the replay's epoch
     "trainsignals_last_step_timestamp_seconds": "last_step",
@@ -74,7 +77,13 @@ INFINIBAND_SERIES = {
     "node_infiniband_link_error_recovery_total": "0",
     "node_infiniband_port_errors_received_total": "0",
     "node_infiniband_symbol_error_total": "0",
+    "node_infiniband_port_transmit_wait_total": "0",
 }
+# The port's traffic counters grow as the host's ib0 does (every node's rail alike).
+INFINIBAND_TRAFFIC = (
+    "node_infiniband_port_data_received_bytes_total",
+    "node_infiniband_port_data_transmitted_bytes_total",
+)
 OTHER_SERIES = (
     "up",
     "trainsignals_time_seconds_total",
@@ -99,6 +108,7 @@ KNOWN = (
     | set(GPU_SERIES)
     | set(OTHER_SERIES)
     | set(INFINIBAND_SERIES)
+    | set(INFINIBAND_TRAFFIC)
 )
 
 _METRIC = re.compile(r"\b((?:trainsignals|node|DCGM)_[A-Za-z0-9_]+|up|ALERTS)\s*[{\[]")
@@ -203,6 +213,9 @@ class Emitter:
             for name, value in INFINIBAND_SERIES.items():
                 if self._want(name):
                     yield f"{name}{{{port}}} {value}{ts}"
+            for name in INFINIBAND_TRAFFIC:
+                if self._want(name):
+                    yield f"{name}{{{port}}} {(m + 1) * 2.4e10:.0f}{ts}"
             faults = {(f_slot, gpu): f for f_slot, gpu, f in s.gpu_faults if f_slot == slot}
             for gpu in range(GPUS_PER_NODE):
                 yield from self._gpu_lines(s, m, gpu_target, node, gpu, faults.get((slot, gpu)), ts)
@@ -297,6 +310,10 @@ def _finish(running: subprocess.Popen | None, path: Path | None) -> None:
     if running.returncode != 0:
         raise RuntimeError(f"promtool could not import {path}: {err.strip()}")
     path.unlink()
+
+
+def _train_seconds(s: Minute) -> float:
+    return s.activity[ACTIVITIES.index("train")] if s.activity else 0.0
 
 
 def _activity(s: Minute, training: float, stuck: float) -> str:
