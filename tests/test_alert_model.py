@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 import yaml
@@ -15,9 +16,11 @@ from trainsignals.generator.alerts.model import (
     incident_alerts,
 )
 from trainsignals.generator.routing.alertmanager import alertmanager_config
-from trainsignals.generator.signals.recording import NODE_HARDWARE_FAULTS
+from trainsignals.generator.signals.recording import HARDWARE_FAULT_LABEL
 
 from .test_alertmanager import HEADER, example_specs
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _rules() -> list[dict]:
@@ -102,8 +105,19 @@ def test_incident_and_hardware_lists_come_from_the_declarations() -> None:
     progress = incident_alerts(PROGRESS_INCIDENT)
     assert {"TrainingNoProgress", "TrainingCrashLooping", "NodeDown"} <= set(progress)
     assert all(BY_NAME[n].incident == PROGRESS_INCIDENT for n in progress)
-    # recording.py sits below the alerts: the catalogue refuses a copy that disagrees.
-    assert sorted(NODE_HARDWARE_FAULTS) == sorted(hardware_fault_alerts())
+    # recording.py sits below the alerts and keeps no list of their names: it selects the
+    # hardware faults by the label their declarations give them, and only they carry it.
+    key, value = HARDWARE_FAULT_LABEL
+    labelled, recording = set(), ""
+    for path in sorted((REPO / "alerts").glob("*.rules.yaml")):
+        for group in yaml.safe_load(path.read_text())["groups"]:
+            for rule in group["rules"]:
+                if rule.get("labels", {}).get(key) == value:
+                    labelled.add(rule["alert"])
+                if rule.get("record") == "node:trainsignals_hardware_fault:bool":
+                    recording = rule["expr"]
+    assert labelled == set(hardware_fault_alerts())
+    assert f'{key}="{value}"' in recording and "alertname" not in recording
 
 
 def test_a_declaration_names_a_role_that_exists() -> None:

@@ -29,11 +29,7 @@ DEFINITIONS = (
 )
 # Modules that still type names, and why. Shrinking only: the test fails when an entry no longer
 # types any name (delete it), and no module may join.
-ALLOWED = {
-    # Below the alerts in the import layering (signals < alerts): its hardware-fault list is
-    # checked against hardware_fault=True by generator/alerts/catalog.py at import.
-    "generator/signals/recording.py": "layering",
-}
+ALLOWED: dict[str, str] = {}
 
 
 def all_alert_names() -> set[str]:

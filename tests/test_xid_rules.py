@@ -15,6 +15,7 @@ from trainsignals.generator.loader import load_specs
 from trainsignals.generator.output.yaml import dump
 from trainsignals.generator.pipeline import Options, generate_job
 from trainsignals.generator.signals.promql import matchers
+from trainsignals.generator.signals.recording import HARDWARE_FAULT_LABEL
 
 from .conftest import run_tool
 
@@ -65,6 +66,7 @@ def xid_alert(code: str, eval_time: str, firing: bool) -> dict:
         "uuid": "GPU-0",
         "xid": code,
         "action": "RESTART_BM",  # XID 79 in NVIDIA's catalog
+        HARDWARE_FAULT_LABEL[0]: HARDWARE_FAULT_LABEL[1],  # GpuXidCritical is a hardware fault
     }
     return {
         "expr": 'ALERTS{alertname="GpuXidCritical", alertstate="firing"}',

@@ -17,10 +17,8 @@ from trainsignals.generator.alerts.model import (
     MODES,
     AlertDef,
     Explains,
-    hardware_fault_alerts,
     seal,
 )
-from trainsignals.generator.signals.recording import NODE_HARDWARE_FAULTS
 
 __all__ = [
     "ALERTS",
@@ -96,14 +94,6 @@ def _check_declarations() -> None:
                 if name == alert.name:
                     raise ValueError(f"{alert.name}: explains itself")
     cause_depth()
-    # generator/signals/recording.py sits below the alerts and cannot read them: its copy of
-    # the hardware-fault list must match the declarations (hardware_fault=True).
-    if tuple(sorted(NODE_HARDWARE_FAULTS)) != tuple(sorted(hardware_fault_alerts())):
-        raise ValueError(
-            "generator/signals/recording.py NODE_HARDWARE_FAULTS "
-            f"{sorted(NODE_HARDWARE_FAULTS)} differs from the alerts declared "
-            f"hardware_fault=True {sorted(hardware_fault_alerts())}"
-        )
 
 
 def suggest_alert_name(name: str) -> str | None:

@@ -10,6 +10,7 @@ from trainsignals.generator.alerts.catalog import ALERTS, BY_NAME
 from trainsignals.generator.alerts.model import AlertRule, firing_expr
 from trainsignals.generator.signals.panels import PANEL_IDS, dashboard_uid
 from trainsignals.generator.signals.promql import RuleContext
+from trainsignals.generator.signals.recording import HARDWARE_FAULT_LABEL
 
 __all__ = ["AlertRule", "alert_rules", "firing_expr", "render_alert", "severity", "team"]
 
@@ -38,18 +39,27 @@ def team(ctx: RuleContext, name: str) -> str:
     return ctx.spec.team
 
 
+def static_labels(ctx: RuleContext, name: str) -> dict[str, str]:
+    """The labels the rule gives every instance of alert `name` (the generated tests expect
+    exactly these, with the ones its expression keeps)."""
+    labels = {
+        "job": ctx.spec.name,
+        "severity": severity(ctx, name),
+        "team": team(ctx, name),
+        "training_job": ctx.spec.name,
+    }
+    if BY_NAME[name].hardware_fault:  # what node:trainsignals_hardware_fault:bool selects on
+        labels[HARDWARE_FAULT_LABEL[0]] = HARDWARE_FAULT_LABEL[1]
+    return labels
+
+
 def render_alert(ctx: RuleContext, alert: AlertRule) -> dict:
     spec = ctx.spec
     uid = dashboard_uid(spec.name)
     rule: dict = {"alert": alert.name, "expr": firing_expr(ctx, alert)}
     if alert.for_seconds:
         rule["for"] = ctx.duration(alert.for_seconds)
-    rule["labels"] = {
-        "job": spec.name,
-        "severity": severity(ctx, alert.name),
-        "team": team(ctx, alert.name),
-        "training_job": spec.name,
-    }
+    rule["labels"] = static_labels(ctx, alert.name)
     rule["annotations"] = {
         "dashboard_url": f"{spec.links.grafana_base_url}/d/{uid}/{spec.name}"
         f"?viewPanel={PANEL_IDS[alert.panel]}",

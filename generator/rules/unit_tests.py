@@ -17,7 +17,7 @@ from trainsignals.generator.alerts.definitions.reachability import (
     NODE_DOWN,
     NODE_UNREACHABLE_RECENTLY,
 )
-from trainsignals.generator.alerts.rules import AlertRule, severity, team
+from trainsignals.generator.alerts.rules import AlertRule, static_labels
 from trainsignals.generator.rules.checkpoint_restart import checkpoint_restart_test
 from trainsignals.generator.rules.long_horizon import slow_first_step_test
 from trainsignals.generator.rules.reads import Reads, alert_reads, keeps
@@ -66,15 +66,7 @@ def _alerts_query(ctx: RuleContext, alert: str, state: str | None = None) -> str
 
 
 def _expected_labels(ctx: RuleContext, case: FaultCase, node_labels: dict) -> str:
-    spec = ctx.spec
-    labels = {
-        "alertname": case.alert,
-        "alertstate": "firing",
-        "job": spec.name,
-        "severity": severity(ctx, case.alert),
-        "team": team(ctx, case.alert),
-        "training_job": spec.name,
-    }
+    labels = {"alertname": case.alert, "alertstate": "firing", **static_labels(ctx, case.alert)}
     for name in case.labels:
         if node_labels[name] != "":  # an XID without a catalog action has no action label
             labels[name] = node_labels[name]

@@ -31,10 +31,10 @@ from trainsignals.generator.spec.durations import format_duration
 
 # The slow group's interval: under Prometheus' 5m lookback with room for a late evaluation
 # (kube-prometheus evaluates its 30-day availability rules every 3m too).
-# Hardware faults that name a node: the infra tickets of a self-healing job. The same node in
-# two of their incidents within the restart window is TrainingRestartsOnBadNode (the alert
-# catalogue, generator/alerts/catalog.py, lists them with the alerts).
-NODE_HARDWARE_FAULTS = ("GpuLost", "GpuXidCritical", "GpuUncorrectableEccErrors", "NodeDown")
+# The label every alert declared `hardware_fault=True` carries (generator/alerts/rules.py adds
+# it): a fault of a node's hardware, the infra ticket of a self-healing job. Rules select those
+# alerts by it, so no list of their names is kept here (the signals sit below the alerts).
+HARDWARE_FAULT_LABEL = ("fault_class", "hardware")
 SLOW_INTERVAL = 180
 # Step-time quantiles for the dashboards and postmortems (the alert counts steps over the bound).
 STEP_TIME_QUANTILES = {"p50": 0.5, "p95": 0.95}
@@ -249,7 +249,7 @@ def restart_recordings(ctx: RuleContext) -> dict[str, str]:
     # are on), so changes() over a window counts its incidents: two per incident that ended.
     faults = matchers(
         {
-            "alertname": regex("|".join(NODE_HARDWARE_FAULTS)),
+            HARDWARE_FAULT_LABEL[0]: HARDWARE_FAULT_LABEL[1],
             "alertstate": "firing",
             "training_job": ctx.job,
         }
