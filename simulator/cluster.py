@@ -59,6 +59,7 @@ class Node:
         phase: str,
         stalled: bool,
         data_wait_ratio: float,
+        waiting: set[int],
         hot_gpus: set[int],
         disk_filled: float,
         seconds: float,
@@ -66,7 +67,8 @@ class Node:
         clock_factors: dict[int, float] | None = None,
     ) -> None:
         """This tick's free disk (`disk_filled`: the share the fault filled) and GPU readings
-        (`hot_gpus`: indices running hot); a node that is down reports nothing."""
+        (`hot_gpus`: indices running hot; `waiting`: ranks stuck in their data loader, whose
+        GPUs idle while the others spin); a node that is down reports nothing."""
         if not self.up:
             return
         ratio = max(0.0, profile.disk_free_ratio - disk_filled)
@@ -76,7 +78,8 @@ class Node:
                 load = GpuLoad(
                     alive=rank.up,
                     phase=phase,
-                    stalled=stalled,
+                    stalled=stalled and rank.rank not in waiting,
+                    waiting=rank.rank in waiting,
                     data_wait_ratio=data_wait_ratio,
                     hot=gpu.index in hot_gpus,
                     clock_factor=(clock_factors or {}).get(gpu.index, 1.0),

@@ -24,6 +24,7 @@ class GpuLoad:
     data_wait_ratio: float
     hot: bool
     clock_factor: float = 1.0  # a fail-slow GPU: SM clock held down without a reason bit
+    waiting: bool = False  # its rank is stuck in the data loader: no kernel to run
 
 
 def make_gpus(profile: JobProfile, node: int, count: int) -> list[FakeGpu]:
@@ -45,6 +46,8 @@ def make_gpus(profile: JobProfile, node: int, count: int) -> list[FakeGpu]:
 
 def utilization(load: GpuLoad) -> float:
     if not load.alive or load.phase == "startup":
+        return 0.0
+    if load.waiting:
         return 0.0
     if load.stalled:
         return 1.0  # NCCL kernels spin while waiting for a peer

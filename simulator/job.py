@@ -23,6 +23,7 @@ from trainsignals.exporters.training.disk import DiskUsage
 from trainsignals.generator.spec.job import JobSpec
 
 from .cluster import MAX_GPUS_PER_NODE, MAX_NODES, Node, Rank, build_cluster, effective_spec
+from .culprit import host_factors, own_work, pace, stuck_ranks
 from .onset import fault_onset
 from .profile import JobProfile
 from .scenarios import Conditions, Scenario, scenario_named
@@ -262,6 +263,7 @@ class Simulation:
         speed *= max(c.speed_floor, 1.0 - c.speed_loss_per_hour * elapsed_h)
         wait = self.profile.data_wait_ratio if c.data_wait_ratio is None else c.data_wait_ratio
         compute = self.profile.step_seconds * (1.0 - self.profile.data_wait_ratio) / speed
+        compute *= pace(host_factors(c, self.nodes))  # a slow host's ranks set the step
         step_seconds = compute / (1.0 - wait)
 
         self._metrics_now = now
@@ -295,6 +297,7 @@ class Simulation:
                 phase=phase,
                 stalled=c.stalled,
                 data_wait_ratio=wait,
+                waiting=stuck_ranks(c, self.ranks),
                 hot_gpus={node.gpus[g].index for n, g in c.hot_gpus if self.nodes[n] is node},
                 disk_filled=c.disk_fill_per_hour * elapsed_h,
                 seconds=dt_real,
@@ -333,10 +336,12 @@ class Simulation:
         self._dropped_debt += c.dropped_ratio
         dropped = int(self._dropped_debt)
         self._dropped_debt -= dropped
+        hosts = host_factors(c, self.nodes)
         for r in live:
             m = r.metrics
             m.add_data_wait(wait * seconds * (1.0 + self._rng.uniform(-0.1, 0.1)))
-            m.observe_step(seconds, p.tokens_per_step, p.samples_per_step, timestamp=now)
+            own = own_work(hosts, r.node, seconds, wait, self._rng)
+            m.observe_step(seconds, p.tokens_per_step, p.samples_per_step, now, own)
             m.loss(p.faulty_loss(t, c.loss, self.fault_at, 1.0 + self._rng.gauss(0.0, 0.01)))
             if dropped:
                 m.batch_dropped(dropped)

@@ -5,6 +5,7 @@ GPU, a slower step) are the simulation's, tick by tick."""
 from __future__ import annotations
 
 from .cluster import Node, Rank
+from .culprit import open_data_waits
 from .scenarios import Conditions
 from .serving import Endpoints
 
@@ -21,6 +22,7 @@ def fault_onset(c: Conditions, nodes: list[Node], ranks: list[Rank], endpoints: 
         endpoints.close_node(node)
         for r in node.ranks:
             r.take_down()
+    open_data_waits(c, ranks)
     for n in c.ib_down:
         nodes[n].fabric.port_down()
     for n, g in c.lost_gpus:

@@ -54,6 +54,7 @@ from trainsignals.generator.alerts.definitions.training import (
 )
 from trainsignals.generator.spec.job import JobSpec, Recovery
 
+from .scenarios_culprit import CULPRIT_SCENARIOS
 from .scenarios_peers import PEER_SCENARIOS
 
 MINUTE, HOUR = 60, 3600
@@ -86,6 +87,8 @@ class Conditions:
     ib_flapping: tuple[int, ...] = ()  # nodes whose port goes down 30 s every 10 min
     slow_gpus: tuple[tuple[int, int, float], ...] = ()  # (node, gpu, SM clock factor)
     slow_links: tuple[tuple[int, float, float], ...] = ()  # (node, throughput x, wait x)
+    slow_hosts: tuple[tuple[int, float], ...] = ()  # (node, own-work factor of its ranks)
+    data_stuck: tuple[int, ...] = ()  # ranks whose data wait never ends (GPU idle)
     crash_job: bool = False  # every process dies at onset (a torchrun-style job failure)
     restart_after: int | None = None  # seconds after onset the launcher has them all back
     restore_seconds: int = 60  # the restarted job loads its last checkpoint for this long
@@ -388,7 +391,10 @@ SCENARIOS: dict[str, Scenario] = {
     for s in (
         *_SCENARIOS,
         *_FABRIC_SCENARIOS,
-        *(Scenario(**{**p, "fault": Conditions(**p["fault"])}) for p in PEER_SCENARIOS),
+        *(
+            Scenario(**{**p, "fault": Conditions(**p["fault"])})
+            for p in (*PEER_SCENARIOS, *CULPRIT_SCENARIOS)
+        ),
     )
 }
 

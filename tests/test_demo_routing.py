@@ -61,6 +61,7 @@ def test_demo_prints_pages_whose_real_receivers_do_not_exist_here(
                 "team": "ssm",
                 "training_job": "mamba",
             },
+            annotations={"suspects": "rank 3 on mamba-node1 (phase); "},
         )
         assert wait_until(lambda: len(stack.receiver.snapshot()) >= 2)
         time.sleep(0.2)
@@ -71,3 +72,4 @@ def test_demo_prints_pages_whose_real_receivers_do_not_exist_here(
         "PAGE   firing   TrainingStalled mamba -> ssm-page: pagerduty secret /nonexistent/pd" in out
     )
     assert "TICKET firing   LossPlateau mamba -> ssm-ticket: slack secret /nonexistent/slack" in out
+    assert "         suspects: rank 3 on mamba-node1 (phase)\n" in out

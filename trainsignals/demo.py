@@ -100,7 +100,9 @@ def destinations(specs: list[JobSpec]) -> dict[str, str]:
 
 def print_notification(n: Notification, would_go: dict[str, str] | None = None) -> None:
     kind = n.severity.upper() if n.severity else "NOTIFY"
-    where = ", ".join(f"{k}={v}" for k, v in sorted(n.labels.items()) if k in ("node", "gpu"))
+    where = ", ".join(
+        f"{k}={v}" for k, v in sorted(n.labels.items()) if k in ("node", "rank", "gpu")
+    )
     stamp = time.strftime("%H:%M:%S", time.localtime(n.arrived_wall))
     target = (would_go or {}).get(n.path, n.path)
     print(
@@ -109,6 +111,10 @@ def print_notification(n: Notification, would_go: dict[str, str] | None = None) 
         + f" -> {target}",
         flush=True,
     )
+    # A hang's page names the ranks that differ from their peers, or says no single suspect.
+    suspects = n.annotations.get("suspects", "").strip().rstrip(";")
+    if suspects and n.status == "firing":
+        print(f"{'':9}suspects: {suspects}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -116,6 +116,7 @@ class Notification:
     notification: int  # sequence number of the webhook POST this alert came in
     sender: str = ""  # the sending Alertmanager's external URL
     answered: int = 200  # HTTP status the receiver gave the POST
+    annotations: dict[str, str] = field(default_factory=dict)  # as rendered at notification
 
 
 class WebhookReceiver:
@@ -166,6 +167,7 @@ class WebhookReceiver:
                     notification=self._posts,
                     sender=payload.get("externalURL", ""),
                     answered=answered,
+                    annotations=dict(alert.get("annotations", {})),
                 )
                 for alert in payload.get("alerts", [])
             ]
