@@ -95,7 +95,7 @@ def job_output(spec: JobSpec, source: str, options: Options = Options()) -> JobO
     if options.with_dashboards:
         from trainsignals.generator.dashboards.job import build_dashboard
 
-        dashboard = build_dashboard(ctx, alerts, digest, __version__)
+        dashboard = build_dashboard(ctx, alerts, digest, __version__, options.monitoring)
         files[f"dashboards/{spec.name}.json"] = dashboard_text(dashboard)
     return JobOutput(files, document, ctx, alerts)
 
