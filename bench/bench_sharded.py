@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import yaml
 
@@ -41,6 +43,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # `python bench/bench_sharded.py` finds it through the repository root.
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 
+from bench_culprit import (
+    culprit,
+    culprit_groups,
+    evaluations,
+    range_reads,
+    report,
+    write_history,
+)
 from bench_fleet_cost import (
     EVAL_S,
     GPUS_PER_NODE,
@@ -49,7 +59,9 @@ from bench_fleet_cost import (
     group_durations,
     healthy_minutes,
     rank_series,
+    rule_costs,
     short_name,
+    wait_ready,
 )
 from bench_gpu_exporter import CollectOptions, own_series_per_gpu
 from trainsignals.generator.deploy.sharding import split_document
@@ -58,7 +70,7 @@ from trainsignals.generator.spec.durations import parse_duration
 from trainsignals.generator.spec.job import JobSpec
 
 from tests.stacks.vm import VICTORIA_METRICS, binary
-from trainsignals.fleet.emit import Emitter, referenced_metrics
+from trainsignals.fleet.emit import Emitter, import_openmetrics, referenced_metrics
 from trainsignals.fleet.spec import fleet_spec, generated_files
 from trainsignals.stacks import reaper
 from trainsignals.stacks.stack import HOST, PROMETHEUS, free_port
@@ -80,6 +92,10 @@ class Shard:
     bytes_per_sample: float
     delay_s: float  # remote-write delay, most seen
     write_s: float  # seconds writing the series took
+    culprit_cpu: dict[str, float]  # group -> CPU seconds per evaluation of its culprit rules
+    culprit_series: dict[str, int]  # culprit record or raw metric -> its series on the shard
+    culprit_rules: dict[str, dict[str, float]]  # group -> culprit rule -> one query, seconds
+    history: int  # samples of recorded history backfilled for the rules' range reads
 
 
 def _metrics(port: int) -> str:
@@ -125,6 +141,8 @@ def measure(nodes: int, work: Path, lead: float) -> Shard:
     rules_text, _, _ = generated_files(spec)
     edge, glob = split_document(RuleContext(spec), yaml.safe_load(rules_text))
     groups = edge["groups"] + glob["groups"]
+    owner = culprit(RuleContext(spec), yaml.safe_load(rules_text))
+    production = {g["name"]: parse_duration(g.get("interval", f"{INTERVAL_S}s")) for g in groups}
     for group in groups:
         group["interval"] = f"{EVAL_S}s"
     rules = work / "rules.yaml"
@@ -164,18 +182,12 @@ def measure(nodes: int, work: Path, lead: float) -> Shard:
         stdout=log,
         stderr=log,
     )
-    process = reaper.spawn(
-        [
-            PROMETHEUS,
-            f"--config.file={config}",
-            f"--storage.tsdb.path={data}",
-            "--storage.tsdb.retention.time=10y",
-            f"--web.listen-address={HOST}:{port}",
-            "--web.enable-lifecycle",
-        ],
-        stdout=log,
-        stderr=log,
-    )
+    try:
+        history = _record_history(config, data, port, log, groups, production, spec.name)
+        process = _prometheus(config, data, port, log)
+    except BaseException:
+        reaper.stop([store], timeout=30)
+        raise
     try:
         _, stamps = group_durations(port)
         text = _metrics(port)
@@ -194,7 +206,14 @@ def measure(nodes: int, work: Path, lead: float) -> Shard:
             )
             for group in edge["groups"]
         }
+        culprit_series = {
+            name: _count(port, f'{name}{{training_job="{spec.name}"}}')
+            for name in sorted(owner.records | owner.raw)
+        }
         cpu = group_cpu(port, process.pid, {"groups": groups, "config": str(config)}, stamps)
+        mine = culprit_groups(groups, owner)
+        culprit_cpu = group_cpu(port, process.pid, {"groups": mine, "config": str(config)}, stamps)
+        culprit_rules = rule_costs(port, yaml.safe_dump({"groups": mine}))
     finally:
         reaper.stop([process, store], timeout=30)
     return Shard(
@@ -204,6 +223,54 @@ def measure(nodes: int, work: Path, lead: float) -> Shard:
         sent_bytes / max(sent, 1),
         max(0.0, delay),
         write_s,
+        culprit_cpu,
+        culprit_series,
+        culprit_rules,
+        history,
+    )
+
+
+def _record_history(
+    config: Path,
+    data: Path,
+    port: int,
+    log: BinaryIO,
+    groups: list[dict],
+    production: dict[str, int],
+    job: str,
+) -> int:
+    """A first run: the rules record their per-rank, per-GPU and per-node series; their
+    history (bench_culprit.py) is written into the data, before that run's first evaluation.
+    Returns the samples written."""
+    started = time.time()
+    process = _prometheus(config, data, port, log)
+    try:
+        wait_ready(port)
+        deadline = time.monotonic() + 20 * EVAL_S
+        while len(done := evaluations(port)) < len(groups) or min(done.values()) < 2:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"rule groups not evaluated twice: {done}")
+            time.sleep(1)
+        reads = range_reads(groups, production)
+        history = write_history(port, job, reads, started, data.parent / "history.om")
+    finally:
+        reaper.stop([process], timeout=30)
+    import_openmetrics([data.parent / "history.om"], data)
+    return history
+
+
+def _prometheus(config: Path, data: Path, port: int, log: BinaryIO) -> subprocess.Popen:
+    return reaper.spawn(
+        [
+            PROMETHEUS,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={data}",
+            "--storage.tsdb.retention.time=10y",
+            f"--web.listen-address={HOST}:{port}",
+            "--web.enable-lifecycle",
+        ],
+        stdout=log,
+        stderr=log,
     )
 
 
@@ -299,6 +366,9 @@ def main() -> None:
         )
     else:
         print(f"no shard count up to {SHARD_CHOICES[-1]} meets the per-shard goals")
+    owner = culprit(RuleContext(spec), yaml.safe_load(generated_files(spec)[0]))
+    count = recommended or SHARD_CHOICES[-1]
+    report(shards, owner, intervals, edge_groups, count, GPUS, project, GOAL)
 
 
 if __name__ == "__main__":
