@@ -95,9 +95,10 @@ def culprit(ctx: RuleContext, doc: dict) -> Culprit:
     )
 
 
-def culprit_groups(groups: list[dict], owner: Culprit) -> list[dict]:
-    """The groups with only their culprit rules (groups without any left out)."""
-    kept = [{**g, "rules": [r for r in g["rules"] if owner.owns(r)]} for g in groups]
+def culprit_groups(groups: list[dict], owner: Culprit, keep: bool = True) -> list[dict]:
+    """The groups with only their culprit rules, or (`keep` false) only their other rules;
+    groups left without rules left out."""
+    kept = [{**g, "rules": [r for r in g["rules"] if owner.owns(r) == keep]} for g in groups]
     return [g for g in kept if g["rules"]]
 
 
@@ -205,8 +206,11 @@ def report(
     last = shards[-1]
     for group in sorted(last.cpu, key=lambda g: (g not in edge_groups, g)):
         at = per_shard if group in edge_groups else gpus
-        share = project([(s.gpus, s.cpu[group]) for s in shards], at) / intervals[group]
+        # The culprit rules and the others projected apart (a projection's slope is never
+        # negative: summed after, the culprit part stays within the group's).
         mine = project([(s.gpus, s.culprit_cpu.get(group, 0.0)) for s in shards], at)
+        rest = [(s.gpus, s.cpu[group] - s.culprit_cpu.get(group, 0.0)) for s in shards]
+        share = (project(rest, at) + mine) / intervals[group]
         rules = len(last.culprit_rules.get(group, {}))
         worst = max(worst, share)
         print(
@@ -252,12 +256,20 @@ def _series(shard: Measured, owner: Culprit, gpus: int) -> None:
         f"{shard.history:,} samples of recorded history backfilled for the windows they read):"
     )
     for title, names in kinds:
-        mine = {n: per_gpu.get(n, 0.0) for n in sorted(names)}
+        # Job-level series (one per job, or per job and rail) are not per GPU.
+        mine = {n: per_gpu.get(n, 0.0) for n in sorted(names) if not n.startswith("job:")}
+        jobs = sorted(n for n in names if n.startswith("job:"))
         total = sum(mine.values())
         print(
-            f"  {title}: {total:.2f} per GPU = {total * gpus:,.0f} at {gpus:,} GPUs; "
+            f"  {title}: {total:.2f} per GPU = {total * gpus:,.0f} at {gpus:,} GPUs"
+            + (f", plus {len(jobs)} job-level" if jobs else "")
+            + "; "
             + ", ".join(f"{_short(n)} {v:.3g}" for n, v in mine.items())
         )
+    print(
+        "  (0: series that exist only in an incident or with an optional input: the hang "
+        "suspects while a job is stopped, NCCL Inspector's bus bandwidth)"
+    )
 
 
 def _short(name: str) -> str:

@@ -64,7 +64,7 @@ from bench_fleet_cost import (
     wait_ready,
 )
 from bench_gpu_exporter import CollectOptions, own_series_per_gpu
-from trainsignals.generator.deploy.sharding import split_document
+from trainsignals.generator.deploy.sharding import single_store_rules, split_document
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.spec.durations import parse_duration
 from trainsignals.generator.spec.job import JobSpec
@@ -79,6 +79,7 @@ GPUS = 131_072
 SHARD_NODES = (16, 64)  # nodes on the measured shard
 SHARD_CHOICES = (4, 8, 16, 32, 64)
 SCRAPE_S = 15
+SHARDS = 8  # the split's shard count (the rules do not depend on it but for the shard guard)
 INTERVAL_S = 60  # production interval of groups that set none
 GOAL = 0.10
 SERIES_BUDGET = 2_000_000  # head series one Prometheus shard comfortably holds (~4-8 GiB RSS)
@@ -137,10 +138,14 @@ def write_data(spec: JobSpec, rules_text: str, nodes: int, work: Path, lead: flo
 
 def measure(nodes: int, work: Path, lead: float) -> Shard:
     spec, _ = fleet_spec(nodes)
-    spec = spec.model_copy(update={"deploy": spec.deploy.model_copy(update={"shards": 8})})
+    spec = spec.model_copy(update={"deploy": spec.deploy.model_copy(update={"shards": SHARDS})})
     rules_text, _, _ = generated_files(spec)
-    edge, glob = split_document(RuleContext(spec), yaml.safe_load(rules_text))
-    groups = edge["groups"] + glob["groups"]
+    edge, _ = split_document(RuleContext(spec), yaml.safe_load(rules_text))
+    # One Prometheus plays one shard and the global ruler: the other shards' heartbeats are
+    # recorded beside its own, so the global rules' guard (every shard reporting) lets them
+    # record; without it they compute and then drop everything, and the rules reading their
+    # output (the medians, the ratios, the baseline) read nothing.
+    groups = single_store_rules(spec, yaml.safe_load(rules_text), SHARDS)["groups"]
     owner = culprit(RuleContext(spec), yaml.safe_load(rules_text))
     production = {g["name"]: parse_duration(g.get("interval", f"{INTERVAL_S}s")) for g in groups}
     for group in groups:
@@ -210,9 +215,14 @@ def measure(nodes: int, work: Path, lead: float) -> Shard:
             name: _count(port, f'{name}{{training_job="{spec.name}"}}')
             for name in sorted(owner.records | owner.raw)
         }
-        cpu = group_cpu(port, process.pid, {"groups": groups, "config": str(config)}, stamps)
+        # Each group's culprit rules and its other rules measured apart: the group costs their
+        # sum, and its culprit part is never read above it (noise falls on both).
         mine = culprit_groups(groups, owner)
+        rest = culprit_groups(groups, owner, keep=False)
         culprit_cpu = group_cpu(port, process.pid, {"groups": mine, "config": str(config)}, stamps)
+        cpu = group_cpu(port, process.pid, {"groups": rest, "config": str(config)}, stamps)
+        for group, seconds in culprit_cpu.items():
+            cpu[group] = cpu.get(group, 0.0) + seconds
         culprit_rules = rule_costs(port, yaml.safe_dump({"groups": mine}))
     finally:
         reaper.stop([process, store], timeout=30)
@@ -287,7 +297,7 @@ def main() -> None:
     own_mean, _, own_node = own_series_per_gpu(CollectOptions())
     per_rank = rank_series()
     spec, _ = fleet_spec(2)
-    spec = spec.model_copy(update={"deploy": spec.deploy.model_copy(update={"shards": 8})})
+    spec = spec.model_copy(update={"deploy": spec.deploy.model_copy(update={"shards": SHARDS})})
     edge, glob = split_document(RuleContext(spec), yaml.safe_load(generated_files(spec)[0]))
     intervals = {
         short_name(g["name"]): parse_duration(g.get("interval", f"{INTERVAL_S}s"))
