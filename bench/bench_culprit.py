@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
@@ -35,7 +37,8 @@ from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.signals.straggler import OWN_WORK, straggler_recordings
 from trainsignals.generator.spec.durations import parse_duration
 
-from trainsignals.fleet.emit import referenced_metrics
+from trainsignals.fleet.emit import import_openmetrics, referenced_metrics
+from trainsignals.stacks import reaper
 from trainsignals.stacks.stack import HOST
 
 CULPRIT_ALERTS = frozenset({TRAINING_STRAGGLER, GPU_FAIL_SLOW, NODE_LINK_DEGRADED})
@@ -156,6 +159,40 @@ def write_history(
                 samples += len(stamps)
         out.write("# EOF\n")
     return samples
+
+
+def record_history(
+    start: Callable[[], subprocess.Popen],
+    port: int,
+    data: Path,
+    groups: list[dict],
+    production: dict[str, int],
+    job: str,
+) -> int:
+    """A first run of Prometheus (`start`, on `port` and the data folder `data`): the rules
+    record their per-rank, per-GPU and per-node series; their history is then written into
+    `data`, before that run's first evaluation. Returns the samples written; start Prometheus
+    again to measure."""
+    started = time.time()
+    process = start()
+    try:
+        deadline = time.monotonic() + 300
+        while True:  # every group evaluated twice: the later groups read the earlier's output
+            try:
+                done = evaluations(port)
+            except OSError:
+                done = {}
+            if len(done) >= len(groups) and min(done.values()) >= 2:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"rule groups not evaluated twice: {done}")
+            time.sleep(1)
+        reads = range_reads(groups, production)
+        history = write_history(port, job, reads, started, data.parent / "history.om")
+    finally:
+        reaper.stop([process], timeout=30)
+    import_openmetrics([data.parent / "history.om"], data)
+    return history
 
 
 def evaluations(port: int) -> dict[str, int]:

@@ -11,6 +11,7 @@ inside `step()`).
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -69,8 +70,12 @@ def measure(iterations: int = 200_000, repeats: int = 5) -> dict[str, float]:
 
 def main(argv: list[str]) -> None:
     iterations = int(argv[1]) if len(argv) > 1 else 200_000
+    load = os.getloadavg()[0]
     result = measure(iterations)
-    print(f"iterations per run   : {iterations} (best of 5)")
+    print(
+        f"iterations per run   : {iterations} (best of 5); load average {load:.1f} -> "
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+    )
     print(f"empty loop           : {result['empty_us']:.3f} µs/step")
     print(f"instrumented loop    : {result['instrumented_us']:.3f} µs/step")
     print(f"instrumentation cost : {result['overhead_us']:.3f} µs/step (budget 20 µs)")

@@ -25,6 +25,7 @@ remote-write delay (batch_send_deadline 5s by default) late.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -46,10 +47,8 @@ sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 from bench_culprit import (
     culprit,
     culprit_groups,
-    evaluations,
-    range_reads,
+    record_history,
     report,
-    write_history,
 )
 from bench_fleet_cost import (
     EVAL_S,
@@ -61,7 +60,6 @@ from bench_fleet_cost import (
     rank_series,
     rule_costs,
     short_name,
-    wait_ready,
 )
 from bench_gpu_exporter import CollectOptions, own_series_per_gpu
 from trainsignals.generator.deploy.sharding import single_store_rules, split_document
@@ -70,7 +68,7 @@ from trainsignals.generator.spec.durations import parse_duration
 from trainsignals.generator.spec.job import JobSpec
 
 from tests.stacks.vm import VICTORIA_METRICS, binary
-from trainsignals.fleet.emit import Emitter, import_openmetrics, referenced_metrics
+from trainsignals.fleet.emit import Emitter, referenced_metrics
 from trainsignals.fleet.spec import fleet_spec, generated_files
 from trainsignals.stacks import reaper
 from trainsignals.stacks.stack import HOST, PROMETHEUS, free_port
@@ -188,7 +186,9 @@ def measure(nodes: int, work: Path, lead: float) -> Shard:
         stderr=log,
     )
     try:
-        history = _record_history(config, data, port, log, groups, production, spec.name)
+        history = record_history(
+            lambda: _prometheus(config, data, port, log), port, data, groups, production, spec.name
+        )
         process = _prometheus(config, data, port, log)
     except BaseException:
         reaper.stop([store], timeout=30)
@@ -240,35 +240,6 @@ def measure(nodes: int, work: Path, lead: float) -> Shard:
     )
 
 
-def _record_history(
-    config: Path,
-    data: Path,
-    port: int,
-    log: BinaryIO,
-    groups: list[dict],
-    production: dict[str, int],
-    job: str,
-) -> int:
-    """A first run: the rules record their per-rank, per-GPU and per-node series; their
-    history (bench_culprit.py) is written into the data, before that run's first evaluation.
-    Returns the samples written."""
-    started = time.time()
-    process = _prometheus(config, data, port, log)
-    try:
-        wait_ready(port)
-        deadline = time.monotonic() + 20 * EVAL_S
-        while len(done := evaluations(port)) < len(groups) or min(done.values()) < 2:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"rule groups not evaluated twice: {done}")
-            time.sleep(1)
-        reads = range_reads(groups, production)
-        history = write_history(port, job, reads, started, data.parent / "history.om")
-    finally:
-        reaper.stop([process], timeout=30)
-    import_openmetrics([data.parent / "history.om"], data)
-    return history
-
-
 def _prometheus(config: Path, data: Path, port: int, log: BinaryIO) -> subprocess.Popen:
     return reaper.spawn(
         [
@@ -294,6 +265,7 @@ def main() -> None:
     for tool in ("promtool", PROMETHEUS, VICTORIA_METRICS):
         if shutil.which(tool) is None:
             sys.exit(f"{tool} not found: run `make setup`")
+    load = os.getloadavg()
     own_mean, _, own_node = own_series_per_gpu(CollectOptions())
     per_rank = rank_series()
     spec, _ = fleet_spec(2)
@@ -379,6 +351,11 @@ def main() -> None:
     owner = culprit(RuleContext(spec), yaml.safe_load(generated_files(spec)[0]))
     count = recommended or SHARD_CHOICES[-1]
     report(shards, owner, intervals, edge_groups, count, GPUS, project, GOAL)
+    # The machine may be shared: its load says how far CPU figures can be trusted.
+    print(
+        f"load average (1/5/15 min) at start {' '.join(f'{x:.1f}' for x in load)}, at end "
+        f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}, on {os.cpu_count()} CPUs"
+    )
 
 
 if __name__ == "__main__":
