@@ -123,14 +123,15 @@ def range_reads(groups: list[dict], intervals: dict[str, int]) -> dict[str, tupl
     return reads
 
 
-def instant(port: int, expr: str) -> list[dict]:
-    url = f"http://{HOST}:{port}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
+def instant(port: int, expr: str, at: float | None = None) -> list[dict]:
+    args = {"query": expr} | ({} if at is None else {"time": f"{at:.3f}"})
+    url = f"http://{HOST}:{port}/api/v1/query?{urllib.parse.urlencode(args)}"
     with urllib.request.urlopen(url, timeout=120) as answer:
         return json.load(answer)["data"]["result"]
 
 
-def count(port: int, expr: str) -> int:
-    result = instant(port, f"count({expr})")
+def count(port: int, expr: str, at: float | None = None) -> int:
+    result = instant(port, f"count({expr})", at)
     return int(float(result[0]["value"][1])) if result else 0
 
 

@@ -45,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 
 from bench_culprit import (
+    count,
     culprit,
     culprit_groups,
     record_history,
@@ -211,8 +212,10 @@ def measure(nodes: int, work: Path, lead: float) -> Shard:
             )
             for group in edge["groups"]
         }
+        # At the last evaluation of the global recording group (what the CPU figures read).
+        at = max(stamps.values())
         culprit_series = {
-            name: _count(port, f'{name}{{training_job="{spec.name}"}}')
+            name: count(port, f'{name}{{training_job="{spec.name}"}}', at)
             for name in sorted(owner.records | owner.raw)
         }
         # Each group's culprit rules and its other rules measured apart: the group costs their
