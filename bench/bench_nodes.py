@@ -117,7 +117,8 @@ def main() -> None:
         worst = max(worst, share)
         print(
             f"  {name.removeprefix('trainsignals-'):<24} interval {interval:>4} s: CPU "
-            f"{cpu[name] * 1000:.0f} ms per evaluation = {share:.2%} (wall, fastest: {wall[name] * 1000:.0f} ms)"
+            f"{cpu[name] * 1000:.0f} ms per evaluation = {share:.2%} "
+            f"(wall, fastest: {wall[name] * 1000:.0f} ms)"
         )
     print(
         f"goal every group < {GOAL:.0%}: {'met' if worst < GOAL else 'NOT met'} (worst "
