@@ -48,15 +48,16 @@ from bench_culprit import (
     count,
     culprit,
     culprit_groups,
+    instant,
     record_history,
     report,
+    wait_evaluated,
 )
 from bench_fleet_cost import (
     EVAL_S,
     GPUS_PER_NODE,
     MINUTES,
     group_cpu,
-    group_durations,
     healthy_minutes,
     rank_series,
     rule_costs,
@@ -65,6 +66,7 @@ from bench_fleet_cost import (
 from bench_gpu_exporter import CollectOptions, own_series_per_gpu
 from trainsignals.generator.deploy.sharding import single_store_rules, split_document
 from trainsignals.generator.signals.promql import RuleContext
+from trainsignals.generator.signals.straggler import OWN_WORK
 from trainsignals.generator.spec.durations import parse_duration
 from trainsignals.generator.spec.job import JobSpec
 
@@ -96,6 +98,7 @@ class Shard:
     culprit_series: dict[str, int]  # culprit record or raw metric -> its series on the shard
     culprit_rules: dict[str, dict[str, float]]  # group -> culprit rule -> one query, seconds
     history: int  # samples of recorded history backfilled for the rules' range reads
+    age_s: float  # how old the raw series were at the evaluation measured (5m windows)
 
 
 def _metrics(port: int) -> str:
@@ -195,7 +198,10 @@ def measure(nodes: int, work: Path, lead: float) -> Shard:
         reaper.stop([store], timeout=30)
         raise
     try:
-        _, stamps = group_durations(port)
+        # Two evaluations of each group suffice (what the CPU figures read is at the last):
+        # the raw series end before Prometheus starts, and the 5m windows empty as time goes.
+        evaluated = wait_evaluated(port, len(groups), 2)
+        stamps = {short_name(g.split(";")[-1]): t for g, t in evaluated.items()}
         text = _metrics(port)
         delay = _value(text, "prometheus_remote_storage_highest_timestamp_in_seconds") - _value(
             text, "prometheus_remote_storage_queue_highest_sent_timestamp_seconds"
@@ -214,6 +220,8 @@ def measure(nodes: int, work: Path, lead: float) -> Shard:
         }
         # At the last evaluation of the global recording group (what the CPU figures read).
         at = max(stamps.values())
+        last = instant(port, f"max(timestamp({OWN_WORK}))", at)
+        age = at - float(last[0]["value"][1]) if last else float("inf")
         culprit_series = {
             name: count(port, f'{name}{{training_job="{spec.name}"}}', at)
             for name in sorted(owner.records | owner.raw)
@@ -240,6 +248,7 @@ def measure(nodes: int, work: Path, lead: float) -> Shard:
         culprit_series,
         culprit_rules,
         history,
+        age,
     )
 
 
@@ -297,7 +306,8 @@ def main() -> None:
             f"  measured {shard.gpus} GPUs: CPU per evaluation "
             + ", ".join(f"{g} {s * 1000:.0f} ms" for g, s in sorted(shard.cpu.items()))
             + f"; remote-written series {shard.edge_series}; "
-            f"{shard.bytes_per_sample:.2f} B/sample; remote-write delay {shard.delay_s:.1f} s"
+            f"{shard.bytes_per_sample:.2f} B/sample; remote-write delay {shard.delay_s:.1f} s; "
+            f"raw series {shard.age_s:.0f} s old at the evaluation measured"
         )
     raw_per_gpu = own_mean + per_rank + own_node / GPUS_PER_NODE
     global_share = {
