@@ -19,3 +19,4 @@ def test_benchmark_runs_and_reports_its_figures(capsys) -> None:
     bench.main(["bench", "100"])
     out = capsys.readouterr().out
     assert "instrumentation cost" in out and "one collective mark" in out
+    assert "own work + one collective_wait()" in out  # issue 28's per-step figure
