@@ -25,6 +25,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import yaml
 from trainsignals.generator.alerts.definitions.failslow import GPU_FAIL_SLOW, NODE_LINK_DEGRADED
@@ -209,3 +210,109 @@ def _per_group(text: str, metric: str) -> dict[str, float]:
         m.group(1): float(m.group(2))
         for m in re.finditer(rf'{metric}\{{rule_group="([^"]+)"\}} (\S+)', text)
     }
+
+
+class Measured(Protocol):
+    gpus: int
+    cpu: dict[str, float]
+    culprit_cpu: dict[str, float]
+    culprit_series: dict[str, int]
+    culprit_rules: dict[str, dict[str, float]]
+    history: int
+
+
+Project = Callable[[list[tuple[int, float]], float], float]
+
+
+def report(
+    shards: list[Measured],
+    owner: Culprit,
+    intervals: dict[str, int],
+    edge_groups: list[str],
+    shard_count: int,
+    gpus: int,
+    project: Project,
+    goal: float,
+) -> None:
+    """Per group (edge groups at `shard_count` shards, global groups at `gpus`): its share of
+    its interval and its culprit rules' part; the culprit series per GPU; the costliest
+    culprit rules."""
+    per_shard = gpus / shard_count
+    print(
+        f"\nculprit signals (issue 28) at {gpus:,} GPUs, {shard_count} shards "
+        f"({per_shard:,.0f} GPUs each): CPU per evaluation / interval, projected; goal: every "
+        f"group < {goal:.0%}"
+    )
+    print(f"{'group':<16}{'runs on':>9}{'interval':>9}{'group':>8}{'culprit':>9}  rules  goal")
+    worst = 0.0
+    last = shards[-1]
+    for group in sorted(last.cpu, key=lambda g: (g not in edge_groups, g)):
+        at = per_shard if group in edge_groups else gpus
+        # The culprit rules and the others projected apart (a projection's slope is never
+        # negative: summed after, the culprit part stays within the group's).
+        mine = project([(s.gpus, s.culprit_cpu.get(group, 0.0)) for s in shards], at)
+        rest = [(s.gpus, s.cpu[group] - s.culprit_cpu.get(group, 0.0)) for s in shards]
+        share = (project(rest, at) + mine) / intervals[group]
+        rules = len(last.culprit_rules.get(group, {}))
+        worst = max(worst, share)
+        print(
+            f"{group:<16}{'shard' if group in edge_groups else 'global':>9}"
+            f"{intervals[group]:>8}s{share:>8.1%}{mine / intervals[group]:>9.1%}  {rules:>5}"
+            f"  {'met' if share < goal else 'NOT met'}"
+        )
+    print(
+        f"culprit goal (every group < {goal:.0%} of its interval, culprit rules included): "
+        f"{'met' if worst < goal else 'NOT met'} (worst {worst:.1%})"
+    )
+    _costliest(shards, edge_groups, per_shard, gpus, project)
+    _series(last, owner, gpus)
+
+
+def _costliest(
+    shards: list[Measured], edge_groups: list[str], per_shard: float, gpus: int, project: Project
+) -> None:
+    """The culprit rules' own costs (wall time of one instant query each, best of three)."""
+    projected = []
+    for group, rules in shards[-1].culprit_rules.items():
+        at = per_shard if group in edge_groups else gpus
+        for name, _ in rules.items():
+            points = [(s.gpus, s.culprit_rules.get(group, {}).get(name, 0.0)) for s in shards]
+            projected.append((project(points, at), group, name))
+    top = sorted(projected, reverse=True)[:5]
+    print(
+        "costliest culprit rules (wall time of one query, projected): "
+        + ", ".join(f"{name} ({group}) {seconds:.2f} s" for seconds, group, name in top)
+    )
+
+
+def _series(shard: Measured, owner: Culprit, gpus: int) -> None:
+    """Series the culprit signals add, per GPU (per-rank series: one rank per GPU)."""
+    per_gpu = {name: n / shard.gpus for name, n in shard.culprit_series.items()}
+    kinds = (
+        ("raw (scraped on the shards)", owner.raw),
+        ("recorded on the shards (remote-written)", owner.edge_records),
+        ("recorded by the global ruler", owner.records - owner.edge_records),
+    )
+    print(
+        f"series the culprit signals add, per GPU (measured on {shard.gpus:,} GPUs; "
+        f"{shard.history:,} samples of recorded history backfilled for the windows they read):"
+    )
+    for title, names in kinds:
+        # Job-level series (one per job, or per job and rail) are not per GPU.
+        mine = {n: per_gpu.get(n, 0.0) for n in sorted(names) if not n.startswith("job:")}
+        jobs = sorted(n for n in names if n.startswith("job:"))
+        total = sum(mine.values())
+        print(
+            f"  {title}: {total:.2f} per GPU = {total * gpus:,.0f} at {gpus:,} GPUs"
+            + (f", plus {len(jobs)} job-level" if jobs else "")
+            + "; "
+            + ", ".join(f"{_short(n)} {v:.3g}" for n, v in mine.items())
+        )
+    print(
+        "  (0: series that exist only in an incident or with an optional input: the hang "
+        "suspects while a job is stopped, NCCL Inspector's bus bandwidth)"
+    )
+
+
+def _short(name: str) -> str:
+    return name.replace("trainsignals_", "")
