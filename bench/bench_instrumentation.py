@@ -53,18 +53,28 @@ def _marked(metrics: TrainingMetrics, n: int) -> float:
     return time.perf_counter() - start
 
 
+def _own_work(metrics: TrainingMetrics, n: int) -> float:
+    """The own-work accounting `step()` does at each step's end, alone."""
+    start = time.perf_counter()
+    for _ in range(n):
+        metrics.own.step(0.25)
+    return time.perf_counter() - start
+
+
 def measure(iterations: int = 200_000, repeats: int = 5) -> dict[str, float]:
-    """Best-of-`repeats` µs per step: empty loop, instrumented loop, the overhead, and what a
-    collective mark adds to it."""
+    """Best-of-`repeats` µs per step: empty loop, instrumented loop, the overhead, what a
+    collective mark adds to it, and the own-work accounting inside the overhead."""
     metrics = TrainingMetrics(rank=0, local_rank=0, world_size=1, node="bench")
     empty = min(_empty(iterations) for _ in range(repeats)) / iterations * 1e6
     inst = min(_instrumented(metrics, iterations) for _ in range(repeats)) / iterations * 1e6
     marked = min(_marked(metrics, iterations) for _ in range(repeats)) / iterations * 1e6
+    own = min(_own_work(metrics, iterations) for _ in range(repeats)) / iterations * 1e6
     return {
         "empty_us": empty,
         "instrumented_us": inst,
         "overhead_us": inst - empty,
         "collective_mark_us": marked - inst,
+        "own_work_us": own - empty,
     }
 
 
@@ -80,11 +90,15 @@ def main(argv: list[str]) -> None:
     print(f"instrumented loop    : {result['instrumented_us']:.3f} µs/step")
     print(f"instrumentation cost : {result['overhead_us']:.3f} µs/step (budget 20 µs)")
     print(f"one collective mark  : +{result['collective_mark_us']:.3f} µs/step")
-    # Issue 28 item 1's budget: the step with its own-work accounting (done inside step())
-    # and one collective_wait() mark, as a loop that leaves a blocking collective out pays.
-    per_step = result["overhead_us"] + result["collective_mark_us"]
-    verdict = "met" if per_step <= 20 else "NOT met"
-    print(f"own work + one collective_wait(): {per_step:.3f} µs/step (goal <= 20 µs: {verdict})")
+    print(f"own-work accounting  : {result['own_work_us']:.3f} µs/step (inside step())")
+    # Issue 28 item 1's budget: what counting each rank's own work adds to a step, the
+    # accounting in step() and one collective_wait() mark (a loop leaving one blocking
+    # collective out of its own work); then the whole instrumented step with that mark.
+    added = result["own_work_us"] + result["collective_mark_us"]
+    verdict = "met" if added <= 20 else "NOT met"
+    print(f"own work + one collective_wait(): +{added:.3f} µs/step (goal <= 20 µs: {verdict})")
+    whole = result["overhead_us"] + result["collective_mark_us"]
+    print(f"whole step, instrumented with one collective_wait(): {whole:.3f} µs/step")
 
 
 if __name__ == "__main__":
