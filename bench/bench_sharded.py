@@ -17,7 +17,15 @@ sizes:
 - remote-written series per GPU (the edge rules' output series) and bytes per sample
   (prometheus_remote_storage_bytes_total / samples_total): bytes/s per shard at production
   intervals (edge group 1m, edge-slow 3m);
-- the remote-write delay (highest appended minus highest sent timestamp) sampled meanwhile.
+- the remote-write delay (highest appended minus highest sent timestamp) sampled meanwhile;
+- the culprit signals of issue 28 (bench_culprit.py): each group's culprit rules measured apart
+  from its other rules, the costliest of them, and the series they add per GPU.
+
+The one Prometheus records every shard's heartbeat (as the fleet replay's single store does),
+so the global rules' guard (every shard reporting) passes and they record. A first run records
+the per-rank, per-GPU and per-node series once; their history (up to the 6h the straggler's
+baseline reads) is written, and Prometheus starts again: the windows over recorded series read
+what they read in production, not the minutes a fresh Prometheus holds.
 
 Added time to page: the global ruler reads the partials up to one edge evaluation (1m) plus the
 remote-write delay (batch_send_deadline 5s by default) late.
@@ -218,7 +226,7 @@ def measure(nodes: int, work: Path, lead: float) -> Shard:
             )
             for group in edge["groups"]
         }
-        # At the last evaluation of the global recording group (what the CPU figures read).
+        # At the latest evaluation measured (the CPU figures read each group's last one).
         at = max(stamps.values())
         last = instant(port, f"max(timestamp({OWN_WORK}))", at)
         age = at - float(last[0]["value"][1]) if last else float("inf")
