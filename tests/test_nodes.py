@@ -173,3 +173,10 @@ def test_the_tests_catch_a_broken_rule(files: dict[str, str], case: str, tmp_pat
     assert old in files[RULES], case
     broken = {**files, RULES: files[RULES].replace(old, new)}
     assert "FAILED" in run_promtool(tmp_path, broken, test)
+
+
+def test_the_setting_is_in_the_spec_reference() -> None:
+    """docs/spec.md documents lemon_node_incidents with its default, bounds and meaning."""
+    doc = (JOBS.parent / "docs/spec.md").read_text(encoding="utf-8")
+    line = next(x for x in doc.splitlines() if x.startswith("| `lemon_node_incidents` |"))
+    assert "`3`" in line and "&gt;= 2" in line and ALERT in line

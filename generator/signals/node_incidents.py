@@ -16,9 +16,10 @@ last 11 minutes: a handful of series.
 
 What is one incident. A node's hardware alerts that overlap, or follow each other within the
 merge window, are one incident: a GPU that logs a critical XID and then falls off the bus, a
-node down and its GPUs lost, a fault that resolves and returns after a Prometheus restart or a
-restart of the job. An alert that stays firing for hours is one start. Which kinds fired is
-recorded apart (per node and alert name), and so is the last job that saw a fault there.
+node down and its GPUs lost, a fault that resolves and returns across a restart of the job (or
+a Prometheus outage) shorter than the window. An alert that stays firing for hours is one
+start. Which kinds fired is recorded apart (per node and alert name), and so is the last job
+that saw a fault there.
 """
 
 from __future__ import annotations
