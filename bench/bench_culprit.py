@@ -9,7 +9,7 @@ without them: what only they need).
 
 A rule reading a window of recorded series reads what earlier evaluations recorded: a freshly
 started Prometheus has minutes of it, production has hours (the straggler's baseline reads 6h of
-each rank's ratio). `backfill` writes that history, at the recording group's production
+each rank's ratio). `record_history` writes that history, at the recording group's production
 interval, for every per-rank, per-GPU and per-node series a rule reads over a window, with the
 label sets the rules themselves recorded, so those reads cost what they cost in production.
 """
