@@ -90,6 +90,7 @@ bench: setup
 	$(BIN)/python bench/bench_instrumentation.py
 	$(BIN)/python bench/bench_fleet_cost.py
 	$(BIN)/python bench/bench_sharded.py
+	$(BIN)/python bench/bench_nodes.py
 
 # 54 days of a 2,048-node job's fault history against the generated rules on a real
 # Prometheus (trainsignals/fleet/); FLEET_DAYS=3 for a quick run.

@@ -17,7 +17,15 @@ sizes:
 - remote-written series per GPU (the edge rules' output series) and bytes per sample
   (prometheus_remote_storage_bytes_total / samples_total): bytes/s per shard at production
   intervals (edge group 1m, edge-slow 3m);
-- the remote-write delay (highest appended minus highest sent timestamp) sampled meanwhile.
+- the remote-write delay (highest appended minus highest sent timestamp) sampled meanwhile;
+- the culprit signals of issue 28 (bench_culprit.py): each group's culprit rules measured apart
+  from its other rules, the costliest of them, and the series they add per GPU.
+
+The one Prometheus records every shard's heartbeat (as the fleet replay's single store does),
+so the global rules' guard (every shard reporting) passes and they record. A first run records
+the per-rank, per-GPU and per-node series once; their history (up to the 6h the straggler's
+baseline reads) is written, and Prometheus starts again: the windows over recorded series read
+what they read in production, not the minutes a fresh Prometheus holds.
 
 Added time to page: the global ruler reads the partials up to one edge evaluation (1m) plus the
 remote-write delay (batch_send_deadline 5s by default) late.
@@ -25,14 +33,17 @@ remote-write delay (batch_send_deadline 5s by default) late.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import yaml
 
@@ -41,19 +52,29 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # `python bench/bench_sharded.py` finds it through the repository root.
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 
+from bench_culprit import (
+    count,
+    culprit,
+    culprit_groups,
+    instant,
+    record_history,
+    report,
+    wait_evaluated,
+)
 from bench_fleet_cost import (
     EVAL_S,
     GPUS_PER_NODE,
     MINUTES,
     group_cpu,
-    group_durations,
     healthy_minutes,
     rank_series,
+    rule_costs,
     short_name,
 )
 from bench_gpu_exporter import CollectOptions, own_series_per_gpu
-from trainsignals.generator.deploy.sharding import split_document
+from trainsignals.generator.deploy.sharding import single_store_rules, split_document
 from trainsignals.generator.signals.promql import RuleContext
+from trainsignals.generator.signals.straggler import OWN_WORK
 from trainsignals.generator.spec.durations import parse_duration
 from trainsignals.generator.spec.job import JobSpec
 
@@ -67,6 +88,7 @@ GPUS = 131_072
 SHARD_NODES = (16, 64)  # nodes on the measured shard
 SHARD_CHOICES = (4, 8, 16, 32, 64)
 SCRAPE_S = 15
+SHARDS = 8  # the split's shard count (the rules do not depend on it but for the shard guard)
 INTERVAL_S = 60  # production interval of groups that set none
 GOAL = 0.10
 SERIES_BUDGET = 2_000_000  # head series one Prometheus shard comfortably holds (~4-8 GiB RSS)
@@ -80,6 +102,11 @@ class Shard:
     bytes_per_sample: float
     delay_s: float  # remote-write delay, most seen
     write_s: float  # seconds writing the series took
+    culprit_cpu: dict[str, float]  # group -> CPU seconds per evaluation of its culprit rules
+    culprit_series: dict[str, int]  # culprit record or raw metric -> its series on the shard
+    culprit_rules: dict[str, dict[str, float]]  # group -> culprit rule -> one query, seconds
+    history: int  # samples of recorded history backfilled for the rules' range reads
+    age_s: float  # how old the raw series were at the evaluation measured (5m windows)
 
 
 def _metrics(port: int) -> str:
@@ -121,10 +148,16 @@ def write_data(spec: JobSpec, rules_text: str, nodes: int, work: Path, lead: flo
 
 def measure(nodes: int, work: Path, lead: float) -> Shard:
     spec, _ = fleet_spec(nodes)
-    spec = spec.model_copy(update={"deploy": spec.deploy.model_copy(update={"shards": 8})})
+    spec = spec.model_copy(update={"deploy": spec.deploy.model_copy(update={"shards": SHARDS})})
     rules_text, _, _ = generated_files(spec)
-    edge, glob = split_document(RuleContext(spec), yaml.safe_load(rules_text))
-    groups = edge["groups"] + glob["groups"]
+    edge, _ = split_document(RuleContext(spec), yaml.safe_load(rules_text))
+    # One Prometheus plays one shard and the global ruler: the other shards' heartbeats are
+    # recorded beside its own, so the global rules' guard (every shard reporting) lets them
+    # record; without it they compute and then drop everything, and the rules reading their
+    # output (the medians, the ratios, the baseline) read nothing.
+    groups = single_store_rules(spec, yaml.safe_load(rules_text), SHARDS)["groups"]
+    owner = culprit(RuleContext(spec), yaml.safe_load(rules_text))
+    production = {g["name"]: parse_duration(g.get("interval", f"{INTERVAL_S}s")) for g in groups}
     for group in groups:
         group["interval"] = f"{EVAL_S}s"
     rules = work / "rules.yaml"
@@ -164,20 +197,19 @@ def measure(nodes: int, work: Path, lead: float) -> Shard:
         stdout=log,
         stderr=log,
     )
-    process = reaper.spawn(
-        [
-            PROMETHEUS,
-            f"--config.file={config}",
-            f"--storage.tsdb.path={data}",
-            "--storage.tsdb.retention.time=10y",
-            f"--web.listen-address={HOST}:{port}",
-            "--web.enable-lifecycle",
-        ],
-        stdout=log,
-        stderr=log,
-    )
     try:
-        _, stamps = group_durations(port)
+        history = record_history(
+            lambda: _prometheus(config, data, port, log), port, data, groups, production, spec.name
+        )
+        process = _prometheus(config, data, port, log)
+    except BaseException:
+        reaper.stop([store], timeout=30)
+        raise
+    try:
+        # Two evaluations of each group suffice (what the CPU figures read is at the last):
+        # the raw series end before Prometheus starts, and the 5m windows empty as time goes.
+        evaluated = wait_evaluated(port, len(groups), 2)
+        stamps = {short_name(g.split(";")[-1]): t for g, t in evaluated.items()}
         text = _metrics(port)
         delay = _value(text, "prometheus_remote_storage_highest_timestamp_in_seconds") - _value(
             text, "prometheus_remote_storage_queue_highest_sent_timestamp_seconds"
@@ -194,7 +226,23 @@ def measure(nodes: int, work: Path, lead: float) -> Shard:
             )
             for group in edge["groups"]
         }
-        cpu = group_cpu(port, process.pid, {"groups": groups, "config": str(config)}, stamps)
+        # At the latest evaluation measured (the CPU figures read each group's last one).
+        at = max(stamps.values())
+        last = instant(port, f"max(timestamp({OWN_WORK}))", at)
+        age = at - float(last[0]["value"][1]) if last else float("inf")
+        culprit_series = {
+            name: count(port, f'{name}{{training_job="{spec.name}"}}', at)
+            for name in sorted(owner.records | owner.raw)
+        }
+        # Each group's culprit rules and its other rules measured apart: the group costs their
+        # sum, and its culprit part is never read above it (noise falls on both).
+        mine = culprit_groups(groups, owner)
+        rest = culprit_groups(groups, owner, keep=False)
+        culprit_cpu = group_cpu(port, process.pid, {"groups": mine, "config": str(config)}, stamps)
+        cpu = group_cpu(port, process.pid, {"groups": rest, "config": str(config)}, stamps)
+        for group, seconds in culprit_cpu.items():
+            cpu[group] = cpu.get(group, 0.0) + seconds
+        culprit_rules = rule_costs(port, yaml.safe_dump({"groups": mine}))
     finally:
         reaper.stop([process, store], timeout=30)
     return Shard(
@@ -204,6 +252,26 @@ def measure(nodes: int, work: Path, lead: float) -> Shard:
         sent_bytes / max(sent, 1),
         max(0.0, delay),
         write_s,
+        culprit_cpu,
+        culprit_series,
+        culprit_rules,
+        history,
+        age,
+    )
+
+
+def _prometheus(config: Path, data: Path, port: int, log: BinaryIO) -> subprocess.Popen:
+    return reaper.spawn(
+        [
+            PROMETHEUS,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={data}",
+            "--storage.tsdb.retention.time=10y",
+            f"--web.listen-address={HOST}:{port}",
+            "--web.enable-lifecycle",
+        ],
+        stdout=log,
+        stderr=log,
     )
 
 
@@ -217,10 +285,11 @@ def main() -> None:
     for tool in ("promtool", PROMETHEUS, VICTORIA_METRICS):
         if shutil.which(tool) is None:
             sys.exit(f"{tool} not found: run `make setup`")
+    load = os.getloadavg()
     own_mean, _, own_node = own_series_per_gpu(CollectOptions())
     per_rank = rank_series()
     spec, _ = fleet_spec(2)
-    spec = spec.model_copy(update={"deploy": spec.deploy.model_copy(update={"shards": 8})})
+    spec = spec.model_copy(update={"deploy": spec.deploy.model_copy(update={"shards": SHARDS})})
     edge, glob = split_document(RuleContext(spec), yaml.safe_load(generated_files(spec)[0]))
     intervals = {
         short_name(g["name"]): parse_duration(g.get("interval", f"{INTERVAL_S}s"))
@@ -245,7 +314,8 @@ def main() -> None:
             f"  measured {shard.gpus} GPUs: CPU per evaluation "
             + ", ".join(f"{g} {s * 1000:.0f} ms" for g, s in sorted(shard.cpu.items()))
             + f"; remote-written series {shard.edge_series}; "
-            f"{shard.bytes_per_sample:.2f} B/sample; remote-write delay {shard.delay_s:.1f} s"
+            f"{shard.bytes_per_sample:.2f} B/sample; remote-write delay {shard.delay_s:.1f} s; "
+            f"raw series {shard.age_s:.0f} s old at the evaluation measured"
         )
     raw_per_gpu = own_mean + per_rank + own_node / GPUS_PER_NODE
     global_share = {
@@ -299,6 +369,14 @@ def main() -> None:
         )
     else:
         print(f"no shard count up to {SHARD_CHOICES[-1]} meets the per-shard goals")
+    owner = culprit(RuleContext(spec), yaml.safe_load(generated_files(spec)[0]))
+    count = recommended or SHARD_CHOICES[-1]
+    report(shards, owner, intervals, edge_groups, count, GPUS, project, GOAL)
+    # The machine may be shared: its load says how far CPU figures can be trusted.
+    print(
+        f"load average (1/5/15 min) at start {' '.join(f'{x:.1f}' for x in load)}, at end "
+        f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}, on {os.cpu_count()} CPUs"
+    )
 
 
 if __name__ == "__main__":

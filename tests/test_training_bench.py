@@ -14,8 +14,15 @@ def test_benchmark_runs_and_reports_its_figures(capsys) -> None:
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     result = bench.measure(iterations=200, repeats=1)
-    assert set(result) == {"empty_us", "instrumented_us", "overhead_us", "collective_mark_us"}
+    assert set(result) == {
+        "empty_us",
+        "instrumented_us",
+        "overhead_us",
+        "collective_mark_us",
+        "own_work_us",
+    }
     assert result["instrumented_us"] > 0
     bench.main(["bench", "100"])
     out = capsys.readouterr().out
     assert "instrumentation cost" in out and "one collective mark" in out
+    assert "own work + one collective_wait()" in out  # issue 28's per-step figure
