@@ -30,6 +30,10 @@ THROTTLE_REASONS = ("hw_thermal_slowdown", "sw_power_cap")
 OWN_WORK = "trainsignals_own_work_seconds_total"
 TRANSMIT_WAIT = "node_infiniband_port_transmit_wait_total"
 CLOCK_HZ = 1.98e9  # an H100 SXM's SM clock under load
+# The rail of the job's other 2,046 nodes, which run in lockstep: a few of their InfiniBand
+# ports (nothing else of them), so a port's peers' median is a healthy port's, as in the
+# real job, and not the mean of the two stored nodes.
+PEER_PORT_HOSTS = ("gpu-rail-peer-0", "gpu-rail-peer-1", "gpu-rail-peer-2")
 NETWORK_SERIES = ("node_network_receive_bytes_total", "node_network_transmit_bytes_total")
 
 RankFn = Callable[[Minute], str]
@@ -216,22 +220,28 @@ class Emitter:
                     "node_network_transmit_bytes_total",
                 ):
                     yield f'{name}{{{sel},node="{node}",device="ib0"}} {(m + 1) * 2.4e10:.0f}{ts}'
-            port = f'{sel},node="{node}",device="mlx5_0",port="1"'
-            wait = s.ib_wait[slot] if s.ib_wait else 0.0  # a degraded link's congestion
-            for name, value in INFINIBAND_SERIES.items():
-                if self._want(name):
-                    value = f"{wait:.0f}" if name == TRANSMIT_WAIT else value
-                    yield f"{name}{{{port}}} {value}{ts}"
-            behind = s.ib_deficit[slot] if s.ib_deficit else 0.0
-            for name in INFINIBAND_TRAFFIC:
-                if self._want(name):
-                    yield f"{name}{{{port}}} {(m + 1) * IB_BYTES_MINUTE - behind:.0f}{ts}"
+            yield from self._port_lines(m, node, s, slot, ts)
             faults = {(f_slot, gpu): f for f_slot, gpu, f in s.gpu_faults if f_slot == slot}
             clocks = {f.gpu: f.factor for f_slot, f in s.slow if f_slot == slot and f.kind == "gpu"}
             for gpu in range(GPUS_PER_NODE):
                 fault = faults.get((slot, gpu))
                 clock = CLOCK_HZ * clocks.get(gpu, 1.0)
                 yield from self._gpu_lines(s, m, gpu_target, node, gpu, fault, ts, clock)
+        for host in PEER_PORT_HOSTS:
+            yield from self._port_lines(m, host, None, -1, ts)
+
+    def _port_lines(self, m: int, node: str, s: Minute | None, slot: int, ts: str) -> Iterator[str]:
+        """node_exporter's InfiniBand port of `node` (its slot's fail-slow, if any)."""
+        port = f'{self.selector},node="{node}",device="mlx5_0",port="1"'
+        wait = s.ib_wait[slot] if s is not None and s.ib_wait else 0.0  # congestion
+        for name, value in INFINIBAND_SERIES.items():
+            if self._want(name):
+                value = f"{wait:.0f}" if name == TRANSMIT_WAIT else value
+                yield f"{name}{{{port}}} {value}{ts}"
+        behind = s.ib_deficit[slot] if s is not None and s.ib_deficit else 0.0
+        for name in INFINIBAND_TRAFFIC:
+            if self._want(name):
+                yield f"{name}{{{port}}} {(m + 1) * IB_BYTES_MINUTE - behind:.0f}{ts}"
 
     def _gpu_lines(self, s, m, target, node, gpu, fault, ts, clock) -> Iterator[str]:
         labels = f'{target},gpu="{gpu}",uuid="{gpu_uuid(node, gpu)}",model="H100-SXM"'

@@ -12,9 +12,10 @@ LINK_SHARE of it are inter-node transfers no compute overlaps:
   1/factor, and the step by OWN_SHARE x (1/factor - 1);
 - host: one rank's own work x `factor` (1.05-1.4): a noisy neighbour, a CPU stuck at a low
   P-state, a data worker starving on its host;
-- link: the node's rail moves `factor` (0.25-0.6) of its peers' bytes, and waits to transmit
-  (congestion) WAIT_TICKS_S ticks a second; the transfers' share of the step stretches by
-  1/factor. Own work is unchanged: the straggler score cannot see a link.
+- link: the node's rail moves `factor` (0.25-0.6) of its peers' bytes, the transfers' share
+  of the step stretching by 1/factor: half of them a link trained at a lower width or speed
+  (nothing else to see), half a congested switch port (the port also waits to transmit,
+  WAIT_TICKS_S ticks a second). Own work is unchanged: the straggler score cannot see a link.
 Costs stay under about 25%: a bigger fail-slow takes the job under its throughput floor, and
 that pages (rightly; then it is an incident, not a fail-slow ticket).
 
@@ -66,6 +67,7 @@ class FailSlow:
     end_s: int
     factor: float  # SM clock ratio (gpu), own-work factor (host), throughput ratio (link)
     gpu: int | None = None
+    congested: bool = False  # link: waits to transmit (else: trained at a lower width)
 
     @property
     def slowdown(self) -> float:
@@ -132,8 +134,9 @@ def add_failslows(history: History) -> None:
         while node in lemons:
             node = f"gpu-n{rng.randrange(FLEET_NODES - 2):04d}"
         gpu = rng.randrange(GPUS_PER_NODE) if kind != "link" else None
+        factor, congested = _factor(rng, kind), kind == "link" and rng.random() < 0.5
         history.failslows.append(
-            FailSlow(kind, node, start, start + duration, _factor(rng, kind), gpu)
+            FailSlow(kind, node, start, start + duration, factor, gpu, congested)
         )
 
 

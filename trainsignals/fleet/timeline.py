@@ -207,7 +207,9 @@ def simulate(history: History, slots: int) -> tuple[list[Minute], Truth]:
             if failslow.kind == "link":
                 lag = IB_BYTES_MINUTE * (1 - failslow.factor)
                 ib_deficit[failslow.node] = ib_deficit.get(failslow.node, 0.0) + lag
-                ib_wait[failslow.node] = ib_wait.get(failslow.node, 0.0) + WAIT_TICKS_S * MINUTE
+                if failslow.congested:
+                    waited = ib_wait.get(failslow.node, 0.0) + WAIT_TICKS_S * MINUTE
+                    ib_wait[failslow.node] = waited
         category, gone = "", False
         if current is not None and t >= current.fault_s:
             if t == current.fault_s and current.scope != "planned":
