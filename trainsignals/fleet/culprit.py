@@ -169,6 +169,12 @@ def judge(replay: Replay) -> Culprits:
     for named in faulty:
         lo, hi = named.onset_s - 10 * MINUTE, windows[id(named)]
         about = [(at, labels) for at, _, labels in rel if lo <= at <= hi]
+        if about and named.what == "hang":  # the page names its suspects (annotation)
+            nodes = _suspects_at(replay, about[0][0])
+            about[0] = (about[0][0], about[0][1] | {"node": ",".join(sorted(nodes))})
+            result.wrong += [
+                (about[0][0], {**about[0][1], "node": n}) for n in nodes - {named.node}
+            ]
         if about:
             named.first = about[0][1]
         naming = [at for at, labels in about if labels.get("node") == named.node]
@@ -217,6 +223,16 @@ def judge(replay: Replay) -> Culprits:
         ]
         result.lemons[lemon] = (times, flagged[0] if flagged and rule else None)
     return result
+
+
+def _suspects_at(replay: Replay, at: int) -> set[str]:
+    """Nodes of the hang suspects at the evaluation that fired a notification delivered at
+    `at` (group_wait after it)."""
+    before = [ts for ts, _ in replay.suspects if at - 3 * MINUTE <= ts <= at]
+    if not before:
+        return set()
+    last = max(before)
+    return {labels.get("node", "") for ts, labels in replay.suspects if ts == last}
 
 
 def _minutes(seconds: list[int]) -> str:

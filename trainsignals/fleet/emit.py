@@ -29,6 +29,12 @@ SDC = "silent_data_corruption"
 THROTTLE_REASONS = ("hw_thermal_slowdown", "sw_power_cap")
 OWN_WORK = "trainsignals_own_work_seconds_total"
 TRANSMIT_WAIT = "node_infiniband_port_transmit_wait_total"
+DATA_WAIT_OPEN = "trainsignals_data_wait_open_seconds"
+IDLE_GPU = (
+    "trainsignals_gpu_utilization_ratio",
+    "trainsignals_gpu_sm_active_ratio",
+    "trainsignals_gpu_tensor_active_ratio",
+)
 CLOCK_HZ = 1.98e9  # an H100 SXM's SM clock under load
 # The rail of the job's other 2,046 nodes, which run in lockstep: a few of their InfiniBand
 # ports (nothing else of them), so a port's peers' median is a healthy port's, as in the
@@ -176,6 +182,8 @@ class Emitter:
                         value = fn(s)
                         if slow and name == OWN_WORK:
                             value = f"{s.own_work + s.slow_own:.1f}"
+                        elif name == DATA_WAIT_OPEN and s.stuck == (slot, rank_local):
+                            value = f"{s.stuck_for:.0f}"  # the hang's culprit waits for data
                         yield f"{name}{{{labels}}} {value}{ts}"
                 for name, attr in EPOCH_SERIES.items():
                     at = getattr(s, attr)
@@ -226,7 +234,8 @@ class Emitter:
             for gpu in range(GPUS_PER_NODE):
                 fault = faults.get((slot, gpu))
                 clock = CLOCK_HZ * clocks.get(gpu, 1.0)
-                yield from self._gpu_lines(s, m, gpu_target, node, gpu, fault, ts, clock)
+                idle = s.stuck == (slot, gpu)  # the hang's culprit computes nothing
+                yield from self._gpu_lines(s, m, gpu_target, node, gpu, fault, ts, clock, idle)
         for host in PEER_PORT_HOSTS:
             yield from self._port_lines(m, host, None, -1, ts)
 
@@ -243,7 +252,7 @@ class Emitter:
             if self._want(name):
                 yield f"{name}{{{port}}} {(m + 1) * IB_BYTES_MINUTE - behind:.0f}{ts}"
 
-    def _gpu_lines(self, s, m, target, node, gpu, fault, ts, clock) -> Iterator[str]:
+    def _gpu_lines(self, s, m, target, node, gpu, fault, ts, clock, idle) -> Iterator[str]:
         labels = f'{target},gpu="{gpu}",uuid="{gpu_uuid(node, gpu)}",model="H100-SXM"'
         t = m * MINUTE
         struck = fault is not None and t >= fault.fault_s
@@ -265,6 +274,8 @@ class Emitter:
             # Every H100 SXM has NVLink; the replay's faults show through XIDs, not link errors.
             "trainsignals_gpu_nvlink_errors_all_links_total": "0",
         }
+        if idle:  # waits for its rank, stuck in a data wait: no kernel runs
+            values |= dict.fromkeys(IDLE_GPU, "0")
         if lost:  # a GPU off the bus answers nothing but its up flag
             values = {"trainsignals_gpu_up": "0"}
         for name, value in values.items():

@@ -152,6 +152,16 @@ def _minus(spans: list[tuple[int, int]], holes: list[tuple[int, int]]) -> list[t
     return spans
 
 
+def add_hang_culprit(history: History) -> None:
+    """The hang incident's cause: one rank waits for data (its loader stuck on its host), its
+    GPU idle, while every other rank spins in the next collective waiting for it."""
+    rng = random.Random(history.seed * 104729 + 28)
+    hang = next(i for i in history.interruptions if i.incident == "hang")
+    hang.node = f"gpu-n{rng.randrange(FLEET_NODES - 2):04d}"
+    hang.gpu = rng.randrange(GPUS_PER_NODE)  # the stuck rank's local rank
+    next(i for i in history.incidents if i.kind == "hang").node = hang.node
+
+
 def lemon_fault_count(history: History) -> int:
     """The lemons' share of the hardware faults: LEMON_RATE_X times a node's rate each."""
     hardware = len(history.hardware_faults)

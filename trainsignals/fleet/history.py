@@ -290,9 +290,10 @@ def build_history(days: float = FULL_DAYS, seed: int = 405) -> History:
         )
     )
     history.interruptions.sort(key=lambda i: i.fault_s)
-    from .failslow import add_failslows, add_lemons  # issue 28's culprits (imports this)
+    from .failslow import add_failslows, add_hang_culprit, add_lemons  # (imports this)
 
     add_lemons(history)
+    add_hang_culprit(history)
     add_failslows(history)
     return history
 

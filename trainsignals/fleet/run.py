@@ -9,6 +9,8 @@ from pathlib import Path
 
 import yaml
 
+from trainsignals.generator.signals.hang_suspects import SUSPECT
+
 from .emit import Emitter, referenced_metrics, unsupported
 from .evaluate import AlertEpisode, evaluate_rules
 from .history import MINUTE, History, build_history
@@ -41,6 +43,8 @@ class Replay:
     ettr_measured: float | None = None
     ettr_query: str = ""
     seconds: dict[str, float] = field(default_factory=dict)
+    # The hang suspects the pages' annotation names: (run second, labels) per evaluation.
+    suspects: list[tuple[int, dict[str, str]]] = field(default_factory=list)
 
 
 def run_replay(
@@ -96,5 +100,10 @@ def run_replay(
                     replay.ettr_measured = float(result[0]["values"][-1][1])
                     replay.ettr_query = expr
                     break
+            replay.suspects = [
+                (round(float(ts)) - EPOCH, series["metric"])
+                for series in prom.range_query(SUSPECT, start, end)
+                for ts, _ in series["values"]
+            ]
     replay.notifications = Alertmanager(am_text).replay(replay.episodes, start, end)
     return replay

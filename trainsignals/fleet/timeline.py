@@ -67,6 +67,9 @@ class Minute:
     own_work: float = 0.0
     slow_own: float = 0.0
     slow_rank: tuple[int, int] | None = None  # (slot, local rank) slow_own belongs to
+    # A hang's culprit: (slot, local rank) stuck in a data wait open this long, GPU idle.
+    stuck: tuple[int, int] | None = None
+    stuck_for: float = 0.0
     ib_deficit: tuple[float, ...] = ()
     ib_wait: tuple[float, ...] = ()
 
@@ -198,6 +201,7 @@ def simulate(history: History, slots: int) -> tuple[list[Minute], Truth]:
                 account["other"] += MINUTE
             continue
         alive, phase, busy, step_seconds = True, "train", 0.97, STEP_SECONDS
+        stuck, stuck_for = None, 0.0
         slow = tuple(
             (nodes.index(f.node), f) for f in history.failslows if f.active(t) and f.node in nodes
         )
@@ -225,6 +229,9 @@ def simulate(history: History, slots: int) -> tuple[list[Minute], Truth]:
                     since_checkpoint_s = 0.0
                 else:  # stuck in a collective until the watchdog or the crash
                     category, busy = "recovery", 1.0
+                    if current.incident == "hang" and current.node in nodes:
+                        stuck = (nodes.index(current.node), current.gpu or 0)
+                        stuck_for = t + MINUTE - current.fault_s
             elif t < current.up_s:
                 alive, busy, category = False, 0.0, "recovery"
                 unscheduled = current.incident == "dead_job"
@@ -305,6 +312,8 @@ def simulate(history: History, slots: int) -> tuple[list[Minute], Truth]:
                 slow_rank=slow_rank,
                 ib_deficit=tuple(ib_deficit.get(n, 0.0) for n in nodes),
                 ib_wait=tuple(ib_wait.get(n, 0.0) for n in nodes),
+                stuck=stuck,
+                stuck_for=stuck_for,
             )
         )
     return minutes, truth
