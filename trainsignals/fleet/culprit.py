@@ -137,14 +137,15 @@ def _onset(fault: Interruption) -> int:
 
 
 def lemon_rule() -> tuple[str, int]:
-    """The fleet's recurring-incidents alert and its threshold, where the generator has one
-    (issue 28 item 4: generator/nodes/, helper lemon28's branch)."""
+    """The fleet's recurring-incidents alert and its default threshold, where the generator
+    has them (issue 28 item 4: generator/nodes/); ("", 0) where it has not."""
     try:
-        module = importlib.import_module("trainsignals.generator.alerts.definitions.nodes")
+        names = importlib.import_module("trainsignals.generator.meta.names")
+        settings = importlib.import_module("trainsignals.generator.spec.monitoring")
     except ImportError:
         return "", 0
-    name = getattr(module, "NODE_INCIDENTS_RECURRING", "")
-    return name, int(getattr(module, "INCIDENTS_MIN", 3))
+    name = getattr(names, "NODE_INCIDENTS_ALERT", "")
+    return name, int(getattr(settings, "DEFAULT_LEMON_NODE_INCIDENTS", 0))
 
 
 def judge(replay: Replay) -> Culprits:
@@ -210,7 +211,11 @@ def judge(replay: Replay) -> Culprits:
     result.lemon_rule, result.lemon_threshold = rule, threshold
     for at, _, labels in rel:
         node = labels.get("node")
-        if not node or labels.get("alertname") == rule:
+        if not node:
+            continue
+        if rule and labels.get("alertname") == rule:  # a lemon ticket: right if a lemon
+            if node not in history.lemons:
+                result.wrong.append((at, labels))
             continue
         if not any(lo <= at <= hi for lo, hi in guilty.get(node, [])):
             result.wrong.append((at, labels))

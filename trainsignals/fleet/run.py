@@ -16,7 +16,7 @@ from .evaluate import AlertEpisode, evaluate_rules
 from .history import MINUTE, History, build_history
 from .prom import Prometheus
 from .routing import Alertmanager, Notification
-from .spec import fed_meta_groups, fleet_spec, generated_files
+from .spec import fed_meta_groups, fleet_spec, generated_files, node_groups
 from .timeline import Truth, simulate
 
 EPOCH = 1_767_571_200  # 2026-01-05T00:00:00Z, the replay's first second
@@ -66,7 +66,7 @@ def run_replay(
 
         document = single_store_rules(spec, document, shards)
     meta = fed_meta_groups(meta_text, spec.name)
-    document["groups"] += meta
+    document["groups"] += meta + node_groups(spec)  # the lemon ticket reads ALERTS only
     wanted = referenced_metrics(rules_text + yaml.safe_dump({"groups": meta}))
     replay = Replay(history, truth, mode, slots, series_missing=unsupported(wanted))
     replay.seconds["model"] = time.monotonic() - clock
