@@ -95,7 +95,7 @@ def job_output(spec: JobSpec, source: str, options: Options = Options()) -> JobO
     if options.with_dashboards:
         from trainsignals.generator.dashboards.job import build_dashboard
 
-        dashboard = build_dashboard(ctx, alerts, digest, __version__)
+        dashboard = build_dashboard(ctx, alerts, digest, __version__, options.monitoring)
         files[f"dashboards/{spec.name}.json"] = dashboard_text(dashboard)
     return JobOutput(files, document, ctx, alerts)
 
@@ -136,6 +136,8 @@ def generate_all(specs: list[tuple[JobSpec, str]], options: Options = Options())
     from trainsignals.generator.docs.metrics import metrics_markdown
     from trainsignals.generator.meta.files import meta_files
     from trainsignals.generator.meta.rules import NAME as META_NAME
+    from trainsignals.generator.nodes.files import nodes_files
+    from trainsignals.generator.nodes.policy import NAME as NODES_NAME
     from trainsignals.generator.oncall.files import oncall_files
     from trainsignals.generator.oncall.policy import NAME as ONCALL_NAME
     from trainsignals.generator.routing.alertmanager import alertmanager_config
@@ -168,12 +170,13 @@ def generate_all(specs: list[tuple[JobSpec, str]], options: Options = Options())
 
     files |= reference_files()  # the spec's JSON Schema and docs/spec.md
     files |= oncall_files(specs, options)  # on-call load of all teams (generator/oncall/)
+    files |= nodes_files(specs, options, settings)  # lemon nodes across jobs (generator/nodes/)
     # The meta and on-call PrometheusRules of the jobs on Kubernetes (generator/deploy/files.py).
     files |= shared_deploy_files(specs, files, settings)
     # Jobs on Kubernetes are scraped through their PodMonitors (deploy/kubernetes/).
     plain = [spec for spec in job_specs if spec.deploy.kubernetes is None]
     if plain:
-        shared = [f"{name}.rules.yaml" for name in (META_NAME, ONCALL_NAME)]
+        shared = [f"{name}.rules.yaml" for name in (META_NAME, ONCALL_NAME, NODES_NAME)]
         rule_files = [f"{spec.name}.rules.yaml" for spec in plain] + shared
         files[PROMETHEUS_CONFIG] = dump(
             prometheus_config(plain, rule_files, settings), prometheus_header(sources)

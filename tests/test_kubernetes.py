@@ -231,9 +231,9 @@ def test_hardware_tickets_of_a_self_healing_job_route_to_the_infra_team() -> Non
     assert infra_ticket == {"name": "gpu-infra-slack", "key": "webhook-url"}
 
 
-def test_meta_and_oncall_rules_are_deployed_where_the_jobs_rules_are() -> None:
+def test_meta_oncall_and_node_rules_are_deployed_where_the_jobs_rules_are() -> None:
     """Who watches the watchers on Kubernetes: the Prometheus of each (namespace, release)
-    that holds a job's PrometheusRule also gets the meta and on-call rules."""
+    that holds a job's PrometheusRule also gets the meta, on-call and lemon-node rules."""
     meta = list(yaml.safe_load_all(generated()["deploy/kubernetes/meta.yaml"]))
     where = {
         (o["metadata"]["namespace"], o["metadata"]["labels"]["release"])
@@ -243,12 +243,12 @@ def test_meta_and_oncall_rules_are_deployed_where_the_jobs_rules_are() -> None:
     assert len(where) == 2  # the example specs deploy to two namespaces and releases
     assert sorted(
         (o["metadata"]["namespace"], o["metadata"]["labels"]["release"]) for o in meta
-    ) == sorted([w for w in where for _ in ("meta", "oncall")])
+    ) == sorted([w for w in where for _ in ("meta", "oncall", "nodes")])
     for obj in meta:
         assert problems(obj) == []
         stem = obj["metadata"]["name"].removeprefix("trainsignals-")
         plain = yaml.safe_load(generated()[f"alerts/{stem}.rules.yaml"])["groups"]
-        if stem == "oncall":
+        if stem in ("oncall", "nodes"):
             assert obj["spec"]["groups"] == plain
         else:  # the same alerts, rebuilt with the release's job names
             names = {r["alert"] for r in obj["spec"]["groups"][0]["rules"]}

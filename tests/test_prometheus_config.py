@@ -48,7 +48,9 @@ def test_promtool_accepts_the_config_and_its_rules(tmp_path: Path) -> None:
     document = config(files)
     plain = [s.name for s in SPECS if s.deploy.kubernetes is None]
     assert plain, "the example specs include a plain-Prometheus job"
-    expected = sorted(f"{RULES_DIR}/{name}.rules.yaml" for name in [*plain, "meta", "oncall"])
+    expected = sorted(
+        f"{RULES_DIR}/{name}.rules.yaml" for name in [*plain, "meta", "oncall", "nodes"]
+    )
     assert sorted(document["rule_files"]) == expected
     # Install the rules where the config says, relative to a temporary root.
     for path in document["rule_files"]:

@@ -26,17 +26,24 @@ from trainsignals.generator.dashboards.kit import (
     multi_value_variable,
 )
 from trainsignals.generator.dashboards.straggler_panels import straggler_panels
+from trainsignals.generator.dashboards.suspect_panels import suspect_panels
 from trainsignals.generator.dashboards.where_slow import where_slow_panels
 from trainsignals.generator.signals.panels import PANEL_IDS, dashboard_uid
 from trainsignals.generator.signals.promql import RuleContext, regex
 from trainsignals.generator.signals.straggler import straggler_enabled
+from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS, MonitoringSettings
 
 
 def build_dashboard(
-    ctx: RuleContext, alerts: list[AlertRule], spec_hash: str, generator_version: str
+    ctx: RuleContext,
+    alerts: list[AlertRule],
+    spec_hash: str,
+    generator_version: str,
+    monitoring: MonitoringSettings | None = None,
 ) -> dict:
-    """The job's dashboard as Grafana JSON (schema-valid, deterministic)."""
-    return normalized_grafanalib(_dashboard(ctx, alerts, spec_hash, generator_version))
+    """The job's dashboard as Grafana JSON (schema-valid, deterministic); `monitoring`: the
+    settings its fleet-level panels share with their rules (lemon_node_incidents)."""
+    return normalized_grafanalib(_dashboard(ctx, alerts, spec_hash, generator_version, monitoring))
 
 
 def raw_dashboard(
@@ -47,15 +54,21 @@ def raw_dashboard(
 
 
 def _dashboard(
-    ctx: RuleContext, alerts: list[AlertRule], spec_hash: str, generator_version: str
+    ctx: RuleContext,
+    alerts: list[AlertRule],
+    spec_hash: str,
+    generator_version: str,
+    monitoring: MonitoringSettings | None = None,
 ) -> g.Dashboard:
     spec = ctx.spec
     b = _Builder(ctx, alerts)
+    extra = [straggler_panels] if straggler_enabled(ctx) else []
+    extra.append(suspect_panels((monitoring or DEFAULT_SETTINGS).lemon_node_incidents))
     panels = [
         *b.golden_signals(),
         *b.training(),
         *goodput_panels(b),
-        *where_slow_panels(b, extra=[straggler_panels] if straggler_enabled(ctx) else []),
+        *where_slow_panels(b, extra=extra),
         *gpu_panels(b),
         *node_panels(b),
     ]

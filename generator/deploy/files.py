@@ -54,6 +54,7 @@ def shared_deploy_files(
     namespace/release. `generated` holds the on-call rules; `settings` the monitoring
     settings the meta rules on Kubernetes start from."""
     from trainsignals.generator.deploy.kubernetes_meta import monitoring_files
+    from trainsignals.generator.deploy.sharding_nodes import sharded_nodes_files
 
     sources = ", ".join(source for _, source in specs)
     meta_header = (
@@ -61,4 +62,6 @@ def shared_deploy_files(
         "# Do not edit: change the specs (deploy.kubernetes) or the monitoring settings "
         "(--monitoring FILE) and run `trainsignals generate`.\n"
     )
-    return monitoring_files([spec for spec, _ in specs], generated, meta_header, settings)
+    job_specs = [spec for spec, _ in specs]
+    files = monitoring_files(job_specs, generated, meta_header, settings)
+    return files | sharded_nodes_files(job_specs, generated)  # the global ruler's node record

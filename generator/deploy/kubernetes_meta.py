@@ -1,7 +1,8 @@
 """The pipeline's own rules on Kubernetes: `deploy/kubernetes/meta.yaml`.
 
-The meta-monitoring rules (generator/meta/rules.py: Watchdog, rule failures, vanished targets...)
-and `alerts/oncall.rules.yaml` (page load per team) as PrometheusRules, once per (namespace,
+The meta-monitoring rules (generator/meta/rules.py: Watchdog, rule failures, vanished targets...),
+`alerts/oncall.rules.yaml` (page load per team) and `alerts/nodes.rules.yaml` (hardware
+incidents per node across the release's jobs) as PrometheusRules, once per (namespace,
 release) that the specs' `deploy.kubernetes` sections name, so the Prometheus that evaluates
 the jobs' rules also evaluates the rules that say it is broken.
 
@@ -28,6 +29,7 @@ from trainsignals.generator.deploy.kubernetes import MONITORING
 from trainsignals.generator.deploy.operator_version import operator_comment
 from trainsignals.generator.meta.names import HEARTBEAT
 from trainsignals.generator.meta.rules import NAME, rules_document
+from trainsignals.generator.nodes.policy import NAME as NODES
 from trainsignals.generator.oncall.policy import NAME as ONCALL
 from trainsignals.generator.output.yaml import dump
 from trainsignals.generator.spec.deploy import Kubernetes
@@ -105,10 +107,12 @@ def monitoring_files(
         # Every spec's receivers: the main Alertmanager configuration routes all teams.
         meta = rules_document(release_settings(settings, k8s), group, routed=specs)["groups"]
         objects.append(_rule_object(NAME, namespace, release, meta))
-        oncall = files.get(f"alerts/{ONCALL}.rules.yaml")
-        if oncall is not None:
-            groups = yaml.safe_load(oncall)["groups"]
-            objects.append(_rule_object(ONCALL, namespace, release, groups))
+        # The on-call load and the lemon-node record read this Prometheus' own ALERTS.
+        for stem in (ONCALL, NODES):
+            shared = files.get(f"alerts/{stem}.rules.yaml")
+            if shared is not None:
+                groups = yaml.safe_load(shared)["groups"]
+                objects.append(_rule_object(stem, namespace, release, groups))
     documents = [dump(obj) for obj in objects]
     if not documents:
         return {}

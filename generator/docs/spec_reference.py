@@ -16,6 +16,7 @@ from trainsignals.generator.output.files import GENERATED_MARK
 from trainsignals.generator.spec.deploy import K8S_LABEL_KEY, K8S_LABEL_VALUE
 from trainsignals.generator.spec.durations import DURATION_PATTERN, format_duration
 from trainsignals.generator.spec.job import JobSpec
+from trainsignals.generator.spec.monitoring import MonitoringSettings
 from trainsignals.generator.spec.types import JOB_NAME, LABEL_NAME
 
 from trainsignals import __version__
@@ -278,7 +279,36 @@ def spec_markdown(schema: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def monitoring_markdown() -> str:
+    """The monitoring settings' fields that shape generated rules (their `description`)."""
+    schema = MonitoringSettings.model_json_schema()
+    lines = [
+        "",
+        "## Monitoring settings",
+        "",
+        "Not in a job spec: the global settings file (`trainsignals generate --monitoring FILE`,",
+        "generator/spec/monitoring.py), validated as strictly. Fields that shape generated rules:",
+        "",
+        "| field | type | default | unit | description |",
+        "|---|---|---|---|---|",
+    ]
+    for field, prop in schema.get("properties", {}).items():
+        if prop.get("description"):
+            cells = (
+                f"`{field}`",
+                _type(prop),
+                _default(field, prop, [], {}),
+                _unit(field, prop),
+                prop["description"],
+            )
+            lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def reference_files() -> dict[str, str]:
     """{path: content} of the schema and the Markdown reference."""
     schema = spec_schema()
-    return {SCHEMA_PATH: schema_text(schema), DOC_PATH: spec_markdown(schema)}
+    return {
+        SCHEMA_PATH: schema_text(schema),
+        DOC_PATH: spec_markdown(schema) + monitoring_markdown(),
+    }

@@ -83,10 +83,12 @@ def _header(sources: list[str]) -> str:
 
 
 def pipeline_alerts() -> list[dict[str, str]]:
-    """The meta-monitoring and on-call alerts, for the index (their runbooks are written by
-    generator/meta/files.py and generator/oncall/)."""
+    """The meta-monitoring, on-call and lemon-node alerts, for the index (their runbooks are
+    written by generator/meta/files.py, generator/oncall/ and generator/nodes/)."""
     from trainsignals.generator.meta.files import RUNBOOKS
     from trainsignals.generator.meta.rules import DEFAULT_SEVERITIES
+    from trainsignals.generator.nodes.policy import ALERT as NODES_ALERT
+    from trainsignals.generator.nodes.policy import MEANING as NODES_MEANING
     from trainsignals.generator.oncall.policy import ALERT, MEANING
 
     rows = [
@@ -97,7 +99,11 @@ def pipeline_alerts() -> list[dict[str, str]]:
         }
         for book in RUNBOOKS
     ]
-    return [*rows, {"name": ALERT, "severity": "ticket", "meaning": MEANING}]
+    return [
+        *rows,
+        {"name": ALERT, "severity": "ticket", "meaning": MEANING},
+        {"name": NODES_ALERT, "severity": "ticket", "meaning": NODES_MEANING},
+    ]
 
 
 def _scope(explains: Explains) -> str:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-FAMILIES = ("meta", "oncall", "shard")
+FAMILIES = ("meta", "oncall", "shard", "nodes")
 MONITORING = "monitoring"  # owner: the monitoring settings' `team`
 JOB_TEAM = "job"  # owner: the team whose alerts it counts
+INFRA = "infra"  # owner: who repairs hardware (the jobs' `recovery.infra_team`)
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class PipelineAlert:
 
 ONCALL_ALERT = "OncallPageLoadHigh"
 SHARD_ALERT = "ShardNotReporting"
+NODE_INCIDENTS_ALERT = "NodeIncidentsRecurring"
 
 # The meta group, in the order of its rules.
 HEARTBEAT = "Watchdog"
@@ -78,6 +80,11 @@ PIPELINE_ALERTS: tuple[PipelineAlert, ...] = (
     # the monitoring route takes it by name (generator/routing/meta.py).
     PipelineAlert(ONCALL_ALERT, "oncall", "ticket", runbook="generator/oncall/runbook.py"),
     PipelineAlert(SHARD_ALERT, "shard", "ticket", runbook="README.md#sharding-131072-gpus"),
+    # A node with recurring hardware incidents across jobs (a lemon): the infra team's ticket,
+    # routed by its `team` label like their hardware tickets (generator/nodes/).
+    PipelineAlert(
+        NODE_INCIDENTS_ALERT, "nodes", "ticket", owner=INFRA, runbook="generator/nodes/files.py"
+    ),
 )
 BY_NAME: dict[str, PipelineAlert] = {a.name: a for a in PIPELINE_ALERTS}
 
@@ -89,7 +96,9 @@ META_SEVERITIES: dict[str, str] = {
 }
 # What the monitoring team's route takes by name: every pipeline alert but the heartbeat (the
 # dead man's switch has its own route), in declaration order.
-MONITORING_ROUTED = tuple(a.name for a in PIPELINE_ALERTS if a.name != HEARTBEAT)
+MONITORING_ROUTED = tuple(
+    a.name for a in PIPELINE_ALERTS if a.name != HEARTBEAT and a.owner != INFRA
+)
 # The meta alerts a shard evaluates about itself (generator/deploy/sharding_meta.py).
 OWN_PROMETHEUS = tuple(a.name for a in PIPELINE_ALERTS if a.own_prometheus)
 

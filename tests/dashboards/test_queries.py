@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from trainsignals.generator.dashboards.kit import iter_panels, panel_queries
+from trainsignals.generator.nodes.files import nodes_document
 from trainsignals.generator.signals.recording import recording_rules
 
 from trainsignals.metrics.catalog import known_series_names
@@ -36,7 +37,9 @@ def test_metric_names_are_the_selectors() -> None:
 
 def test_queries_read_only_recorded_or_catalogued_series(built: tuple) -> None:
     dashboard, _, ctx = built
-    allowed = {r["record"] for r in recording_rules(ctx)} | known_series_names()
+    # The fleet-level records the job's dashboard shows (alerts/nodes.rules.yaml) too.
+    fleet = {r.get("record") for g in nodes_document([], None)["groups"] for r in g["rules"]}
+    allowed = {r["record"] for r in recording_rules(ctx)} | known_series_names() | fleet
     exprs = [e for _, e in panel_queries(dashboard)]
     exprs += [a["expr"] for a in dashboard["annotations"]["list"]]
     exprs += [v["query"] for v in dashboard["templating"]["list"] if v["type"] == "query"]

@@ -1,0 +1,92 @@
+"""The node files for all specs: the incident record's rules, promtool tests and runbook."""
+
+from __future__ import annotations
+
+from trainsignals.generator.nodes.policy import ALERT, MEANING, NAME, NodesPolicy, hardware_faults
+from trainsignals.generator.nodes.rules import infra_teams, rules_document
+from trainsignals.generator.nodes.unit_tests import long_tests, rule_tests
+from trainsignals.generator.output.files import GENERATED_MARK, Options
+from trainsignals.generator.output.templates import environment
+from trainsignals.generator.output.yaml import dump
+from trainsignals.generator.signals.node_incidents import (
+    FAULTS,
+    INCIDENT_START,
+    INCIDENTS,
+    LAST_JOB,
+    MERGE_SECONDS,
+)
+from trainsignals.generator.spec.durations import format_duration
+from trainsignals.generator.spec.job import JobSpec, Links
+from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS, MonitoringSettings
+
+from trainsignals import __version__
+
+RULES_FILE = f"{NAME}.rules.yaml"
+
+
+def nodes_policy(settings: MonitoringSettings | None, options: Options) -> NodesPolicy:
+    settings = settings or DEFAULT_SETTINGS
+    return NodesPolicy(settings.lemon_node_incidents, options.time_scale)
+
+
+def nodes_document(
+    specs: list[JobSpec], settings: MonitoringSettings | None, options: Options = Options()
+) -> dict:
+    """The rules document (the Kubernetes PrometheusRule and the global ruler wrap it)."""
+    links = specs[0].links if specs else Links()
+    return rules_document(nodes_policy(settings, options), links, infra_teams(specs))
+
+
+def nodes_files(
+    specs: list[tuple[JobSpec, str]],
+    options: Options | None = None,
+    settings: MonitoringSettings | None = None,
+) -> dict[str, str]:
+    """alerts/nodes.rules.yaml, its promtool tests and runbooks/NodeIncidentsRecurring.md.
+
+    Links (runbook base URL) come from the first spec; the threshold from `settings`."""
+    if any(spec.name == NAME for spec, _ in specs):
+        raise ValueError(
+            f"a job may not be named {NAME!r}: the node files use that name; rename the job"
+        )
+    options = options or Options()
+    policy = nodes_policy(settings, options)
+    job_specs = [spec for spec, _ in specs]
+    links = job_specs[0].links if job_specs else Links()
+    teams = infra_teams(job_specs)
+    sources = ", ".join(source for _, source in specs) or "no spec"
+    mark = (
+        f"{GENERATED_MARK} {__version__} from {sources} (lemon nodes: "
+        f"{policy.threshold} hardware incidents in 30 days)."
+    )
+    header = f"# {mark}\n# Do not edit: change the specs and run `trainsignals generate`.\n"
+    document = rules_document(policy, links, teams)
+    files = {f"alerts/{RULES_FILE}": dump(document, header)}
+    if options.with_tests and policy.time_scale == 1:
+        files[f"alerts/{NAME}.test.yaml"] = dump(
+            rule_tests(policy, links, teams, RULES_FILE), header
+        )
+        files[f"alerts/{NAME}.long.test.yaml"] = dump(
+            long_tests(policy, links, teams, RULES_FILE), header
+        )
+    alerts = [r for g in document["groups"] for r in g["rules"] if r.get("alert") == ALERT]
+    files[f"runbooks/{ALERT}.md"] = (
+        environment()
+        .get_template(f"runbook_{ALERT}.md.j2")
+        .render(
+            header=f"<!-- {mark} Do not edit. -->",
+            alert=ALERT,
+            meaning=MEANING,
+            rules_file=RULES_FILE,
+            threshold=policy.threshold,
+            faults=hardware_faults(),
+            merge=format_duration(MERGE_SECONDS),
+            incidents=INCIDENTS,
+            faults_record=FAULTS,
+            last_job=LAST_JOB,
+            incident_start=INCIDENT_START,
+            rules=alerts,
+            teams=teams,
+        )
+    )
+    return files

@@ -1,0 +1,117 @@
+"""The node incident record (starts, 30-day history) and the NodeIncidentsRecurring ticket."""
+
+from __future__ import annotations
+
+from trainsignals.generator.meta.names import declared_severity
+from trainsignals.generator.nodes.policy import (
+    ALERT,
+    HISTORY_GROUP,
+    NAME,
+    START_GROUP,
+    NodesPolicy,
+    hardware_faults,
+)
+from trainsignals.generator.signals.node_incidents import (
+    FAULTS,
+    INCIDENTS,
+    LAST_JOB,
+    node_history_recordings,
+    node_incident_recordings,
+)
+from trainsignals.generator.signals.panels import PANEL_IDS, dashboard_uid
+from trainsignals.generator.spec.job import JobSpec, Links
+
+
+def _records(names: dict[str, str]) -> list[dict]:
+    return [{"record": name, "expr": expr} for name, expr in names.items()]
+
+
+def infra_teams(specs: list[JobSpec]) -> dict[str, tuple[str, ...]]:
+    """{infra team: its jobs}: who repairs the hardware of each job (recovery.infra_team, else
+    the job's team), teams sorted."""
+    teams: dict[str, list[str]] = {}
+    for spec in specs:
+        teams.setdefault(spec.infra_team, []).append(spec.name)
+    return {team: tuple(sorted(jobs)) for team, jobs in sorted(teams.items())}
+
+
+def _history(record: str, template: str, sort_by: str) -> str:
+    """A Go template ranging over `record` of the alert's node, sorted by a label (Prometheus
+    and vmalert both expand `query` and `sortByLabel` in annotations)."""
+    query = f'printf "{record}{{node=%q}}" $labels.node | query | sortByLabel "{sort_by}"'
+    return f"{{{{ range {query} }}}}{template}{{{{ end }}}}"
+
+
+def team_of_node(teams: dict[str, tuple[str, ...]]) -> str:
+    """One series per node that had a fault, labelled `team`: the infra team of the job that
+    last saw a fault there. The first team also takes nodes whose last job is none of the
+    specs' (a spare pool, a job not generated here); label_replace leaves a series whose
+    `training_job` does not match unchanged, so each team's regex overrides the first."""
+    names = list(teams)
+    expr = f'label_replace({LAST_JOB}, "team", "{names[0]}", "node", ".*")'
+    for team in names[1:]:
+        jobs = "|".join(teams[team])
+        expr = f'label_replace({expr}, "team", "{team}", "training_job", "{jobs}")'
+    return expr
+
+
+def alert_rule(policy: NodesPolicy, links: Links, teams: dict[str, tuple[str, ...]]) -> dict:
+    """The ticket, routed to the infra team's ticket receiver by its `team` label. No spec: no
+    team (the monitoring fallback route takes it)."""
+    expr = f"{INCIDENTS} >= {policy.threshold}"
+    labels = {"job": NAME, "severity": declared_severity(ALERT)}
+    if teams:
+        # `* 0 + 1`: the count stays the value, the team joins as a label.
+        expr = f"({expr})\n* on (node) group_left (team) ({team_of_node(teams)} * 0 + 1)"
+        labels["team"] = "{{ $labels.team }}"
+    kinds = _history(FAULTS, "{{ .Labels.alertname }} x{{ .Value }}; ", "alertname")
+    last = _history(LAST_JOB, "{{ .Labels.training_job }}", "training_job")
+    uid = dashboard_uid(next(iter(teams.values()))[0]) if teams else None
+    dashboard = (
+        f"{links.grafana_base_url.rstrip('/')}/d/{uid}?viewPanel={PANEL_IDS['nodes_by_incidents']}"
+        if uid
+        else links.grafana_base_url
+    )
+    return {
+        "alert": ALERT,
+        "expr": expr,
+        "labels": labels,
+        "annotations": {
+            "dashboard_url": dashboard,
+            "description": (
+                "Node {{ $labels.node }} failed {{ $value }} times in 30 days, across jobs and "
+                f"spares (threshold {policy.threshold}). Fault kinds: {kinds}last job with a "
+                f"fault there: {last}. Drain it and run the vendor's diagnostics before it "
+                "kills another job."
+            ),
+            "runbook_url": f"{links.runbook_base_url.rstrip('/')}/{ALERT}.md",
+            "summary": (
+                "Node {{ $labels.node }} had {{ $value }} hardware incidents in 30 days "
+                f"(a lemon at {policy.threshold})"
+            ),
+        },
+    }
+
+
+def rules_document(policy: NodesPolicy, links: Links, teams: dict[str, tuple[str, ...]]) -> dict:
+    faults = hardware_faults()
+    return {
+        "groups": [
+            {
+                "name": START_GROUP,
+                # Pinned to the start rules' offset: each incident start is seen by exactly one
+                # evaluation, whatever the global evaluation_interval is.
+                "interval": policy.step,
+                "rules": _records(node_incident_recordings(faults, policy.merge, policy.step)),
+            },
+            {
+                "name": HISTORY_GROUP,
+                # Reads only the starts (one sample per incident): cheap at the slow interval.
+                "interval": policy.history_interval,
+                "rules": [
+                    *_records(node_history_recordings(policy.window)),
+                    alert_rule(policy, links, teams),
+                ],
+            },
+        ]
+    }
