@@ -168,7 +168,8 @@ def judge(replay: Replay) -> Culprits:
             faulty.append(named)
             windows[id(named)] = incident.end_s + FAULT_AFTER_S
     for named in faulty:
-        lo, hi = named.onset_s - 10 * MINUTE, windows[id(named)]
+        # About it: delivered from its onset on (an SLO ticket of earlier faults is not).
+        lo, hi = named.onset_s - MINUTE, windows[id(named)]
         about = [(at, labels) for at, _, labels in rel if lo <= at <= hi]
         if about and named.what == "hang":  # the page names its suspects (annotation)
             nodes = _suspects_at(replay, about[0][0])
