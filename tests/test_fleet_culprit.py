@@ -7,6 +7,7 @@ from __future__ import annotations
 import statistics
 
 import pytest
+from trainsignals.generator.meta.names import NODE_INCIDENTS_ALERT as RECURRING
 
 from trainsignals.fleet.culprit import judge
 from trainsignals.fleet.emit import CLOCK_HZ, OWN_WORK, Emitter
@@ -111,3 +112,35 @@ def test_culprit_measures_read_the_first_notification_and_tickets() -> None:
     )
     assert late.culprit_named() == (0, 1) and late.named[0].localized_s == 100
     assert late.failslow_ticketed() == (0, 1)
+
+
+def test_lemons_flagged_counts_the_recurring_incidents_ticket_before_the_nth() -> None:
+    """A count rule of N incidents flags at the Nth: never before the second (the issue's
+    wording) when N >= 2, so the report also says whether it flagged before the (N+1)th."""
+    day = 86400
+    replay = _replay(
+        [
+            (9 * day + 600, "ticket", {"alertname": RECURRING, "node": "gpu-n0042"}),
+            (9 * day + 600, "ticket", {"alertname": RECURRING, "node": "gpu-n0007"}),
+        ]
+    )
+    replay.history.days = 20
+    replay.history.lemons = ("gpu-n0042",)
+    replay.history.interruptions = [
+        Interruption(
+            "gpu_hbm3",
+            "gpu",
+            d * day,
+            d * day + 60,
+            d * day + 300,
+            d * day + 600,
+            node="gpu-n0042",
+            gpu=1,
+        )
+        for d in (1, 5, 9, 12)
+    ]
+    result = judge(replay)
+    assert result.lemon_rule == RECURRING
+    assert result.lemons_flagged(2) == (0, 1)
+    assert result.lemons_flagged(4) == (1, 1)
+    assert [labels["node"] for _, labels in result.wrong] == ["gpu-n0007"]
