@@ -34,6 +34,7 @@ ACCUSE_AFTER_S = 3600
 # node this long after it ended, and that is no wrong accusation.
 FAILSLOW_AFTER_S = 30 * MINUTE
 LEMON_WINDOW_S = 30 * DAY
+SHOWN = 25  # misses listed under the tables, at most
 
 
 @dataclass
@@ -241,6 +242,10 @@ def _suspects_at(replay: Replay, at: int) -> set[str]:
     return {labels.get("node", "") for ts, labels in replay.suspects if ts == last}
 
 
+def _when(at_s: int) -> str:
+    return f"d{at_s // DAY} {at_s % DAY // 3600:02d}:{at_s % 3600 // 60:02d}"
+
+
 def _minutes(seconds: list[int]) -> str:
     if not seconds:
         return "-"
@@ -298,10 +303,29 @@ def report_lines(replay: Replay, result: Culprits) -> list[str]:
         )
     slow_h = replay.truth.slow_s / 3600
     lines.append(f"fail-slows' throughput cost (truth): {slow_h:.1f} h of training time")
-    for at, labels in result.wrong[:10]:
+    shown = SHOWN
+    for n in result.named:
+        if not n.node_named and shown:
+            said = (n.first or {}).get("alertname", "nothing")
+            lines.append(
+                f"- {n.what} on {n.node} at {_when(n.onset_s)}: first notification {said}, "
+                f"naming {(n.first or {}).get('node') or 'no node'}"
+            )
+            shown -= 1
+    for f in result.costly:
+        if (f.ticketed_s is None or f.ticketed_s > FAILSLOW_TICKET_S) and shown:
+            slow = f.failslow
+            when = "never" if f.ticketed_s is None else f"after {f.ticketed_s / 60:.0f} min"
+            lines.append(
+                f"- fail-slow {slow.kind} on {slow.node} at {_when(slow.start_s)} for "
+                f"{(slow.end_s - slow.start_s) / 60:.0f} min, cost {slow.cost:.0%}: "
+                f"ticketed {when}"
+            )
+            shown -= 1
+    for at, labels in result.wrong[:SHOWN]:
         lines.append(
             f"- wrong accusation {labels.get('alertname')} naming {labels.get('node')} "
-            f"at d{at // DAY} {at % DAY // 3600:02d}:{at % 3600 // 60:02d}"
+            f"at {_when(at)}"
         )
     history = replay.history
     counts = ", ".join(f"{lemon} {len(times)}" for lemon, (times, _) in result.lemons.items())
