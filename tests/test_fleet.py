@@ -11,6 +11,7 @@ import yaml
 from trainsignals.generator.alerts.definitions.gpu_faults import GPU_LOST, GPU_XID_CRITICAL
 
 from tests.conftest import require_tool
+from trainsignals.fleet.culprit import FAILSLOW_TICKET_S, judge
 from trainsignals.fleet.emit import Emitter
 from trainsignals.fleet.evaluate import AlertEpisode, _uses, apply_for, recording_tiers
 from trainsignals.fleet.history import MIX, PLANNED_STOPS, build_history, scaled_counts
@@ -350,6 +351,27 @@ def test_reduced_replay_tickets_a_node_outage_once(replay) -> None:
 
 def test_reduced_replay_measures_ettr_within_one_point(replay) -> None:
     assert score(replay).ettr_error_pts <= 1.0
+
+
+def test_reduced_replay_first_notification_names_the_culprit(replay) -> None:
+    """Issue 28: each incident with a faulty node is first notified naming it (the hang's page
+    through its suspects), and no notification names a healthy node."""
+    result = judge(replay)
+    # The crash loop's bad node passes its health checks and shows nothing: none can name it.
+    assert [n.what for n in result.named if not n.node_named] == ["crash_loop"]
+    assert [n.node_named for n in result.named if n.what == "hang"] == [True]
+    assert result.wrong == []
+    lines = render(replay, score(replay)).splitlines()
+    assert lines[-2].startswith("culprit: culprit_named=20/21 ")
+
+
+def test_reduced_replay_tickets_failslows_naming_their_nodes(replay) -> None:
+    """A throttled GPU is ticketed naming its node within 15 minutes; a slow host's rank
+    later (TrainingStraggler: a 5-minute average, then 15 minutes' `for`); neither pages."""
+    seen = {f.failslow.kind: f.ticketed_s for f in judge(replay).failslows}
+    assert seen["gpu"] is not None and seen["gpu"] <= FAILSLOW_TICKET_S
+    assert seen["host"] is not None and seen["host"] <= 25 * 60
+    assert score(replay).extra_pages == 0
 
 
 def test_generated_inhibition_makes_a_gsp_timeout_one_gpu_fault() -> None:

@@ -19,7 +19,7 @@ from trainsignals.generator.signals.fabric import NODE_EXPORTER_JOB
 from trainsignals.metrics.training import PHASES
 
 from .history import GPUS_PER_NODE, MINUTE, gpu_uuid
-from .timeline import Minute
+from .timeline import IB_BYTES_MINUTE, Minute
 
 BLOCK_S = 2 * 3600
 TOKENS_PER_STEP = 15_630  # the stored slice of the job (16 GPUs at ~40% MFU of a 405B model)
@@ -27,6 +27,19 @@ SAMPLES_PER_STEP = 2
 DISK_SIZE = 30e12
 SDC = "silent_data_corruption"
 THROTTLE_REASONS = ("hw_thermal_slowdown", "sw_power_cap")
+OWN_WORK = "trainsignals_own_work_seconds_total"
+TRANSMIT_WAIT = "node_infiniband_port_transmit_wait_total"
+DATA_WAIT_OPEN = "trainsignals_data_wait_open_seconds"
+IDLE_GPU = (
+    "trainsignals_gpu_utilization_ratio",
+    "trainsignals_gpu_sm_active_ratio",
+    "trainsignals_gpu_tensor_active_ratio",
+)
+CLOCK_HZ = 1.98e9  # an H100 SXM's SM clock under load
+# The rail of the job's other 2,046 nodes, which run in lockstep: a few of their InfiniBand
+# ports (nothing else of them), so a port's peers' median is a healthy port's, as in the
+# real job, and not the mean of the two stored nodes.
+PEER_PORT_HOSTS = ("gpu-rail-peer-0", "gpu-rail-peer-1", "gpu-rail-peer-2")
 NETWORK_SERIES = ("node_network_receive_bytes_total", "node_network_transmit_bytes_total")
 
 RankFn = Callable[[Minute], str]
@@ -43,8 +56,8 @@ RANK_SERIES: dict[str, RankFn] = {
     "trainsignals_data_wait_seconds_total": lambda s: f"{s.data_wait:.1f}",
     "trainsignals_loss": lambda s: f"{s.loss:.5f}",
     "trainsignals_global_step": lambda s: f"{s.global_step:.3f}",
-    # Every rank does the same work (the replay models no straggler): its training seconds.
-    "trainsignals_own_work_seconds_total": lambda s: f"{_train_seconds(s):.1f}",
+    # A healthy rank's own work; the slow rank of a fail-slow adds its own (minute_lines).
+    "trainsignals_own_work_seconds_total": lambda s: f"{s.own_work:.1f}",
     "trainsignals_data_wait_open_seconds": lambda s: "0",  # no wait open at a scrape
 }
 EPOCH_SERIES = {  # timestamps: run seconds + the replay's epoch
@@ -163,9 +176,15 @@ class Emitter:
                 if not up:
                     continue
                 labels = f'{target},rank="{rank}",local_rank="{rank_local}"'
+                slow = s.slow_rank == (slot, rank_local)  # a fail-slow's rank: more own work
                 for name, fn in RANK_SERIES.items():
                     if self._want(name):
-                        yield f"{name}{{{labels}}} {fn(s)}{ts}"
+                        value = fn(s)
+                        if slow and name == OWN_WORK:
+                            value = f"{s.own_work + s.slow_own:.1f}"
+                        elif name == DATA_WAIT_OPEN and s.stuck == (slot, rank_local):
+                            value = f"{s.stuck_for:.0f}"  # the hang's culprit waits for data
+                        yield f"{name}{{{labels}}} {value}{ts}"
                 for name, attr in EPOCH_SERIES.items():
                     at = getattr(s, attr)
                     if at is not None and self._want(name):  # None: not reported yet
@@ -209,18 +228,31 @@ class Emitter:
                     "node_network_transmit_bytes_total",
                 ):
                     yield f'{name}{{{sel},node="{node}",device="ib0"}} {(m + 1) * 2.4e10:.0f}{ts}'
-            port = f'{sel},node="{node}",device="mlx5_0",port="1"'
-            for name, value in INFINIBAND_SERIES.items():
-                if self._want(name):
-                    yield f"{name}{{{port}}} {value}{ts}"
-            for name in INFINIBAND_TRAFFIC:
-                if self._want(name):
-                    yield f"{name}{{{port}}} {(m + 1) * 2.4e10:.0f}{ts}"
+            yield from self._port_lines(m, node, s, slot, ts)
             faults = {(f_slot, gpu): f for f_slot, gpu, f in s.gpu_faults if f_slot == slot}
+            clocks = {f.gpu: f.factor for f_slot, f in s.slow if f_slot == slot and f.kind == "gpu"}
             for gpu in range(GPUS_PER_NODE):
-                yield from self._gpu_lines(s, m, gpu_target, node, gpu, faults.get((slot, gpu)), ts)
+                fault = faults.get((slot, gpu))
+                clock = CLOCK_HZ * clocks.get(gpu, 1.0)
+                idle = s.stuck == (slot, gpu)  # the hang's culprit computes nothing
+                yield from self._gpu_lines(s, m, gpu_target, node, gpu, fault, ts, clock, idle)
+        for host in PEER_PORT_HOSTS:
+            yield from self._port_lines(m, host, None, -1, ts)
 
-    def _gpu_lines(self, s, m, target, node, gpu, fault, ts) -> Iterator[str]:
+    def _port_lines(self, m: int, node: str, s: Minute | None, slot: int, ts: str) -> Iterator[str]:
+        """node_exporter's InfiniBand port of `node` (its slot's fail-slow, if any)."""
+        port = f'{self.selector},node="{node}",device="mlx5_0",port="1"'
+        wait = s.ib_wait[slot] if s is not None and s.ib_wait else 0.0  # congestion
+        for name, value in INFINIBAND_SERIES.items():
+            if self._want(name):
+                value = f"{wait:.0f}" if name == TRANSMIT_WAIT else value
+                yield f"{name}{{{port}}} {value}{ts}"
+        behind = s.ib_deficit[slot] if s is not None and s.ib_deficit else 0.0
+        for name in INFINIBAND_TRAFFIC:
+            if self._want(name):
+                yield f"{name}{{{port}}} {(m + 1) * IB_BYTES_MINUTE - behind:.0f}{ts}"
+
+    def _gpu_lines(self, s, m, target, node, gpu, fault, ts, clock, idle) -> Iterator[str]:
         labels = f'{target},gpu="{gpu}",uuid="{gpu_uuid(node, gpu)}",model="H100-SXM"'
         t = m * MINUTE
         struck = fault is not None and t >= fault.fault_s
@@ -233,7 +265,7 @@ class Emitter:
             "trainsignals_gpu_memory_total_bytes": "8.0e10",
             "trainsignals_gpu_power_watts": "650" if s.alive else "90",
             "trainsignals_gpu_temperature_celsius": "95" if cause == "gpu_thermal" else "66",
-            "trainsignals_gpu_sm_clock_hertz": "1.98e9",
+            "trainsignals_gpu_sm_clock_hertz": f"{clock:.4g}",  # a fail-slow throttles it
             # GPM: a hung collective spins (utilization 1.0) on few SMs with no tensor work.
             "trainsignals_gpu_sm_active_ratio": _activity(s, 0.8, 0.05),
             "trainsignals_gpu_tensor_active_ratio": _activity(s, 0.45, 0.0),
@@ -242,6 +274,8 @@ class Emitter:
             # Every H100 SXM has NVLink; the replay's faults show through XIDs, not link errors.
             "trainsignals_gpu_nvlink_errors_all_links_total": "0",
         }
+        if idle:  # waits for its rank, stuck in a data wait: no kernel runs
+            values |= dict.fromkeys(IDLE_GPU, "0")
         if lost:  # a GPU off the bus answers nothing but its up flag
             values = {"trainsignals_gpu_up": "0"}
         for name, value in values.items():
@@ -310,10 +344,6 @@ def _finish(running: subprocess.Popen | None, path: Path | None) -> None:
     if running.returncode != 0:
         raise RuntimeError(f"promtool could not import {path}: {err.strip()}")
     path.unlink()
-
-
-def _train_seconds(s: Minute) -> float:
-    return s.activity[ACTIVITIES.index("train")] if s.activity else 0.0
 
 
 def _activity(s: Minute, training: float, stuck: float) -> str:

@@ -153,6 +153,8 @@ class History:
     interruptions: list[Interruption] = field(default_factory=list)
     incidents: list[Incident] = field(default_factory=list)
     completed_s: int = 0  # the job's clean exit (0: it runs to the end)
+    failslows: list = field(default_factory=list)  # failslow.FailSlow, in time order
+    lemons: tuple[str, ...] = ()  # nodes failing LEMON_RATE_X as often (failslow.py)
 
     @property
     def wall_s(self) -> int:
@@ -288,6 +290,11 @@ def build_history(days: float = FULL_DAYS, seed: int = 405) -> History:
         )
     )
     history.interruptions.sort(key=lambda i: i.fault_s)
+    from .failslow import add_failslows, add_hang_culprit, add_lemons  # (imports this)
+
+    add_lemons(history)
+    add_hang_culprit(history)
+    add_failslows(history)
     return history
 
 

@@ -6,6 +6,7 @@ from collections import Counter
 
 from trainsignals.generator.signals.recording import SLOW_INTERVAL
 
+from .culprit import judge, report_lines
 from .run import EPOCH, Replay
 from .score import Score, score
 
@@ -142,6 +143,8 @@ def render(replay: Replay, result: Score) -> str:
     for cause, count in sorted(hardware.items()):
         lines.append(f"| {cause} | {count} | {count - missed[cause]} | |")
     lines.append(f"| all | {result.hardware} | {result.ticketed} | {result.uuid_named} |")
+    culprits = judge(replay)  # issue 28: named the culprit, fail-slows, lemons
+    lines += report_lines(replay, culprits)
     measured = "n/a" if replay.ettr_measured is None else f"{replay.ettr_measured:.2%}"
     lines += [
         "",
@@ -151,6 +154,7 @@ def render(replay: Replay, result: Score) -> str:
         + ", ".join(f"{k} {v / truth.wall_s:.2%}" for k, v in truth.seconds.items()),
         "replay seconds: " + ", ".join(f"{k} {v:.0f}" for k, v in replay.seconds.items()),
         *explain(replay, result),
+        culprits.line(),
         result.last_line(),
     ]
     return "\n".join(lines)

@@ -9,12 +9,14 @@ from pathlib import Path
 
 import yaml
 
+from trainsignals.generator.signals.hang_suspects import SUSPECT
+
 from .emit import Emitter, referenced_metrics, unsupported
 from .evaluate import AlertEpisode, evaluate_rules
 from .history import MINUTE, History, build_history
 from .prom import Prometheus
 from .routing import Alertmanager, Notification
-from .spec import fed_meta_groups, fleet_spec, generated_files
+from .spec import fed_meta_groups, fleet_spec, generated_files, node_groups
 from .timeline import Truth, simulate
 
 EPOCH = 1_767_571_200  # 2026-01-05T00:00:00Z, the replay's first second
@@ -41,6 +43,8 @@ class Replay:
     ettr_measured: float | None = None
     ettr_query: str = ""
     seconds: dict[str, float] = field(default_factory=dict)
+    # The hang suspects the pages' annotation names: (run second, labels) per evaluation.
+    suspects: list[tuple[int, dict[str, str]]] = field(default_factory=list)
 
 
 def run_replay(
@@ -62,7 +66,7 @@ def run_replay(
 
         document = single_store_rules(spec, document, shards)
     meta = fed_meta_groups(meta_text, spec.name)
-    document["groups"] += meta
+    document["groups"] += meta + node_groups(spec)  # the lemon ticket reads ALERTS only
     wanted = referenced_metrics(rules_text + yaml.safe_dump({"groups": meta}))
     replay = Replay(history, truth, mode, slots, series_missing=unsupported(wanted))
     replay.seconds["model"] = time.monotonic() - clock
@@ -96,5 +100,10 @@ def run_replay(
                     replay.ettr_measured = float(result[0]["values"][-1][1])
                     replay.ettr_query = expr
                     break
+            replay.suspects = [
+                (round(float(ts)) - EPOCH, series["metric"])
+                for series in prom.range_query(SUSPECT, start, end)
+                for ts, _ in series["values"]
+            ]
     replay.notifications = Alertmanager(am_text).replay(replay.episodes, start, end)
     return replay

@@ -24,7 +24,8 @@ from .timeline import STEP_SECONDS
 JOB = "llama3-405b-replay"
 SOURCE = "trainsignals/fleet/spec.py (fleet replay)"
 _SELECTED = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\s*\{")  # a metric name and its matchers
-MODES = ("auto_restart", "manual")  # recovery.mode; the defaults for everything else
+MODES = ("auto_restart", "manual")
+NODES_RULES = "alerts/nodes.rules.yaml"  # recovery.mode; the defaults for everything else
 
 
 def tokens_per_second(slots: int) -> float:
@@ -73,6 +74,15 @@ def generated_files(spec: JobSpec) -> tuple[str, str, str]:
         files["alerts/alertmanager.yaml"],
         files["alerts/meta.rules.yaml"],
     )
+
+
+def node_groups(spec: JobSpec) -> list[dict]:
+    """The fleet's node incident record and its lemon ticket (alerts/nodes.rules.yaml, where
+    the generator writes one): it reads the hardware alerts (ALERTS) of every job, here the
+    replayed one's, across its nodes and spares."""
+    files = generate_all([(spec, SOURCE)], Options(with_tests=False, with_dashboards=False))
+    text = files.get(NODES_RULES)
+    return yaml.safe_load(text)["groups"] if text else []
 
 
 def fed_meta_groups(meta_text: str, job: str) -> list[dict]:

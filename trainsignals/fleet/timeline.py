@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from trainsignals.exporters.training.timeaccount import ACTIVITIES
 
+from .failslow import OWN_SHARE, WAIT_TICKS_S, FailSlow
 from .history import (
     CHECKPOINT_EVERY_S,
     DATA_WAIT_RATIO,
@@ -29,6 +30,7 @@ from .history import (
 )
 
 STEP_SECONDS = 6.0  # nominal step time
+IB_BYTES_MINUTE = 2.4e10  # each InfiniBand traffic counter's growth per minute
 FIRST_STARTUP_S = 5 * MINUTE
 BADPUT = ("startup", "checkpoint", "eval", "data_wait", "lost", "recovery")
 
@@ -58,6 +60,18 @@ class Minute:
     # The ranks' targets left service discovery (the job completed, or its pods are Pending);
     # the exporters of its nodes (GPU DaemonSet, node_exporter) are scraped on.
     gone: bool = False
+    # Fail-slows (failslow.py): (slot, fail-slow) shown now; a healthy rank's own work in this
+    # incarnation and what the slow rank did on top; per slot, the bytes its InfiniBand port
+    # is behind its peers' and its transmit wait ticks.
+    slow: tuple[tuple[int, FailSlow], ...] = ()
+    own_work: float = 0.0
+    slow_own: float = 0.0
+    slow_rank: tuple[int, int] | None = None  # (slot, local rank) slow_own belongs to
+    # A hang's culprit: (slot, local rank) stuck in a data wait open this long, GPU idle.
+    stuck: tuple[int, int] | None = None
+    stuck_for: float = 0.0
+    ib_deficit: tuple[float, ...] = ()
+    ib_wait: tuple[float, ...] = ()
 
 
 @dataclass
@@ -65,6 +79,9 @@ class Truth:
     wall_s: int
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(BADPUT, 0.0))
     productive_s: float = 0.0
+    # Training seconds fail-slows took (the job stepping at the slowest rank's pace): a
+    # throughput loss, so it is no badput of the time-based ETTR, like the throughput leak.
+    slow_s: float = 0.0
 
     @property
     def ettr(self) -> float:
@@ -75,8 +92,9 @@ def _slot_plan(history: History, slots: int) -> list[tuple[int, tuple[str, ...]]
     """(from second, hostnames of the slots) per incarnation.
 
     Slot 0..W-1 store W of the job's nodes. Each incarnation shows the node its ending fault
-    will hit (in a rotating slot); the other 2,048 - W nodes run in lockstep and would only
-    repeat the healthy series under other hostnames.
+    will hit (in a rotating slot) and the node of a fail-slow in it (in another slot); the
+    other 2,048 - W nodes run in lockstep and would only repeat the healthy series under
+    other hostnames.
     """
     nodes = [f"gpu-n{FLEET_NODES - slots + i:04d}" for i in range(slots)]
     plan: list[tuple[int, tuple[str, ...]]] = []
@@ -84,10 +102,21 @@ def _slot_plan(history: History, slots: int) -> list[tuple[int, tuple[str, ...]]
     for k, interruption in enumerate(history.interruptions):
         if interruption.node and interruption.node not in nodes:
             nodes[k % slots] = interruption.node
+        _show_failslows(history, nodes, start, interruption.fault_s, interruption.node)
         plan.append((start, tuple(nodes)))
         start = interruption.up_s
+    _show_failslows(history, nodes, start, history.wall_s, "")
     plan.append((start, tuple(nodes)))
     return plan
+
+
+def _show_failslows(history: History, nodes: list[str], start: int, end: int, keep: str) -> None:
+    """Put the node of each fail-slow of [start, end) in a slot, never the slot of `keep`
+    (the node the incarnation's ending fault hits)."""
+    for failslow in history.failslows:
+        if start <= failslow.start_s < end and failslow.node not in nodes:
+            free = [i for i, node in enumerate(nodes) if node != keep]
+            nodes[free[-1]] = failslow.node
 
 
 def simulate(history: History, slots: int) -> tuple[list[Minute], Truth]:
@@ -116,6 +145,10 @@ def simulate(history: History, slots: int) -> tuple[list[Minute], Truth]:
     pending: list[str] = []  # checkpoint / eval minutes queued by the train clock
 
     account = dict.fromkeys(ACTIVITIES, 0.0)  # what this incarnation's ranks account
+    own = slow_own = 0.0  # a healthy rank's own work, the slow rank's on top (incarnation)
+    slow_rank: tuple[int, int] | None = None
+    ib_deficit: dict[str, float] = {}  # per node, for good (node counters never reset)
+    ib_wait: dict[str, float] = {}
     for m in range(wall // MINUTE):
         t = m * MINUTE
         while plan_index + 1 < len(plan) and plan[plan_index + 1][0] <= t:
@@ -129,6 +162,8 @@ def simulate(history: History, slots: int) -> tuple[list[Minute], Truth]:
             process_start, first_step = current.up_s, current.first_step_s
             steps = data_wait = 0.0
             account = dict.fromkeys(ACTIVITIES, 0.0)
+            own = slow_own = 0.0
+            slow_rank = None
             last_step, last_checkpoint = None, kept_checkpoint
             progress = kept_progress
             train_clock = 0
@@ -155,12 +190,30 @@ def simulate(history: History, slots: int) -> tuple[list[Minute], Truth]:
                     global_step=progress,
                     activity=tuple(account[a] for a in ACTIVITIES),
                     gone=not done,
+                    own_work=own,
+                    slow_own=slow_own,
+                    slow_rank=slow_rank,
+                    ib_deficit=tuple(ib_deficit.get(n, 0.0) for n in nodes),
+                    ib_wait=tuple(ib_wait.get(n, 0.0) for n in nodes),
                 )
             )
             if done:  # the final minute is after the job's life (its wall time ends here)
                 account["other"] += MINUTE
             continue
         alive, phase, busy, step_seconds = True, "train", 0.97, STEP_SECONDS
+        stuck, stuck_for = None, 0.0
+        slow = tuple(
+            (nodes.index(f.node), f) for f in history.failslows if f.active(t) and f.node in nodes
+        )
+        for slot, failslow in slow:
+            if failslow.own_factor != 1 and failslow.gpu is not None:
+                slow_rank = (slot, failslow.gpu)
+            if failslow.kind == "link":
+                lag = IB_BYTES_MINUTE * (1 - failslow.factor)
+                ib_deficit[failslow.node] = ib_deficit.get(failslow.node, 0.0) + lag
+                if failslow.congested:
+                    waited = ib_wait.get(failslow.node, 0.0) + WAIT_TICKS_S * MINUTE
+                    ib_wait[failslow.node] = waited
         category, gone = "", False
         if current is not None and t >= current.fault_s:
             if t == current.fault_s and current.scope != "planned":
@@ -176,6 +229,9 @@ def simulate(history: History, slots: int) -> tuple[list[Minute], Truth]:
                     since_checkpoint_s = 0.0
                 else:  # stuck in a collective until the watchdog or the crash
                     category, busy = "recovery", 1.0
+                    if current.incident == "hang" and current.node in nodes:
+                        stuck = (nodes.index(current.node), current.gpu or 0)
+                        stuck_for = t + MINUTE - current.fault_s
             elif t < current.up_s:
                 alive, busy, category = False, 0.0, "recovery"
                 unscheduled = current.incident == "dead_job"
@@ -196,7 +252,13 @@ def simulate(history: History, slots: int) -> tuple[list[Minute], Truth]:
             speed = 1.0
             if leak.start_s <= t < leak.end_s:
                 speed = 1 - (1 - LEAK_FLOOR) * min(1.0, (t - leak.start_s) / LEAK_RAMP_S)
-            step_seconds = STEP_SECONDS / speed
+            # Synchronous training: every step waits for the slowest rank (the fail-slow).
+            slowdown = max((f.slowdown for _, f in slow), default=1.0)
+            step_seconds = STEP_SECONDS / speed * slowdown
+            training_s = MINUTE * (1 - DATA_WAIT_RATIO)
+            own += training_s * OWN_SHARE / slowdown
+            slow_own += sum(training_s * OWN_SHARE / slowdown * (f.own_factor - 1) for _, f in slow)
+            truth.slow_s += training_s * (1 - 1 / slowdown)
             done = MINUTE * (1 - DATA_WAIT_RATIO) / step_seconds
             steps += done
             progress += done
@@ -244,6 +306,14 @@ def simulate(history: History, slots: int) -> tuple[list[Minute], Truth]:
                 global_step=progress,
                 activity=tuple(account[a] for a in ACTIVITIES),
                 gone=gone,
+                slow=slow,
+                own_work=own,
+                slow_own=slow_own,
+                slow_rank=slow_rank,
+                ib_deficit=tuple(ib_deficit.get(n, 0.0) for n in nodes),
+                ib_wait=tuple(ib_wait.get(n, 0.0) for n in nodes),
+                stuck=stuck,
+                stuck_for=stuck_for,
             )
         )
     return minutes, truth
