@@ -129,6 +129,22 @@ def dead_job_test(ctx: RuleContext, document: dict, dead_for: int = DEAD_FOR) ->
     t = JobTimeline(ctx, minutes).build()
     restart(t, FAULT_ONSET, last)
     budget = ctx.spec.recovery.restart_budget if ctx.spec.recovery.automatic else o.max_pause
+    stall = alert == TRAINING_STALLED
+    # The stall holds through the last evaluation of the outage (not the first after it).
+    checks = incident_checks(
+        ctx,
+        alert,
+        FAULT_ONSET + budget // 60 + 2 * STEP,
+        last - STEP + 1 if stall else last,
+        last + RESOLVED_WITHIN,
+    )
+    if stall:
+        # Back from an outage TrainingTargetsDown paged, still starting up: its age counts the
+        # outage, that page's incident; the stall must not page anew (issue 26: the fleet
+        # replay's dead job paged TrainingStalled when it came back).
+        checks.append(
+            {"expr": _alert(ctx, alert), "eval_time": f"{_up(last + 1)}m", "exp_samples": []}
+        )
     return {
         "name": f"a job dead for {dead_for // 60}h pages {alert} for the whole outage, "
         "then resolves",
@@ -139,9 +155,7 @@ def dead_job_test(ctx: RuleContext, document: dict, dead_for: int = DEAD_FOR) ->
             _reads(document, [alert]),
             lambda kind, node, m: kind == "training" and FAULT_ONSET <= m <= last,
         ),
-        "promql_expr_test": incident_checks(
-            ctx, alert, FAULT_ONSET + budget // 60 + 2 * STEP, last, last + RESOLVED_WITHIN
-        ),
+        "promql_expr_test": checks,
     }
 
 

@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 from trainsignals.generator.alerts.definitions.recovery import completed
+from trainsignals.generator.alerts.definitions.restarts import (
+    INCIDENT_BURN,
+    TRAINING_RESTARTED,
+    other_pages,
+    planned_stop,
+)
 from trainsignals.generator.alerts.model import (
     PROGRESS_INCIDENT,
     PROGRESS_SYMPTOM,
@@ -10,6 +16,7 @@ from trainsignals.generator.alerts.model import (
     Explains,
     Rule,
 )
+from trainsignals.generator.signals.durable import LAST_STEP, NEWEST_START
 from trainsignals.generator.signals.faults import (
     FAULT_ONSET,
     FaultCase,
@@ -44,6 +51,10 @@ STEPPING = "job:trainsignals_stepping:ratio_rate5m"  # share of wall time ranks 
 # A window with less stepping than this says too little about speed (a few steps after a
 # restart or around a long pause): the while-stepping averages skip it.
 MIN_STEPPING_SHARE = 0.25
+
+
+# How long after another page of the job a new incarnation still starting up is that page's.
+RETURN_WITHIN_S = 3600
 
 
 def training(ctx: RuleContext) -> str:
@@ -101,6 +112,7 @@ def training_average(ctx: RuleContext, expr: str) -> str:
             "and data-wait alerts follow from it.",
             roles=(PROGRESS_SYMPTOM,),
         ),
+        INCIDENT_BURN,
     ),
     meaning="Fewer training ranks are scraped than the spec's shape: a rank crashed or its "
     "target is missing.",
@@ -129,7 +141,17 @@ def targets_down(ctx: RuleContext) -> Rule:
                 targets_down=lambda kind, node, m: (
                     kind == "training" and node == "node-0" and m >= onset
                 ),
-            )
+            ),
+            # Every rank announces a planned stop, then all are down for 8 minutes: a
+            # human's act, no incident (issue 26: the fleet replay paged each planned stop).
+            FaultCase(
+                "",
+                30,
+                job_fault=planned_stop,
+                targets_down=lambda kind, node, m: kind == "training" and onset < m <= onset + 8,
+                fires=False,
+                what="on a planned stop every rank announced",
+            ),
         ],
     )
 
@@ -149,12 +171,14 @@ def targets_down(ctx: RuleContext) -> Rule:
             "runbook covers it: report the stall only.",
             roles=(PROGRESS_SYMPTOM,),
         ),
+        INCIDENT_BURN,
     ),
     meaning="No step has completed for longer than the job allows (hung collective, deadlock, "
     "or a pause that never ended), while the processes are up.",
 )
 def stalled(ctx: RuleContext) -> Rule:
     o, r = ctx.spec.objectives, ctx.recorded()
+    returned = other_pages(ctx, (TRAINING_STALLED, TRAINING_RESTARTED))
     return Rule(
         # While training, the limit runs from the last step or the end of an announced pause
         # (the first step after an eval may recompile); any pause may last max_pause from the
@@ -163,8 +187,13 @@ def stalled(ctx: RuleContext) -> Rule:
         f"and {training(ctx)} unless on (training_job) "
         f"time() - job:trainsignals_last_progress:timestamp{r} <= {ctx.seconds(o.stall_after):g})"
         f" or job:trainsignals_last_step:age_seconds{r} > {ctx.seconds(o.max_pause):g})"
+        # A job back from an outage another page covered (ranks down, a node) has not stepped
+        # yet: its age counts the outage, which is that page's incident (issue 26: the stall
+        # paged when a job dead for hours came back).
+        + f" unless on (training_job) ({NEWEST_START}{r} > on (training_job) {LAST_STEP}{r} "
+        f"and on (training_job) max_over_time({returned}[{ctx.range(RETURN_WITHIN_S)}]))"
         # A finished job's last step only gets older: no incident.
-        + completed(ctx),
+         + completed(ctx),
         for_seconds=60,
         summary="{{ $labels.training_job }}: no training step for {{ $value | humanizeDuration }}",
         description="The slowest rank last completed a step {{ $value | humanizeDuration }} ago "
