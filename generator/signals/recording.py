@@ -102,11 +102,10 @@ def job_recordings(ctx: RuleContext) -> dict[str, str]:
         # A clean exit (phase "done", TrainingMetrics.finish()): a completed job is no
         # incident (no progress, targets down) until a new run of it starts (durable.py).
         "job:trainsignals_phase_done:max": f"max(trainsignals_phase{ctx.raw(phase='done')})",
-        # 1 when every rank of the spec's shape announced a planned stop (phase "stopping"):
-        # torchrun SIGTERMs the survivors of a crash, so some ranks saying it proves nothing.
+        # 1 when every rank that reports announced a planned stop (phase "stopping"), 0 when
+        # one did not: a rank still training says the stop is not the whole job's.
         "job:trainsignals_phase_stopping:all": (
-            f"count(trainsignals_phase{ctx.raw(phase='stopping')} == 1) >= bool "
-            f"{ctx.spec.shape.gpus}"
+            f"min(trainsignals_phase{ctx.raw(phase='stopping')})"
         ),
         # 1 only while every rank reports phase "train": pauses silence the training alerts.
         "job:trainsignals_phase_train:min": f"min(trainsignals_phase{ctx.raw(phase='train')})",
