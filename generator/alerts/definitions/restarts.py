@@ -104,12 +104,14 @@ def covered_by_other_pages(ctx: RuleContext, seconds: int) -> str:
 def restarted(ctx: RuleContext) -> Rule:
     r = ctx.recorded()
     healed = format_duration(HEALED_AFTER_S)
-    # The newest incarnation followed an unannounced exit, and has not yet run HEALED_AFTER_S
-    # with steps: carried state (signals/durable.py), however long the incident lasts.
+    # The newest incarnation followed an unannounced exit and has not yet stepped
+    # HEALED_AFTER_S after its start: carried state (signals/durable.py), however long the
+    # incident lasts. Healed stays healed (the last step only grows): a later hang or a long
+    # eval is TrainingStalled's, not this restart's.
     expr = (
         f"{UNPLANNED_START}{r} >= on (training_job) {NEWEST_START}{r} "
-        f"unless on (training_job) (time() - {NEWEST_START}{r} > {ctx.seconds(HEALED_AFTER_S):g} "
-        f"and on (training_job) time() - {LAST_STEP}{r} < {ctx.seconds(300):g})"
+        f"unless on (training_job) {LAST_STEP}{r} - on (training_job) {NEWEST_START}{r} "
+        f"> {ctx.seconds(HEALED_AFTER_S):g}"
     )
 
     def crash(t: JobTimeline, m: int) -> None:
@@ -123,10 +125,10 @@ def restarted(ctx: RuleContext) -> Rule:
         description='The job\'s processes exited without a planned stop (phase "stopping" on '
         "every rank, TrainingMetrics.stopping()) and a new incarnation started. Find why the "
         "last one died (its logs, the node's kernel log, NCCL's watchdog) before it happens "
-        f"again. This page holds until the job has run {healed} and steps again: a crash "
+        f"again. This page holds until the job steps {healed} after its restart: a crash "
         "loop stays this one page.",
         panel="restarts",
-        threshold=f"an unannounced restart, until {healed} of steps",
+        threshold=f"an unannounced restart, until a step {healed} after it",
         window="instant",
         faults=[
             FaultCase(
