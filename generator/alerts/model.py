@@ -182,11 +182,6 @@ def incident_alerts(incident: str) -> tuple[str, ...]:
     return tuple(d.name for d in _registered() if d.incident == incident)
 
 
-def role_alerts(role: str) -> tuple[str, ...]:
-    """Names of the alerts that hold inhibition role `role` (ROLES), in definition order."""
-    return tuple(d.name for d in _registered() if role in d.roles)
-
-
 def hardware_fault_alerts() -> tuple[str, ...]:
     """Names of the alerts that declare `hardware_fault=True`, in definition order."""
     return tuple(d.name for d in _registered() if d.hardware_fault)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from trainsignals.generator.alerts.definitions.loss_checkpoint import CHECKPOINT_TOO_OLD
 from trainsignals.generator.alerts.definitions.recovery import TRAINING_NO_PROGRESS
+from trainsignals.generator.alerts.definitions.restarts import HEALED_AFTER_S, TRAINING_RESTARTED
 from trainsignals.generator.alerts.definitions.training import (
     TRAINING_STALLED,
     TRAINING_TARGETS_DOWN,
@@ -162,8 +163,16 @@ def dead_job_test(ctx: RuleContext, document: dict, dead_for: int = DEAD_FOR) ->
 def restart_loop_test(ctx: RuleContext, document: dict) -> dict:
     """A new incarnation every LOOP_EVERY minutes for LOOP_FOR, none reaching a step (the last
     step at FAULT_ONSET): a page for the whole loop, in either mode (issue 26: in the default
-    mode only a ticket, the age fell back to each process's start)."""
-    alert, o = progress_page(ctx), ctx.spec.objectives
+    mode only a ticket, the age fell back to each process's start). In the default mode the
+    page is the first unannounced restart's, held until a step HEALED_AFTER_S after the last
+    incarnation's start; the loop never stalls (no incarnation is up for max_pause)."""
+    if not ctx.spec.recovery.automatic:
+        return _restart_loop(ctx, document, TRAINING_RESTARTED, 2 * STEP, HEALED_AFTER_S // 60)
+    budget = ctx.spec.recovery.restart_budget
+    return _restart_loop(ctx, document, progress_page(ctx), budget // 60 + 2 * STEP, 0)
+
+
+def _restart_loop(ctx: RuleContext, document: dict, alert: str, fires: int, heal: int) -> dict:
     last = FAULT_ONSET + LOOP_FOR
     minutes = last + 3 * RESOLVED_WITHIN
     t = JobTimeline(ctx, minutes).build()
@@ -173,14 +182,13 @@ def restart_loop_test(ctx: RuleContext, document: dict) -> dict:
         if m <= last + 2:
             t.phase[m] = "startup"
             t.tokens_per_second[m] = t.steps_per_second[m] = t.data_wait_share[m] = 0.0
-    budget = ctx.spec.recovery.restart_budget if ctx.spec.recovery.automatic else o.max_pause
     return {
         "name": f"a restart loop for {LOOP_FOR // 60}h that never steps pages {alert} "
         "throughout, then resolves",
         "interval": f"{STEP}m",
         "input_series": _inputs(ctx, t, _reads(document, [alert])),
         "promql_expr_test": incident_checks(
-            ctx, alert, FAULT_ONSET + budget // 60 + 2 * STEP, last, last + RESOLVED_WITHIN
+            ctx, alert, FAULT_ONSET + fires, last, last + heal + RESOLVED_WITHIN
         ),
     }
 

@@ -14,7 +14,6 @@ from trainsignals.generator.alerts.model import (
     Rule,
     hardware_fault_alerts,
     incident_alerts,
-    role_alerts,
 )
 from trainsignals.generator.signals.durable import LAST_STEP, NEWEST_START, UNPLANNED_START
 from trainsignals.generator.signals.faults import FAULT_ONSET, FaultCase, JobTimeline, restart
@@ -75,8 +74,9 @@ def other_pages(ctx: RuleContext, besides: tuple[str, ...]) -> str:
 def covered_by_other_pages(ctx: RuleContext, seconds: int) -> str:
     """`unless` another page of a stopped job (or a hardware fault of its nodes) fired within
     `seconds`: the restart that ends an outage belongs to the outage's page."""
-    # Not the symptoms this page explains (the stall of a restart loop): they must not end it.
-    pages = other_pages(ctx, (TRAINING_RESTARTED, *role_alerts(PROGRESS_SYMPTOM)))
+    # The stall too: a hung job a human killed and restarted is the hang's incident. (A restart
+    # loop never stalls: TrainingStalled's limits run from the newest incarnation's start.)
+    pages = other_pages(ctx, (TRAINING_RESTARTED,))
     return f" unless on (training_job) max_over_time({pages}[{ctx.range(seconds)}])"
 
 

@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 from trainsignals.generator.alerts.definitions.recovery import completed
-from trainsignals.generator.alerts.definitions.restarts import (
-    INCIDENT_BURN,
-    TRAINING_RESTARTED,
-    other_pages,
-    planned_stop,
-)
+from trainsignals.generator.alerts.definitions.restarts import INCIDENT_BURN, planned_stop
 from trainsignals.generator.alerts.model import (
     PROGRESS_INCIDENT,
     PROGRESS_SYMPTOM,
@@ -16,7 +11,7 @@ from trainsignals.generator.alerts.model import (
     Explains,
     Rule,
 )
-from trainsignals.generator.signals.durable import LAST_STEP, NEWEST_START
+from trainsignals.generator.signals.durable import NEWEST_START
 from trainsignals.generator.signals.faults import (
     FAULT_ONSET,
     FaultCase,
@@ -51,10 +46,6 @@ STEPPING = "job:trainsignals_stepping:ratio_rate5m"  # share of wall time ranks 
 # A window with less stepping than this says too little about speed (a few steps after a
 # restart or around a long pause): the while-stepping averages skip it.
 MIN_STEPPING_SHARE = 0.25
-
-
-# How long after another page of the job a new incarnation still starting up is that page's.
-RETURN_WITHIN_S = 3600
 
 
 def training(ctx: RuleContext) -> str:
@@ -178,22 +169,23 @@ def targets_down(ctx: RuleContext) -> Rule:
 )
 def stalled(ctx: RuleContext) -> Rule:
     o, r = ctx.spec.objectives, ctx.recorded()
-    returned = other_pages(ctx, (TRAINING_STALLED, TRAINING_RESTARTED))
+    stall_after, max_pause = ctx.seconds(o.stall_after), ctx.seconds(o.max_pause)
+    since_start = f"time() - {NEWEST_START}{r}"
     return Rule(
         # While training, the limit runs from the last step or the end of an announced pause
         # (the first step after an eval may recompile); any pause may last max_pause from the
-        # last step. Ages are carried across restarts (signals/durable.py).
-        expr=f"((job:trainsignals_last_step:age_seconds{r} > {ctx.seconds(o.stall_after):g} "
+        # last step. Ages are carried across restarts (signals/durable.py), but a stall is of
+        # processes that are up: neither limit runs before the newest incarnation started. A
+        # job back from an outage (ranks down, a node: that page's incident) or restarting in
+        # a loop (TrainingRestarted's) is not stalled (issue 26: the stall paged when a job
+        # dead for hours came back).
+        expr=f"((job:trainsignals_last_step:age_seconds{r} > {stall_after:g} "
         f"and {training(ctx)} unless on (training_job) "
-        f"time() - job:trainsignals_last_progress:timestamp{r} <= {ctx.seconds(o.stall_after):g})"
-        f" or job:trainsignals_last_step:age_seconds{r} > {ctx.seconds(o.max_pause):g})"
-        # A job back from an outage another page covered (ranks down, a node) has not stepped
-        # yet: its age counts the outage, which is that page's incident (issue 26: the stall
-        # paged when a job dead for hours came back).
-        + f" unless on (training_job) ({NEWEST_START}{r} > on (training_job) {LAST_STEP}{r} "
-        f"and on (training_job) max_over_time({returned}[{ctx.range(RETURN_WITHIN_S)}]))"
+        f"time() - job:trainsignals_last_progress:timestamp{r} <= {stall_after:g} "
+        f"unless on (training_job) {since_start} <= {stall_after:g})"
+        f" or (job:trainsignals_last_step:age_seconds{r} > {max_pause:g} "
+        f"unless on (training_job) {since_start} <= {max_pause:g}))" + completed(ctx),
         # A finished job's last step only gets older: no incident.
-         + completed(ctx),
         for_seconds=60,
         summary="{{ $labels.training_job }}: no training step for {{ $value | humanizeDuration }}",
         description="The slowest rank last completed a step {{ $value | humanizeDuration }} ago "
