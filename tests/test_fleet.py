@@ -9,6 +9,12 @@ from collections import Counter
 import pytest
 import yaml
 from trainsignals.generator.alerts.definitions.gpu_faults import GPU_LOST, GPU_XID_CRITICAL
+from trainsignals.generator.alerts.definitions.restarts import TRAINING_RESTARTED
+from trainsignals.generator.alerts.definitions.slo_burn import SLO_ERROR_BUDGET_BURN_FAST
+from trainsignals.generator.alerts.definitions.training import (
+    TRAINING_STALLED,
+    TRAINING_TARGETS_DOWN,
+)
 
 from tests.conftest import require_tool
 from trainsignals.fleet.emit import Emitter
@@ -364,3 +370,20 @@ def test_generated_inhibition_makes_a_gsp_timeout_one_gpu_fault() -> None:
     other = gsp | {"gpu": "4"}
     assert manager.inhibited(gsp, [lost, gsp, other])
     assert not manager.inhibited(other, [lost, gsp, other])
+
+
+def test_generated_inhibition_makes_the_burn_of_a_paged_interruption_one_page() -> None:
+    """manual: a crash that paged (TrainingRestarted), ranks down (TrainingTargetsDown) or a
+    hang (TrainingStalled) spends goodput: the fast burn while that page is open is the same
+    incident (issue 26: the replay paged SloErrorBudgetBurnFast in a restart loop, a dead job
+    and a hang). A ticket mutes no page; the burn of a healthy job still pages."""
+    spec, _ = fleet_spec(2, "manual")
+    _, am_text, _ = generated_files(spec)
+    manager = Alertmanager(am_text)
+    base = {"training_job": spec.name, "team": spec.team}
+    burn = base | {"alertname": SLO_ERROR_BUDGET_BURN_FAST, "slo": "goodput", "severity": "page"}
+    for cause in (TRAINING_RESTARTED, TRAINING_TARGETS_DOWN, TRAINING_STALLED):
+        page = base | {"alertname": cause, "severity": "page"}
+        assert manager.inhibited(burn, [page, burn]), cause
+        assert not manager.inhibited(burn, [page | {"severity": "ticket"}, burn]), cause
+    assert not manager.inhibited(burn, [burn])
