@@ -73,6 +73,20 @@ def _emitted(minutes, m: int) -> list[str]:
     return list(Emitter(minutes, spec.selector_labels, jobs, wanted, EPOCH).minute_lines(m))
 
 
+def test_restarted_processes_report_their_start_before_their_first_step() -> None:
+    """A restarted incarnation is up (its process start time, phase startup, no step yet)
+    from the moment its processes are back, not from its first step: the rules see the
+    restart while it starts up (manual mode pages it; issue 26: a restart that stepped in
+    the same minute it appeared looked like no restart at all)."""
+    history = build_history(REDUCED_DAYS)
+    minutes, _ = simulate(history, 2)
+    stop = next(i for i in history.interruptions if i.cause == "software_bug")
+    assert stop.first_step_s - stop.up_s >= 60
+    back = minutes[stop.up_s // 60]
+    assert back.alive and back.phase == "startup"
+    assert back.process_start == stop.up_s and back.last_step is None
+
+
 def test_dead_job_pods_pending_for_hours_while_node_exporters_run() -> None:
     """Issue 26 item 1's shape: a crash, then no rank target at all for hours (pods Pending:
     not `up 0`, gone), the GPU exporters scraped on; one incident until the pods run again."""
