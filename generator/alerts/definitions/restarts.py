@@ -25,8 +25,8 @@ GROUP = AlertGroup()
 TRAINING_RESTARTED = "TrainingRestarted"
 onset = FAULT_ONSET
 
-# The newest incarnation is healthy again once it has run this long and steps: a crash loop
-# (incarnations dying within minutes) stays one incident, one page, until it ends.
+# The newest incarnation is healthy again once it steps this long after its start: a crash
+# loop (incarnations dying within minutes) stays one incident, one page, until it ends.
 HEALED_AFTER_S = 15 * 60
 # A restart after an outage another page already covered (the targets down, the node, the
 # GPU) is the end of that incident, not a second one, if that page fired this recently.
