@@ -9,6 +9,12 @@ from collections import Counter
 import pytest
 import yaml
 from trainsignals.generator.alerts.definitions.gpu_faults import GPU_LOST, GPU_XID_CRITICAL
+from trainsignals.generator.alerts.definitions.restarts import TRAINING_RESTARTED
+from trainsignals.generator.alerts.definitions.slo_burn import SLO_ERROR_BUDGET_BURN_FAST
+from trainsignals.generator.alerts.definitions.training import (
+    TRAINING_STALLED,
+    TRAINING_TARGETS_DOWN,
+)
 
 from tests.conftest import require_tool
 from trainsignals.fleet.culprit import FAILSLOW_TICKET_S, judge
@@ -66,6 +72,20 @@ def _emitted(minutes, m: int) -> list[str]:
     wanted = {"up", "trainsignals_steps_total", "trainsignals_gpu_up"}
     jobs = (spec.scrape_jobs.training, spec.scrape_jobs.gpu)
     return list(Emitter(minutes, spec.selector_labels, jobs, wanted, EPOCH).minute_lines(m))
+
+
+def test_restarted_processes_report_their_start_before_their_first_step() -> None:
+    """A restarted incarnation is up (its process start time, phase startup, no step yet)
+    from the moment its processes are back, not from its first step: the rules see the
+    restart while it starts up (manual mode pages it; issue 26: a restart that stepped in
+    the same minute it appeared looked like no restart at all)."""
+    history = build_history(REDUCED_DAYS)
+    minutes, _ = simulate(history, 2)
+    stop = next(i for i in history.interruptions if i.cause == "software_bug")
+    assert stop.first_step_s - stop.up_s >= 60
+    back = minutes[stop.up_s // 60]
+    assert back.alive and back.phase == "startup"
+    assert back.process_start == stop.up_s and back.last_step is None
 
 
 def test_dead_job_pods_pending_for_hours_while_node_exporters_run() -> None:
@@ -386,3 +406,20 @@ def test_generated_inhibition_makes_a_gsp_timeout_one_gpu_fault() -> None:
     other = gsp | {"gpu": "4"}
     assert manager.inhibited(gsp, [lost, gsp, other])
     assert not manager.inhibited(other, [lost, gsp, other])
+
+
+def test_generated_inhibition_makes_the_burn_of_a_paged_interruption_one_page() -> None:
+    """manual: a crash that paged (TrainingRestarted), ranks down (TrainingTargetsDown) or a
+    hang (TrainingStalled) spends goodput: the fast burn while that page is open is the same
+    incident (issue 26: the replay paged SloErrorBudgetBurnFast in a restart loop, a dead job
+    and a hang). A ticket mutes no page; the burn of a healthy job still pages."""
+    spec, _ = fleet_spec(2, "manual")
+    _, am_text, _ = generated_files(spec)
+    manager = Alertmanager(am_text)
+    base = {"training_job": spec.name, "team": spec.team}
+    burn = base | {"alertname": SLO_ERROR_BUDGET_BURN_FAST, "slo": "goodput", "severity": "page"}
+    for cause in (TRAINING_RESTARTED, TRAINING_TARGETS_DOWN, TRAINING_STALLED):
+        page = base | {"alertname": cause, "severity": "page"}
+        assert manager.inhibited(burn, [page, burn]), cause
+        assert not manager.inhibited(burn, [page | {"severity": "ticket"}, burn]), cause
+    assert not manager.inhibited(burn, [burn])

@@ -106,6 +106,16 @@ def test_restore_carries_the_checkpoints_step_and_time_into_the_new_process() ->
     assert value(m, "trainsignals_last_step_timestamp_seconds") == 5100.0
 
 
+def test_stopping_announces_a_planned_stop() -> None:
+    """A planned stop is phase "stopping" (the rules read it as no incident); time after it
+    counts as "other", as after finish()."""
+    m = make()
+    m.phase("train")
+    m.stopping()  # never scraped over HTTP: no wait
+    assert phases(m) == {p: float(p == "stopping") for p in PHASES}
+    assert m.current_phase == "stopping"
+
+
 def test_finish_marks_done_and_waits_for_the_next_scrape() -> None:
     m = make()
     m.finish()  # never scraped over HTTP: no wait

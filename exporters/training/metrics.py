@@ -321,6 +321,17 @@ class TrainingMetrics:
         if self._server is not None:
             self._server.wait_for_next_scrape(wait_for_scrape)
 
+    def stopping(self, wait_for_scrape: float | None = None) -> None:
+        """A planned stop (an operator's restart, a maintenance window, a resubmit with new
+        settings): phase "stopping", before the clean exit. Every rank must announce it; the
+        rules then read neither the exit nor the restart after it as an incident (recovery
+        mode manual pages every unannounced restart). Call it only where the stop is
+        deliberate: torchrun sends SIGTERM to the surviving ranks when one rank crashes, so a
+        plain SIGTERM handler would announce crashes too. Waits for a scrape as finish()."""
+        self.phase("stopping")
+        if self._server is not None:
+            self._server.wait_for_next_scrape(wait_for_scrape)
+
     def phase(self, name: str) -> PhaseScope:
         """Switch phase now; `with metrics.phase("eval"):` switches back on exit."""
         if name not in self._phases:

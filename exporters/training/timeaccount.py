@@ -43,6 +43,7 @@ PHASE_ACTIVITY = {
     "eval": "eval",
     "checkpoint": "checkpoint_save",
     "done": "other",  # after a clean finish, until the process exits
+    "stopping": "other",  # after a planned stop was announced, until the process exits
 }
 
 

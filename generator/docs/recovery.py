@@ -9,6 +9,7 @@ copy of the table between the markers below; tests/test_recovery_table.py fails 
 from __future__ import annotations
 
 from trainsignals.generator.alerts.catalog import ALERTS
+from trainsignals.generator.alerts.definitions.restarts import TRAINING_RESTARTED
 from trainsignals.generator.alerts.model import (
     CHECKPOINT_INCIDENT,
     MODES,
@@ -96,6 +97,14 @@ def recovery_markdown() -> str:
         "(infra_team) to `recovery.infra_team` (the job's team when unset), `-` not generated.\n"
         "Alerts of one incident kind page once per incident; a cause mutes what it explains\n"
         "(the generated Alertmanager inhibit rules, from each alert's `explains=`).\n\n"
+        "The modes differ in whether a restart itself is an incident. `auto_restart`: a\n"
+        "restart that brings the job back is no incident (its cause is a ticket naming the\n"
+        "node). `manual`: every unexpected interruption is one incident, one page: the\n"
+        "hardware fault that caused it, or ranks down, or else the restart itself\n"
+        f"(`{TRAINING_RESTARTED}`, held while restarts keep coming: a crash loop is one page).\n"
+        "A planned stop is none in either mode: every rank announces it before its clean\n"
+        'exit (`TrainingMetrics.stopping()`, phase "stopping"), and neither the exit nor\n'
+        "the restart after it pages.\n\n"
         f"{BEGIN}\n{recovery_table()}{END}\n"
     )
 

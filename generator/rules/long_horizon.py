@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from trainsignals.generator.alerts.definitions.loss_checkpoint import CHECKPOINT_TOO_OLD
 from trainsignals.generator.alerts.definitions.recovery import TRAINING_NO_PROGRESS
+from trainsignals.generator.alerts.definitions.restarts import HEALED_AFTER_S, TRAINING_RESTARTED
 from trainsignals.generator.alerts.definitions.training import (
     TRAINING_STALLED,
     TRAINING_TARGETS_DOWN,
@@ -129,6 +130,22 @@ def dead_job_test(ctx: RuleContext, document: dict, dead_for: int = DEAD_FOR) ->
     t = JobTimeline(ctx, minutes).build()
     restart(t, FAULT_ONSET, last)
     budget = ctx.spec.recovery.restart_budget if ctx.spec.recovery.automatic else o.max_pause
+    stall = alert == TRAINING_STALLED
+    # The stall holds through the last evaluation of the outage (not the first after it).
+    checks = incident_checks(
+        ctx,
+        alert,
+        FAULT_ONSET + budget // 60 + 2 * STEP,
+        last - STEP + 1 if stall else last,
+        last + RESOLVED_WITHIN,
+    )
+    if stall:
+        # Back from an outage TrainingTargetsDown paged, still starting up: its age counts the
+        # outage, that page's incident; the stall must not page anew (issue 26: the fleet
+        # replay's dead job paged TrainingStalled when it came back).
+        checks.append(
+            {"expr": _alert(ctx, alert), "eval_time": f"{_up(last + 1)}m", "exp_samples": []}
+        )
     return {
         "name": f"a job dead for {dead_for // 60}h pages {alert} for the whole outage, "
         "then resolves",
@@ -139,17 +156,23 @@ def dead_job_test(ctx: RuleContext, document: dict, dead_for: int = DEAD_FOR) ->
             _reads(document, [alert]),
             lambda kind, node, m: kind == "training" and FAULT_ONSET <= m <= last,
         ),
-        "promql_expr_test": incident_checks(
-            ctx, alert, FAULT_ONSET + budget // 60 + 2 * STEP, last, last + RESOLVED_WITHIN
-        ),
+        "promql_expr_test": checks,
     }
 
 
 def restart_loop_test(ctx: RuleContext, document: dict) -> dict:
     """A new incarnation every LOOP_EVERY minutes for LOOP_FOR, none reaching a step (the last
     step at FAULT_ONSET): a page for the whole loop, in either mode (issue 26: in the default
-    mode only a ticket, the age fell back to each process's start)."""
-    alert, o = progress_page(ctx), ctx.spec.objectives
+    mode only a ticket, the age fell back to each process's start). In the default mode the
+    page is the first unannounced restart's, held until a step HEALED_AFTER_S after the last
+    incarnation's start; the loop never stalls (no incarnation is up for max_pause)."""
+    if not ctx.spec.recovery.automatic:
+        return _restart_loop(ctx, document, TRAINING_RESTARTED, 2 * STEP, HEALED_AFTER_S // 60)
+    budget = ctx.spec.recovery.restart_budget
+    return _restart_loop(ctx, document, progress_page(ctx), budget // 60 + 2 * STEP, 0)
+
+
+def _restart_loop(ctx: RuleContext, document: dict, alert: str, fires: int, heal: int) -> dict:
     last = FAULT_ONSET + LOOP_FOR
     minutes = last + 3 * RESOLVED_WITHIN
     t = JobTimeline(ctx, minutes).build()
@@ -159,14 +182,13 @@ def restart_loop_test(ctx: RuleContext, document: dict) -> dict:
         if m <= last + 2:
             t.phase[m] = "startup"
             t.tokens_per_second[m] = t.steps_per_second[m] = t.data_wait_share[m] = 0.0
-    budget = ctx.spec.recovery.restart_budget if ctx.spec.recovery.automatic else o.max_pause
     return {
         "name": f"a restart loop for {LOOP_FOR // 60}h that never steps pages {alert} "
         "throughout, then resolves",
         "interval": f"{STEP}m",
         "input_series": _inputs(ctx, t, _reads(document, [alert])),
         "promql_expr_test": incident_checks(
-            ctx, alert, FAULT_ONSET + budget // 60 + 2 * STEP, last, last + RESOLVED_WITHIN
+            ctx, alert, FAULT_ONSET + fires, last, last + heal + RESOLVED_WITHIN
         ),
     }
 

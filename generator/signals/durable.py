@@ -43,17 +43,23 @@ LAST_PAUSE = "job:trainsignals_last_pause:timestamp"
 LAST_CHECKPOINT = "job:trainsignals_last_checkpoint:timestamp_max"
 NEWEST_START = "job:trainsignals_incarnation_start:newest"
 COMPLETED_AT = "job:trainsignals_completed:timestamp"
+STOPPED_AT = "job:trainsignals_stopped:timestamp"  # the newest planned stop every rank announced
+# The start of the newest incarnation that followed an unannounced exit (a crash, a lost node):
+# recovery mode manual pages it (TrainingRestarted); a planned stop's restart is not one.
+UNPLANNED_START = "job:trainsignals_unplanned_restart:timestamp"
 CHECKPOINT_COVERS = "job:trainsignals_checkpoint_covers:timestamp"
 
 # Every carried rule of a job, in evaluation order (each reads only rules above it).
 CARRIED: tuple[Carried, ...] = (
     Carried(NEWEST_START, "job:trainsignals_incarnation_start:max"),
     Carried(COMPLETED_AT, "job:trainsignals_phase_done:timestamp_now"),
+    Carried(STOPPED_AT, "job:trainsignals_phase_stopping:timestamp_now"),
     Carried(
         LAST_STEP,
         "job:trainsignals_last_step:timestamp_now",
         fallback="job:trainsignals_incarnation_start:max",
     ),
+    Carried(UNPLANNED_START, "job:trainsignals_unplanned_restart:timestamp_now"),
     Carried(LAST_PAUSE, "job:trainsignals_phase_paused:timestamp_now"),
     Carried(LAST_CHECKPOINT, "job:trainsignals_last_checkpoint:timestamp_now"),
     # The newest checkpoint, moved forward by the time the job stood still since: now minus it
@@ -96,6 +102,16 @@ def carried_inputs(ctx: RuleContext) -> dict[str, str]:
         "job:trainsignals_last_step:timestamp_now": (
             f"max(trainsignals_last_step_timestamp_seconds{raw}) or on () "
             f"(job:trainsignals_incarnation_start:max{r} > {COMPLETED_AT}{r})"
+        ),
+        "job:trainsignals_phase_stopping:timestamp_now": (
+            f"timestamp(job:trainsignals_phase_stopping:all{r} == 1)"
+        ),
+        # An incarnation that has not stepped yet, started after the job's last step: a
+        # restart. Unplanned unless every rank announced a stop after that last step. (The
+        # first incarnation's last step falls back to its own start: no restart.)
+        "job:trainsignals_unplanned_restart:timestamp_now": (
+            f"job:trainsignals_incarnation_start:max{r} > {LAST_STEP}{r} "
+            f"unless on () {STOPPED_AT}{r} >= {LAST_STEP}{r}"
         ),
         "job:trainsignals_phase_paused:timestamp_now": (
             f"timestamp(job:trainsignals_phase_paused:max{r} == 1)"

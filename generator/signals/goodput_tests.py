@@ -24,6 +24,7 @@ PHASE_ACTIVITY = {
     "eval": "eval",
     "checkpoint": "checkpoint_save",
     "done": "other",
+    "stopping": "other",
 }
 DATA_WAIT = 3.0  # seconds of each training minute spent waiting for data
 STEPS_PER_MINUTE = 10

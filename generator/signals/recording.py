@@ -17,6 +17,7 @@ from trainsignals.generator.signals.durable import (
     LAST_PAUSE,
     LAST_STEP,
     NEWEST_START,
+    STOPPED_AT,
     carried_recordings,
 )
 from trainsignals.generator.signals.fabric import fabric_recordings
@@ -101,6 +102,11 @@ def job_recordings(ctx: RuleContext) -> dict[str, str]:
         # A clean exit (phase "done", TrainingMetrics.finish()): a completed job is no
         # incident (no progress, targets down) until a new run of it starts (durable.py).
         "job:trainsignals_phase_done:max": f"max(trainsignals_phase{ctx.raw(phase='done')})",
+        # 1 when every rank that reports announced a planned stop (phase "stopping"), 0 when
+        # one did not: a rank still training says the stop is not the whole job's.
+        "job:trainsignals_phase_stopping:all": (
+            f"min(trainsignals_phase{ctx.raw(phase='stopping')})"
+        ),
         # 1 only while every rank reports phase "train": pauses silence the training alerts.
         "job:trainsignals_phase_train:min": f"min(trainsignals_phase{ctx.raw(phase='train')})",
         # An announced pause (eval, checkpoint) on any rank: no-progress waits longer.
@@ -167,6 +173,10 @@ def durable_readings(ctx: RuleContext) -> dict[str, str]:
         # 1 from a clean exit until a new run starts; 0 while a run goes on.
         "job:trainsignals_completed:bool": (
             f"({COMPLETED_AT}{r} > bool {NEWEST_START}{r}) or 0 * {NEWEST_START}{r}"
+        ),
+        # 1 from a planned stop every rank announced until the next incarnation starts.
+        "job:trainsignals_stopped:bool": (
+            f"({STOPPED_AT}{r} > bool {NEWEST_START}{r}) or 0 * {NEWEST_START}{r}"
         ),
         # Wall time since the newest checkpoint saved or restored (the dashboards); with none
         # at all, since the job's first process.

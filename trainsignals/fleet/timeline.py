@@ -155,8 +155,9 @@ def simulate(history: History, slots: int) -> tuple[list[Minute], Truth]:
             plan_index += 1
         nodes = plan[plan_index][1]
         current: Interruption | None = stops[k] if k < len(stops) else None
-        if current is not None and t >= current.first_step_s:
-            # The restart is complete: a new incarnation with fresh counters.
+        if current is not None and t >= current.up_s:
+            # The processes are back: a new incarnation with fresh counters, in start-up (its
+            # process start time and no step yet) until its first step.
             k += 1
             incarnation += 1
             process_start, first_step = current.up_s, current.first_step_s
@@ -222,8 +223,9 @@ def simulate(history: History, slots: int) -> tuple[list[Minute], Truth]:
                 truth.productive_s -= lost
                 since_checkpoint_s = 0.0
             if t < current.down_s:
-                if current.scope == "planned":  # on-demand checkpoint before a clean stop
-                    phase, category = "checkpoint", "checkpoint"
+                if current.scope == "planned":  # on-demand checkpoint, then a clean stop
+                    # Every rank announces the stop (TrainingMetrics.stopping()) after the save.
+                    phase, category = "stopping", "checkpoint"
                     kept_progress = progress
                     last_checkpoint = kept_checkpoint = t + MINUTE
                     since_checkpoint_s = 0.0
@@ -281,7 +283,8 @@ def simulate(history: History, slots: int) -> tuple[list[Minute], Truth]:
                 account["train"] += MINUTE * (1 - DATA_WAIT_RATIO)
                 account["data_wait"] += MINUTE * DATA_WAIT_RATIO
             else:
-                account["checkpoint_save" if phase == "checkpoint" else phase] += MINUTE
+                saving = phase in ("checkpoint", "stopping")  # a planned stop saves first
+                account["checkpoint_save" if saving else phase] += MINUTE
 
         down_slots: set[int] = set()
         faults: list[tuple[int, int, Interruption]] = []

@@ -7,7 +7,9 @@ from trainsignals.metrics.model import JOB, Component, Kind, Metric
 # Phases the instrumentation reports; alert rules treat everything but "train" as a
 # legitimate pause that is bounded by the spec's `max_pause`. "done" is written on a clean
 # exit (TrainingMetrics.finish()): the job completed, its targets leaving is no incident.
-PHASES = ("startup", "warmup", "train", "eval", "checkpoint", "done")
+# "stopping" is a planned stop announced by every rank (TrainingMetrics.stopping()): a human's
+# act, so neither the exit nor the restart that follows is an incident.
+PHASES = ("startup", "warmup", "train", "eval", "checkpoint", "done", "stopping")
 
 T = Component.TRAINING
 

@@ -15,6 +15,7 @@ from trainsignals.generator.alerts.definitions import (
     loss_checkpoint,
     reachability,
     recovery,
+    restarts,
     slo_burn,
     straggler,
     training,
@@ -23,6 +24,7 @@ from trainsignals.generator.alerts.model import AlertDef
 
 DEFINITIONS: tuple[AlertDef, ...] = (
     *recovery.GROUP.definitions,
+    *restarts.GROUP.definitions,
     *training.GROUP.definitions,
     *loss_checkpoint.GROUP.definitions,
     *reachability.GROUP.definitions,

@@ -35,8 +35,13 @@ onset = FAULT_ONSET
 
 
 def completed(ctx: RuleContext) -> str:
-    """`unless` a clean exit (phase "done") was the job's last word: no incident."""
-    return f" unless on (training_job) job:trainsignals_completed:bool{ctx.recorded()} == 1"
+    """`unless` a clean exit (phase "done") or a planned stop every rank announced (phase
+    "stopping") was the job's last word: no incident, until a new incarnation starts."""
+    r = ctx.recorded()
+    return (
+        f" unless on (training_job) (job:trainsignals_completed:bool{r} == 1 "
+        f"or job:trainsignals_stopped:bool{r} == 1)"
+    )
 
 
 # The page of an incident whose restarts failed: what else the job shows is that incident.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from trainsignals.generator.alerts.definitions.recovery import completed
+from trainsignals.generator.alerts.definitions.restarts import INCIDENT_BURN, planned_stop
 from trainsignals.generator.alerts.model import (
     PROGRESS_INCIDENT,
     PROGRESS_SYMPTOM,
@@ -10,6 +11,7 @@ from trainsignals.generator.alerts.model import (
     Explains,
     Rule,
 )
+from trainsignals.generator.signals.durable import NEWEST_START
 from trainsignals.generator.signals.faults import (
     FAULT_ONSET,
     FaultCase,
@@ -101,6 +103,7 @@ def training_average(ctx: RuleContext, expr: str) -> str:
             "and data-wait alerts follow from it.",
             roles=(PROGRESS_SYMPTOM,),
         ),
+        INCIDENT_BURN,
     ),
     meaning="Fewer training ranks are scraped than the spec's shape: a rank crashed or its "
     "target is missing.",
@@ -129,7 +132,17 @@ def targets_down(ctx: RuleContext) -> Rule:
                 targets_down=lambda kind, node, m: (
                     kind == "training" and node == "node-0" and m >= onset
                 ),
-            )
+            ),
+            # Every rank announces a planned stop, then all are down for 8 minutes: a
+            # human's act, no incident (issue 26: the fleet replay paged each planned stop).
+            FaultCase(
+                "",
+                30,
+                job_fault=planned_stop,
+                targets_down=lambda kind, node, m: kind == "training" and onset < m <= onset + 8,
+                fires=False,
+                what="on a planned stop every rank announced",
+            ),
         ],
     )
 
@@ -149,22 +162,30 @@ def targets_down(ctx: RuleContext) -> Rule:
             "runbook covers it: report the stall only.",
             roles=(PROGRESS_SYMPTOM,),
         ),
+        INCIDENT_BURN,
     ),
     meaning="No step has completed for longer than the job allows (hung collective, deadlock, "
     "or a pause that never ended), while the processes are up.",
 )
 def stalled(ctx: RuleContext) -> Rule:
     o, r = ctx.spec.objectives, ctx.recorded()
+    stall_after, max_pause = ctx.seconds(o.stall_after), ctx.seconds(o.max_pause)
+    since_start = f"time() - {NEWEST_START}{r}"
     return Rule(
         # While training, the limit runs from the last step or the end of an announced pause
         # (the first step after an eval may recompile); any pause may last max_pause from the
-        # last step. Ages are carried across restarts (signals/durable.py).
-        expr=f"((job:trainsignals_last_step:age_seconds{r} > {ctx.seconds(o.stall_after):g} "
+        # last step. Ages are carried across restarts (signals/durable.py), but a stall is of
+        # processes that are up: neither limit runs before the newest incarnation started. A
+        # job back from an outage (ranks down, a node: that page's incident) or restarting in
+        # a loop (TrainingRestarted's) is not stalled (issue 26: the stall paged when a job
+        # dead for hours came back).
+        expr=f"((job:trainsignals_last_step:age_seconds{r} > {stall_after:g} "
         f"and {training(ctx)} unless on (training_job) "
-        f"time() - job:trainsignals_last_progress:timestamp{r} <= {ctx.seconds(o.stall_after):g})"
-        f" or job:trainsignals_last_step:age_seconds{r} > {ctx.seconds(o.max_pause):g})"
+        f"time() - job:trainsignals_last_progress:timestamp{r} <= {stall_after:g} "
+        f"unless on (training_job) {since_start} <= {stall_after:g})"
+        f" or (job:trainsignals_last_step:age_seconds{r} > {max_pause:g} "
+        f"unless on (training_job) {since_start} <= {max_pause:g}))" + completed(ctx),
         # A finished job's last step only gets older: no incident.
-        + completed(ctx),
         for_seconds=60,
         summary="{{ $labels.training_job }}: no training step for {{ $value | humanizeDuration }}",
         description="The slowest rank last completed a step {{ $value | humanizeDuration }} ago "
