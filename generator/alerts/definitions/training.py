@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from trainsignals.generator.alerts.definitions.recovery import completed
-from trainsignals.generator.alerts.definitions.restarts import INCIDENT_BURN, planned_stop
+from trainsignals.generator.alerts.definitions.restarts import INCIDENT_BURN, PLANNED_STOP_QUIET
 from trainsignals.generator.alerts.model import (
     PROGRESS_INCIDENT,
     PROGRESS_SYMPTOM,
@@ -133,16 +133,7 @@ def targets_down(ctx: RuleContext) -> Rule:
                     kind == "training" and node == "node-0" and m >= onset
                 ),
             ),
-            # Every rank announces a planned stop, then all are down for 8 minutes: a
-            # human's act, no incident (issue 26: the fleet replay paged each planned stop).
-            FaultCase(
-                "",
-                30,
-                job_fault=planned_stop,
-                targets_down=lambda kind, node, m: kind == "training" and onset < m <= onset + 8,
-                fires=False,
-                what="on a planned stop every rank announced",
-            ),
+            PLANNED_STOP_QUIET,
         ],
     )
 
