@@ -13,6 +13,7 @@ from trainsignals.generator.signals.peers import (
     CLOCK_RATIO_PERSISTENT,
     CLOCK_RATIO_SERIES,
     PERSIST_WINDOW,
+    gpu_peer_ratios,
 )
 from trainsignals.generator.spec.durations import format_duration
 
@@ -43,3 +44,13 @@ def test_gpu_fail_slow_reads_its_window_once(spec) -> None:
     assert rule["expr"].startswith("quantile_over_time(0.75, " + CLOCK_RATIO_SERIES)
     assert rule["expr"].endswith(f"[{format_duration(PERSIST_WINDOW)}])")
 
+
+@pytest.mark.parametrize("spec", SPECS, ids=[s.name for s in SPECS])
+def test_peer_ratios_no_alert_reads_run_in_the_slow_group(spec) -> None:
+    """The busy, tensor and power ratios feed only the "Where is it slow" panels: every 3m,
+    not every minute, where each reads every GPU. The SM clock's (GpuFailSlow) stays fast."""
+    groups = _groups(spec)
+    slow = {r["record"] for r in groups["recording-slow"]}
+    fast = {r["record"] for r in groups["recording"]}
+    assert gpu_peer_ratios() - {CLOCK_RATIO_SERIES} <= slow
+    assert CLOCK_RATIO_SERIES in fast and not gpu_peer_ratios() & fast - {CLOCK_RATIO_SERIES}

@@ -74,6 +74,13 @@ NCCL_BY = "node, comm_id, rank"
 PORT_PEERS = "training_job, device, port"
 
 
+def gpu_peer_ratios() -> frozenset[str]:
+    """Every per-GPU peer ratio: those no alert reads (all but the SM clock's, GpuFailSlow)
+    are recorded in the slow group (recording.py): four ratios over every GPU were most of the
+    global ruler's minute at 131,072 GPUs, and a dashboard's comparison needs no 1m resolution."""
+    return frozenset(peer_ratio(signal) for signal in GPU_SIGNALS)
+
+
 def peers_enabled(ctx: RuleContext) -> bool:
     return ctx.spec.shape.gpus >= MIN_GPUS
 

@@ -23,7 +23,7 @@ from trainsignals.generator.signals.fabric import fabric_recordings
 from trainsignals.generator.signals.goodput import goodput_long_recordings, goodput_recordings
 from trainsignals.generator.signals.gpu import gpu_source
 from trainsignals.generator.signals.hang_suspects import hang_suspect_recordings
-from trainsignals.generator.signals.peers import peer_recordings
+from trainsignals.generator.signals.peers import gpu_peer_ratios, peer_recordings
 from trainsignals.generator.signals.promql import RuleContext, le_label, matchers, not_regex, regex
 from trainsignals.generator.signals.slo import slo_recordings
 from trainsignals.generator.signals.straggler import (
@@ -284,13 +284,18 @@ def recording_groups(ctx: RuleContext, readers: Iterable[str] = ()) -> list[dict
     SLOW_INTERVAL: what only dashboards and postmortems read and costs the most at 16k GPUs
     (the step-time quantiles over every rank's buckets; goodput and badput over 1h and 1d, an
     increase() over an hour of every rank's activity counters), and the job-level rules no
-    alert needs (dashboard rates, the 5m badput breakdown). Per-node and per-GPU rules stay
-    fast: their panels drill into one node or GPU at full resolution. Last, where the job has
+    alert needs (dashboard rates, the 5m badput breakdown), and the per-GPU peer ratios no
+    alert reads (peers.gpu_peer_ratios). Other per-node and per-GPU rules stay fast: their
+    panels drill into one node or GPU at full resolution. Last, where the job has
     peers, the straggler's 6h baseline in a group of its own (baseline_group)."""
     fast, slow = _job_rules(ctx)
     needed = _needed(fast, readers)
+    slow_unless_read = gpu_peer_ratios()
     dashboard_only = [
-        r for r in fast if r["record"].startswith("job:") and r["record"] not in needed
+        r
+        for r in fast
+        if (r["record"].startswith("job:") or r["record"] in slow_unless_read)
+        and r["record"] not in needed
     ]
     fast_name, slow_name = group_names(ctx)[:2]
     return [
