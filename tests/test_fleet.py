@@ -20,7 +20,8 @@ from tests.conftest import require_tool
 from trainsignals.fleet.culprit import FAILSLOW_TICKET_S, judge
 from trainsignals.fleet.emit import Emitter
 from trainsignals.fleet.evaluate import AlertEpisode, _uses, apply_for, recording_tiers
-from trainsignals.fleet.history import MIX, PLANNED_STOPS, build_history, scaled_counts
+from trainsignals.fleet.ground_truth import build_history
+from trainsignals.fleet.history import MIX, PLANNED_STOPS, scaled_counts
 from trainsignals.fleet.report import render
 from trainsignals.fleet.routing import Alertmanager, Notification
 from trainsignals.fleet.run import EPOCH, Replay, run_replay

@@ -12,7 +12,8 @@ from trainsignals.generator.meta.names import NODE_INCIDENTS_ALERT as RECURRING
 from trainsignals.fleet.culprit import judge
 from trainsignals.fleet.emit import CLOCK_HZ, OWN_WORK, Emitter
 from trainsignals.fleet.failslow import LEMON_RATE_X, FailSlow, lemon_fault_count
-from trainsignals.fleet.history import MINUTE, History, Interruption, build_history
+from trainsignals.fleet.ground_truth import build_history
+from trainsignals.fleet.history import MINUTE, History, Interruption
 from trainsignals.fleet.routing import Notification
 from trainsignals.fleet.run import EPOCH, Replay
 from trainsignals.fleet.spec import fleet_spec

@@ -70,12 +70,13 @@ def test_nothing_that_pages_reads_the_slow_group(spec) -> None:
     for rule in groups["recording"]["rules"] + groups["alerts"]["rules"]:
         name = rule.get("record") or rule["alert"]
         assert not [s for s in slow if _reads(rule["expr"], s)], name
-    # The slow group reads the fast group or its own earlier rules (it runs in file order).
+    # The slow group reads the fast group or its own earlier rules (it runs in file order),
+    # or itself: a carried state no alert of this mode reads (durable.py) is slow too.
     fast = {r["record"] for r in groups["recording"]["rules"]}
     done: set[str] = set()
     for rule in groups["recording-slow"]["rules"]:
         recorded = set(re.findall(r"\b[a-z]+:[A-Za-z0-9_]+:[A-Za-z0-9_]+", rule["expr"]))
-        assert recorded <= fast | done, rule["record"]
+        assert recorded - {rule["record"]} <= fast | done, rule["record"]
         done.add(rule["record"])
 
 

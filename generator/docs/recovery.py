@@ -103,7 +103,7 @@ def recovery_markdown() -> str:
         "hardware fault that caused it, or ranks down, or else the restart itself\n"
         f"(`{TRAINING_RESTARTED}`, held while restarts keep coming: a crash loop is one page).\n"
         "A planned stop is none in either mode: every rank announces it before its clean\n"
-        'exit (`TrainingMetrics.stopping()`, phase "stopping"), and neither the exit nor\n'
+        'exit (`metrics.stopping()`, phase "stopping"), and neither the exit nor\n'
         "the restart after it pages.\n\n"
         f"{BEGIN}\n{recovery_table()}{END}\n"
     )

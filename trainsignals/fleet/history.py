@@ -178,7 +178,7 @@ def scaled_counts(days: float) -> dict[str, int]:
     return counts
 
 
-def build_history(days: float = FULL_DAYS, seed: int = 405) -> History:
+def build_interruptions(days: float = FULL_DAYS, seed: int = 405) -> History:
     rng = random.Random(seed)
     history = History(seed=seed, days=days)
     wall = history.wall_s
@@ -290,11 +290,6 @@ def build_history(days: float = FULL_DAYS, seed: int = 405) -> History:
         )
     )
     history.interruptions.sort(key=lambda i: i.fault_s)
-    from .failslow import add_failslows, add_hang_culprit, add_lemons  # (imports this)
-
-    add_lemons(history)
-    add_hang_culprit(history)
-    add_failslows(history)
     return history
 
 

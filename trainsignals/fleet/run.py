@@ -13,7 +13,8 @@ from trainsignals.generator.signals.hang_suspects import SUSPECT
 
 from .emit import Emitter, referenced_metrics, unsupported
 from .evaluate import AlertEpisode, evaluate_rules
-from .history import MINUTE, History, build_history
+from .ground_truth import build_history
+from .history import MINUTE, History
 from .prom import Prometheus
 from .routing import Alertmanager, Notification
 from .spec import fed_meta_groups, fleet_spec, generated_files, node_groups

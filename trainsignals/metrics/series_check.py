@@ -29,6 +29,11 @@ EVENT_ONLY = {
     "trainsignals_gpu_process_memory_used_bytes": "only while processes hold GPU memory",
     "trainsignals_gpu_fan_speed_ratio": "only on boards with fans",
     "DCGM_FI_DEV_XID_ERRORS": "appears with a GPU's first XID error",
+    # Recorded by the fleet's node rules (alerts/nodes.rules.yaml), not the job's: a panel
+    # reads it; it exists from a node's first hardware incident on.
+    "node:trainsignals_hardware_incidents:count30d": (
+        "recorded by alerts/nodes.rules.yaml from a node's first hardware incident on"
+    ),
     **OPTIONAL_SERIES,  # read where present, with a fallback (optional_series.py)
 }
 # Components a job may not run: fine to miss where only panels read them (they stay empty).

@@ -136,7 +136,7 @@ def restarted(ctx: RuleContext) -> Rule:
         for_seconds=60,
         summary="{{ $labels.training_job }}: the job restarted after an unexpected exit",
         description='The job\'s processes exited without a planned stop (phase "stopping" on '
-        "every rank, TrainingMetrics.stopping()) and a new incarnation started. Find why the "
+        "every rank, metrics.stopping()) and a new incarnation started. Find why the "
         "last one died (its logs, the node's kernel log, NCCL's watchdog) before it happens "
         f"again. This page holds until the job steps {healed} after its restart: a crash "
         "loop stays this one page.",
