@@ -34,11 +34,7 @@ from trainsignals.generator.deploy.sharding import split_document
 from trainsignals.generator.signals.hang_suspects import DATA_WAIT_OPEN, SUSPECT
 from trainsignals.generator.signals.peers import peer_recordings
 from trainsignals.generator.signals.promql import RuleContext
-from trainsignals.generator.signals.straggler import (
-    OWN_WORK,
-    baseline_recording,
-    straggler_recordings,
-)
+from trainsignals.generator.signals.straggler import OWN_WORK, straggler_recordings
 from trainsignals.generator.spec.durations import parse_duration
 
 from trainsignals.fleet.emit import import_openmetrics, referenced_metrics
@@ -64,12 +60,7 @@ class Culprit:
 
 
 def culprit_names(ctx: RuleContext) -> set[str]:
-    return (
-        set(straggler_recordings(ctx))
-        | set(baseline_recording(ctx))
-        | set(peer_recordings(ctx))
-        | {SUSPECT}
-    )
+    return set(straggler_recordings(ctx)) | set(peer_recordings(ctx)) | {SUSPECT}
 
 
 def _records(doc: dict) -> set[str]:

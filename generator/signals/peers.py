@@ -58,9 +58,6 @@ GPU_SIGNALS = {
 BUSY_GPU = "gpu:trainsignals_gpu_busy:gated"
 JOB_BUSY_MEDIAN = "job:trainsignals_gpu_busy:median_all"  # every GPU, busy or not
 CLOCK_RATIO_SERIES = "gpu:trainsignals_gpu_sm_clock:peer_ratio"
-# Its PERSIST_QUANTILE over PERSIST_WINDOW, recorded once: GpuFailSlow reads it in both arms
-# of its UUID join (gpu_labels.named_gpu), where the window was read twice.
-CLOCK_RATIO_PERSISTENT = "gpu:trainsignals_gpu_sm_clock:peer_ratio_q75_10m"
 
 LINK_THROUGHPUT = "node:trainsignals_ib_throughput:rate5m"
 LINK_THROUGHPUT_MEDIAN = "job:trainsignals_ib_throughput:median"
@@ -72,13 +69,6 @@ NCCL_BUSBW = "rank:trainsignals_nccl_bus_bandwidth:gbs"
 NCCL_BUSBW_RATIO = "rank:trainsignals_nccl_bus_bandwidth:peer_ratio"
 NCCL_BY = "node, comm_id, rank"
 PORT_PEERS = "training_job, device, port"
-
-
-def gpu_peer_ratios() -> frozenset[str]:
-    """Every per-GPU peer ratio: those no alert reads (all but the SM clock's, GpuFailSlow)
-    are recorded in the slow group (recording.py): four ratios over every GPU were most of the
-    global ruler's minute at 131,072 GPUs, and a dashboard's comparison needs no 1m resolution."""
-    return frozenset(peer_ratio(signal) for signal in GPU_SIGNALS)
 
 
 def peers_enabled(ctx: RuleContext) -> bool:
@@ -108,7 +98,6 @@ def gpu_peer_recordings(ctx: RuleContext) -> dict[str, str]:
         # goes to the slow group (recording.py), and fast rules read only the fast group.
         middle = f"quantile by (training_job) (0.5, {gated}) and on (training_job) {computing}"
         rules[peer_ratio(signal)] = f"({gated}) / on (training_job) group_left () ({middle}) > 0"
-    rules[CLOCK_RATIO_PERSISTENT] = persistent_low(f"{CLOCK_RATIO_SERIES}{r}", ctx)
     return rules
 
 
@@ -161,16 +150,10 @@ def peer_recordings(ctx: RuleContext) -> dict[str, str]:
     return gpu_peer_recordings(ctx) | link_peer_recordings(ctx) | nccl_peer_recordings(ctx)
 
 
-def persistent_low(series: str, ctx: RuleContext) -> str:
-    """The value most of the window's samples are below (a pause leaves gaps, not healthy
-    samples)."""
-    window = ctx.range(PERSIST_WINDOW)
-    return f"quantile_over_time({PERSIST_QUANTILE:g}, {series}[{window}])"
-
-
 def persists_below(series: str, ratio: float, ctx: RuleContext) -> str:
-    """Most of the window's samples below `ratio`."""
-    return f"{persistent_low(series, ctx)} < {ratio:g}"
+    """Most of the window's samples below `ratio` (a pause leaves gaps, not healthy samples)."""
+    window = ctx.range(PERSIST_WINDOW)
+    return f"quantile_over_time({PERSIST_QUANTILE:g}, {series}[{window}]) < {ratio:g}"
 
 
 def persists_above(series: str, floor: float, ctx: RuleContext) -> str:

@@ -24,15 +24,10 @@ from trainsignals.generator.signals.fabric import fabric_recordings
 from trainsignals.generator.signals.goodput import goodput_long_recordings, goodput_recordings
 from trainsignals.generator.signals.gpu import gpu_source
 from trainsignals.generator.signals.hang_suspects import hang_suspect_recordings
-from trainsignals.generator.signals.peers import gpu_peer_ratios, peer_recordings
+from trainsignals.generator.signals.peers import peer_recordings
 from trainsignals.generator.signals.promql import RuleContext, le_label, matchers, not_regex, regex
 from trainsignals.generator.signals.slo import slo_recordings
-from trainsignals.generator.signals.straggler import (
-    baseline_group,
-    baseline_group_name,
-    baseline_rules,
-    straggler_recordings,
-)
+from trainsignals.generator.signals.straggler import straggler_recordings
 from trainsignals.generator.spec.durations import format_duration
 
 # The slow group's interval: under Prometheus' 5m lookback with room for a late evaluation
@@ -277,15 +272,13 @@ def restart_recordings(ctx: RuleContext) -> dict[str, str]:
 
 
 def recording_rules(ctx: RuleContext) -> list[dict]:
-    """Every recording rule of the job, every group (recording_groups) in evaluation order."""
+    """Every recording rule of the job, both groups (recording_groups) in evaluation order."""
     return [rule for group in recording_groups(ctx) for rule in group["rules"]]
 
 
-def group_names(ctx: RuleContext) -> tuple[str, ...]:
-    """(fast, slow[, baseline]) recording group names: the baseline group only where the job
-    has one (baseline_group)."""
-    names = (f"trainsignals-{ctx.job}-recording", f"trainsignals-{ctx.job}-recording-slow")
-    return (*names, baseline_group_name(ctx)) if baseline_rules(ctx) else names
+def group_names(ctx: RuleContext) -> tuple[str, str]:
+    """(fast, slow) recording group names."""
+    return f"trainsignals-{ctx.job}-recording", f"trainsignals-{ctx.job}-recording-slow"
 
 
 def recording_groups(ctx: RuleContext, readers: Iterable[str] = ()) -> list[dict]:
@@ -294,20 +287,14 @@ def recording_groups(ctx: RuleContext, readers: Iterable[str] = ()) -> list[dict
     SLOW_INTERVAL: what only dashboards and postmortems read and costs the most at 16k GPUs
     (the step-time quantiles over every rank's buckets; goodput and badput over 1h and 1d, an
     increase() over an hour of every rank's activity counters), and the job-level rules no
-    alert needs (dashboard rates, the 5m badput breakdown), and the per-GPU peer ratios no
-    alert reads (peers.gpu_peer_ratios). Other per-node and per-GPU rules stay fast: their
-    panels drill into one node or GPU at full resolution. Last, where the job has
-    peers, the straggler's 6h baseline in a group of its own (baseline_group)."""
+    alert needs (dashboard rates, the 5m badput breakdown). Per-node and per-GPU rules stay
+    fast: their panels drill into one node or GPU at full resolution."""
     fast, slow = _job_rules(ctx)
     needed = _needed(fast, readers)
-    slow_unless_read = gpu_peer_ratios()
     dashboard_only = [
-        r
-        for r in fast
-        if (r["record"].startswith("job:") or r["record"] in slow_unless_read)
-        and r["record"] not in needed
+        r for r in fast if r["record"].startswith("job:") and r["record"] not in needed
     ]
-    fast_name, slow_name = group_names(ctx)[:2]
+    fast_name, slow_name = group_names(ctx)
     return [
         {"name": fast_name, "rules": [{**r} for r in fast if r not in dashboard_only]},
         {
@@ -315,7 +302,6 @@ def recording_groups(ctx: RuleContext, readers: Iterable[str] = ()) -> list[dict
             "interval": ctx.duration(SLOW_INTERVAL),
             "rules": [{**r} for r in (*dashboard_only, *slow)],
         },
-        *baseline_group(ctx),
     ]
 
 
@@ -324,7 +310,7 @@ def recorded_exprs(ctx: RuleContext) -> dict[str, tuple[str, ...]]:
     each lands in (a name can be recorded by several rules: one per SLO, one per time account)."""
     fast, slow = _job_rules(ctx)
     records: dict[str, tuple[str, ...]] = {}
-    for rule in (*fast, *slow, *baseline_rules(ctx)):
+    for rule in (*fast, *slow):
         records[rule["record"]] = (*records.get(rule["record"], ()), rule["expr"])
     return records
 

@@ -9,10 +9,9 @@ The recorded series, per rank (`node`, `rank`, `local_rank`) unless said:
 - OWN_RATE: own-work seconds per second of wall time (5m);
 - MEDIAN (per job): the median rank's OWN_RATE;
 - RATIO: OWN_RATE / MEDIAN, the score against the peers (1 = a typical rank);
-- BASELINE (per `rank`): the lower quartile of RATIO over 6h, the rank's own normal, read
-  from BASELINE_INPUT (RATIO sampled every BASELINE_INTERVAL, in a group of its own). A
-  rank that always does a little more (the last pipeline stage, uneven sequence lengths)
-  has a baseline above 1, and only what it adds to it counts;
+- BASELINE (per `rank`): the lower quartile of RATIO over 6h, the
+  rank's own normal. A rank that always does a little more (the last pipeline stage, uneven
+  sequence lengths) has a baseline above 1, and only what it adds to it counts;
 - COST: (OWN_RATE - MEDIAN x max(1, BASELINE)) / the job's stepping share: the share of the
   job's stepping time spent waiting for this rank beyond what it usually costs, i.e. the
   throughput the job would regain if the rank were back to its normal (pauses, where nobody
@@ -33,7 +32,6 @@ OWN_RATE = "rank:trainsignals_own_work:rate5m"
 MEDIAN = "job:trainsignals_own_work:median_rate5m"
 RATIO = "rank:trainsignals_own_work:ratio_median"
 BASELINE = "rank:trainsignals_own_work:ratio_median_q25_6h"
-BASELINE_INPUT = "rank:trainsignals_own_work:ratio_median_sampled"
 COST = "rank:trainsignals_straggler_cost:ratio"
 COST_JOB = "job:trainsignals_straggler_cost:max_ratio"
 STEPPING = "job:trainsignals_stepping:ratio_rate5m"  # recording.py
@@ -46,10 +44,6 @@ FOR_SECONDS = 900
 MIN_INCARNATION_AGE = 600
 BASELINE_WINDOW = 6 * 3600
 BASELINE_QUANTILE = 0.25
-# The baseline's own group's interval: RATIO sampled this often, and the 6h quantile read from
-# those samples (90 per rank instead of 360, a quarter as often: 1/16 of reading RATIO every
-# minute at 131,072 ranks). Under Prometheus' 5m lookback, so the fast group always finds it.
-BASELINE_INTERVAL = 240
 # The cost is read only while the job steps at least this share of its time: at the edges of
 # a long pause both the excess and the stepping share are small, and their quotient is noise.
 MIN_STEPPING = 0.2
@@ -70,7 +64,7 @@ def straggler_recordings(ctx: RuleContext) -> dict[str, str]:
     # median, never less than the median (a rank usually faster than the median costs the
     # job nothing until it is slower than the median).
     usual = f"(clamp_min({BASELINE}{r}, 1) * on (training_job) group_left () {MEDIAN}{r})"
-    return {
+    return baseline_recording(ctx) | {
         OWN_RATE: f"sum by ({RANK}) (rate({OWN_WORK}{ctx.raw()}[{ctx.range(300)}]))",
         MEDIAN: f"quantile(0.5, {OWN_RATE}{r})",
         RATIO: f"{OWN_RATE}{r} / on (training_job) group_left () ({MEDIAN}{r} > 0)",
@@ -81,49 +75,15 @@ def straggler_recordings(ctx: RuleContext) -> dict[str, str]:
 
 
 def baseline_recording(ctx: RuleContext) -> dict[str, str]:
-    """The 6h baseline, in its own group every BASELINE_INTERVAL (recording.py): it moves
-    slowly, and the ticket needs 15 minutes anyway. The fast group's COST reads its latest
-    value (at most one interval old). Empty for a job without peers."""
-    if not straggler_enabled(ctx):
-        return {}
-    r = ctx.recorded()
+    """The 6h baseline: in the fast group, as the ticket reads it through COST (no alert
+    reads the slow group), though it moves slowly and is the costliest read (360 samples
+    per rank)."""
     return {
-        # One sample per rank each interval: the quantile's input.
-        BASELINE_INPUT: f"{RATIO}{r}",
         # Per rank, whichever node it ran on: a rank moved to a new node by a restart keeps
         # its past (min: the node it was fastest on).
         BASELINE: f"min by (training_job, rank) (quantile_over_time({BASELINE_QUANTILE:g}, "
-        f"{BASELINE_INPUT}{r}[{ctx.range(BASELINE_WINDOW)}]))",
+        f"{RATIO}{ctx.recorded()}[{ctx.range(BASELINE_WINDOW)}]))",
     }
-
-
-def baseline_group_name(ctx: RuleContext) -> str:
-    return f"trainsignals-{ctx.job}-baseline"
-
-
-def baseline_rules(ctx: RuleContext) -> list[dict]:
-    return [
-        {"record": name, "expr": expr, "labels": ctx.job_label}
-        for name, expr in baseline_recording(ctx).items()
-    ]
-
-
-def baseline_group(ctx: RuleContext) -> list[dict]:
-    """The baseline's group, last of the job's recording groups (recording.py), or none for a
-    job without peers. Read from the fast group every minute, the baseline was the costliest
-    rule at 131,072 ranks (360 samples of each rank a minute). It is the one group a fast rule
-    reads that is not the fast group: COST, which a baseline a few minutes old changes by
-    nothing that matters (it is a 6h quantile)."""
-    rules = baseline_rules(ctx)
-    if not rules:
-        return []
-    return [
-        {
-            "name": baseline_group_name(ctx),
-            "interval": ctx.duration(BASELINE_INTERVAL),
-            "rules": rules,
-        }
-    ]
 
 
 def straggler_expr(ctx: RuleContext, cost_min: float, longest_pause: int) -> str:

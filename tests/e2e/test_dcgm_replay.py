@@ -23,7 +23,7 @@ import pytest
 import yaml
 from trainsignals.generator.dashboards.kit import panel_queries
 from trainsignals.generator.loader import load_specs
-from trainsignals.generator.signals.peers import BUSY_GPU, CLOCK_RATIO_PERSISTENT, peer_ratio
+from trainsignals.generator.signals.peers import BUSY_GPU, peer_ratio
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.simulator.job import effective_spec
 
@@ -124,8 +124,6 @@ def peer_expected(gpus: dict[str, list[Gpu]]) -> dict[str, Expected]:
     for signal, read in PEER_SIGNALS.items():
         middle = statistics.median(read(g) for g in every)
         expected[peer_ratio(signal)] = lambda g, read=read, middle=middle: read(g) / middle
-    # Steady readings: most of 10 minutes of the clock ratio is the ratio.
-    expected[CLOCK_RATIO_PERSISTENT] = expected[peer_ratio("sm_clock")]
     return expected
 
 

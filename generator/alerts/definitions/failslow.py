@@ -15,7 +15,7 @@ from trainsignals.generator.alerts.model import AlertGroup, Rule
 from trainsignals.generator.signals.fabric import fabric_enabled
 from trainsignals.generator.signals.peers import (
     CLOCK_RATIO,
-    CLOCK_RATIO_PERSISTENT,
+    CLOCK_RATIO_SERIES,
     LINK_MIN_BYTES,
     LINK_RATIO,
     LINK_RATIO_SERIES,
@@ -55,10 +55,9 @@ QUIET_FOR = 60  # minutes a quiet case runs past onset (past its pause and resta
 def gpu_fail_slow(ctx: RuleContext) -> Rule | None:
     if not peers_enabled(ctx):
         return None
-    # Most samples of the window below the ratio (peers.persists_below), recorded once.
-    persistent = f"{CLOCK_RATIO_PERSISTENT}{ctx.recorded()} < {CLOCK_RATIO:g}"
+    ratio = f"{CLOCK_RATIO_SERIES}{ctx.recorded()}"
     return Rule(
-        expr=named_gpu(ctx, persistent),
+        expr=named_gpu(ctx, persists_below(ratio, CLOCK_RATIO, ctx)),
         for_seconds=PERSIST_FOR,
         summary="{{ $labels.training_job }}: {{ $labels.node }} GPU {{ $labels.gpu }} runs at "
         "{{ $value | humanizePercentage }} of the job's median SM clock",
