@@ -31,6 +31,7 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import yaml
 
@@ -269,18 +270,7 @@ def measure(nodes: int, work: Path) -> Scale:
     log = (work / "prometheus.log").open("wb")
 
     def start() -> subprocess.Popen:
-        return reaper.spawn(
-            [
-                PROMETHEUS,
-                f"--config.file={config}",
-                f"--storage.tsdb.path={data}",
-                "--storage.tsdb.retention.time=10y",
-                f"--web.listen-address={HOST}:{port}",
-                "--web.enable-lifecycle",
-            ],
-            stdout=log,
-            stderr=log,
-        )
+        return spawn_prometheus(config, data, port, log)
 
     # The recorded history the rules' windows read (the straggler's 6h baseline...), written
     # after a first run recorded the series (bench_culprit.py).
@@ -305,6 +295,22 @@ def project(small: tuple[int, float], large: tuple[int, float]) -> tuple[float, 
     """(seconds per GPU, seconds at GPUS): linear through the two scales."""
     slope = max(0.0, (large[1] - small[1]) / (large[0] - small[0]))
     return slope, large[1] + slope * (GPUS - large[0])
+
+
+def spawn_prometheus(config: Path, data: Path, port: int, log: BinaryIO) -> subprocess.Popen:
+    """A bench Prometheus on 127.0.0.1 over a backfilled TSDB (kept: retention 10y)."""
+    return reaper.spawn(
+        [
+            PROMETHEUS,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={data}",
+            "--storage.tsdb.retention.time=10y",
+            f"--web.listen-address={HOST}:{port}",
+            "--web.enable-lifecycle",
+        ],
+        stdout=log,
+        stderr=log,
+    )
 
 
 def main() -> None:

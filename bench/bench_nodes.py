@@ -26,7 +26,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_fleet_cost import EVAL_S, group_cpu, group_durations
+from bench_fleet_cost import EVAL_S, group_cpu, group_durations, spawn_prometheus
 from trainsignals.generator.nodes.files import nodes_document
 from trainsignals.generator.signals.node_incidents import FAULT_START, INCIDENT_START
 from trainsignals.generator.spec.durations import parse_duration
@@ -34,7 +34,7 @@ from trainsignals.generator.spec.durations import parse_duration
 from trainsignals.fleet.emit import import_openmetrics
 from trainsignals.fleet.spec import JOB, fleet_spec
 from trainsignals.stacks import reaper
-from trainsignals.stacks.stack import HOST, PROMETHEUS, free_port
+from trainsignals.stacks.stack import PROMETHEUS, free_port
 
 NODES = 16_384  # 131,072 GPUs
 LEMON_SHARE = 0.012  # Kokolis et al. 2024: 1.2% of the nodes
@@ -89,18 +89,7 @@ def main() -> None:
         import_openmetrics([work / "series.om"], data)
         port = free_port()
         log = (work / "prometheus.log").open("wb")
-        process = reaper.spawn(
-            [
-                PROMETHEUS,
-                f"--config.file={config}",
-                f"--storage.tsdb.path={data}",
-                "--storage.tsdb.retention.time=10y",
-                f"--web.listen-address={HOST}:{port}",
-                "--web.enable-lifecycle",
-            ],
-            stdout=log,
-            stderr=log,
-        )
+        process = spawn_prometheus(config, data, port, log)
         try:
             wall, stamps = group_durations(port)
             cpu = group_cpu(port, process.pid, {**document, "config": str(config)}, stamps)

@@ -36,14 +36,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 import yaml
 
@@ -70,6 +68,7 @@ from bench_fleet_cost import (
     rank_series,
     rule_costs,
     short_name,
+    spawn_prometheus,
 )
 from bench_gpu_exporter import CollectOptions, own_series_per_gpu
 from trainsignals.generator.deploy.sharding import single_store_rules, split_document
@@ -199,9 +198,14 @@ def measure(nodes: int, work: Path, lead: float) -> Shard:
     )
     try:
         history = record_history(
-            lambda: _prometheus(config, data, port, log), port, data, groups, production, spec.name
+            lambda: spawn_prometheus(config, data, port, log),
+            port,
+            data,
+            groups,
+            production,
+            spec.name,
         )
-        process = _prometheus(config, data, port, log)
+        process = spawn_prometheus(config, data, port, log)
     except BaseException:
         reaper.stop([store], timeout=30)
         raise
@@ -257,21 +261,6 @@ def measure(nodes: int, work: Path, lead: float) -> Shard:
         culprit_rules,
         history,
         age,
-    )
-
-
-def _prometheus(config: Path, data: Path, port: int, log: BinaryIO) -> subprocess.Popen:
-    return reaper.spawn(
-        [
-            PROMETHEUS,
-            f"--config.file={config}",
-            f"--storage.tsdb.path={data}",
-            "--storage.tsdb.retention.time=10y",
-            f"--web.listen-address={HOST}:{port}",
-            "--web.enable-lifecycle",
-        ],
-        stdout=log,
-        stderr=log,
     )
 
 
