@@ -296,15 +296,55 @@ def finished_job_test(ctx: RuleContext, document: dict) -> dict:
     }
 
 
+def eval_after_healed_restart_test(ctx: RuleContext, document: dict) -> dict:
+    """Recovery mode manual: a crash and restart pages TrainingRestarted; the job steps again,
+    the page resolves once it is healed, and a long eval an hour later (no step for longer than
+    the healing time) does not bring it back: healed stays healed (issue 26)."""
+    heal = HEALED_AFTER_S // 60
+    eval_at = FAULT_ONSET + 60
+    eval_for = max(heal + 15, ctx.spec.objectives.max_pause // 60)
+    minutes = eval_at + eval_for + 30
+    t = JobTimeline(ctx, minutes).build()
+    restart(t, FAULT_ONSET, FAULT_ONSET + 1)
+    for m in range(eval_at, eval_at + eval_for):
+        t.phase[m] = "eval"
+        t.tokens_per_second[m] = t.steps_per_second[m] = t.data_wait_share[m] = 0.0
+    alert = TRAINING_RESTARTED
+    back = FAULT_ONSET + 1 + 2 + heal + RESOLVED_WITHIN  # up, started, healed, resolved
+    checks = incident_checks(ctx, alert, FAULT_ONSET + 2 * STEP, FAULT_ONSET + heal, back)
+    checks.append(
+        {
+            "expr": f"count_over_time({_alert(ctx, alert)}[{minutes - _up(back)}m])",
+            "eval_time": f"{minutes - minutes % STEP}m",
+            "exp_samples": [],
+        }
+    )
+    return {
+        "name": f"a restart pages {alert} until healed; a {eval_for}m eval an hour later "
+        "does not page it again",
+        "interval": f"{STEP}m",
+        "input_series": _inputs(
+            ctx,
+            t,
+            _reads(document, [alert]),
+            lambda kind, node, m: kind == "training" and FAULT_ONSET <= m <= FAULT_ONSET + 1,
+        ),
+        "promql_expr_test": checks,
+    }
+
+
 def long_tests(ctx: RuleContext, document: dict) -> list[dict]:
     """The long-horizon tests of a job, in its recovery mode."""
-    return [
+    tests = [
         dead_job_test(ctx, document),
         restart_loop_test(ctx, document),
         broken_checkpoints_test(ctx, document),
         hang_after_saves_stop_test(ctx, document),
         finished_job_test(ctx, document),
     ]
+    if not ctx.spec.recovery.automatic:
+        tests.append(eval_after_healed_restart_test(ctx, document))
+    return tests
 
 
 def long_suite(ctx: RuleContext, rule_file: str, document: dict) -> dict:
