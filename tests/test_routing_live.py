@@ -8,6 +8,11 @@ from pathlib import Path
 import pytest
 import yaml
 from trainsignals.generator.loader import load_specs
+from trainsignals.generator.meta.names import (
+    ALERTMANAGER_RELOAD_FAILED,
+    CONFIG_INCONSISTENT,
+    RULE_GROUP_SLOW,
+)
 from trainsignals.generator.routing.alertmanager import alertmanager_config
 from trainsignals.generator.spec.job import JobSpec
 
@@ -86,3 +91,23 @@ def test_a_page_still_mutes_its_consequences(tmp_path: Path) -> None:
             alert("ThroughputBelowFloor", "page", "nlp"),
         )
         assert wait_until(lambda: am.inhibited("ThroughputBelowFloor"))
+
+
+def test_a_pipeline_cause_mutes_its_symptom(tmp_path: Path) -> None:
+    """The monitoring pipeline's own alerts declare what they explain too (issue 26): a replica
+    that failed to reload is why the replicas' configurations differ, one ticket, not two."""
+    spec = user_spec(tmp_path)
+    config = alertmanager_config([spec], "# test\n")
+
+    def meta(name: str, **labels: str) -> dict[str, str]:
+        return {"alertname": name, "severity": "ticket", "team": "monitoring", **labels}
+
+    with live_alertmanager(config, tmp_path / "am") as am:
+        am.post(
+            meta(ALERTMANAGER_RELOAD_FAILED, job="alertmanager", instance="am-1:9093"),
+            meta(CONFIG_INCONSISTENT, job="alertmanager"),
+            meta(RULE_GROUP_SLOW, job="prometheus", rule_group="x"),
+        )
+        assert wait_until(lambda: am.inhibited(CONFIG_INCONSISTENT)), "symptom not muted"
+        assert am.inhibited(ALERTMANAGER_RELOAD_FAILED) is False
+        assert am.inhibited(RULE_GROUP_SLOW) is False

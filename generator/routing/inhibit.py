@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from trainsignals.generator.alerts.catalog import ALERTS, cause_depth, explained
 from trainsignals.generator.alerts.model import AlertDef, Explains
+from trainsignals.generator.meta.names import PIPELINE_ALERTS, PipelineAlert
 
 _PAGE = 'severity="page"'
 _TICKET = 'severity="ticket"'
@@ -39,6 +40,24 @@ def _declared(alerts: tuple[AlertDef, ...]) -> list[tuple[str, dict]]:
         rule = {"source_matchers": source, "target_matchers": target}
         out.append((explains.why, {**rule, "equal": list(explains.equal)}))
     return out
+
+
+def _pipeline_declared(alerts: tuple[PipelineAlert, ...]) -> list[tuple[str, dict]]:
+    """(comment, rule) per pipeline alert that declares what it explains (the monitoring
+    pipeline's own faults, generator/spec/pipeline_alerts.py): one Alertmanager cluster, one
+    Prometheus fleet, so no label need be equal."""
+    return [
+        (
+            alert.why,
+            {
+                "source_matchers": [_alternation([alert.name])],
+                "target_matchers": [_alternation(alert.explains)],
+                "equal": [],
+            },
+        )
+        for alert in alerts
+        if alert.explains
+    ]
 
 
 # (comment, rule). Alertmanager lets an inhibited source still inhibit, so chains
@@ -77,4 +96,4 @@ def _page_only(rules: tuple[tuple[str, dict], ...]) -> tuple[tuple[str, dict], .
     return tuple(out)
 
 
-INHIBIT_RULES = _page_only((*_declared(ALERTS), _SAME_ALERT))
+INHIBIT_RULES = _page_only((*_declared(ALERTS), *_pipeline_declared(PIPELINE_ALERTS), _SAME_ALERT))

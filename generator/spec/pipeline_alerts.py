@@ -22,7 +22,8 @@ class PipelineAlert:
     """One alert of the pipeline. `severity`: the default (the monitoring settings' `alerts:`
     may override a meta alert's); "none" for the heartbeat, which nobody acts on.
     `explains`: names of alerts this one is the cause of (same meaning as a job alert's
-    `explains=`); `incident`: the incident its pages belong to; `runbook`: where its runbook
+    `explains=`: generator/routing/inhibit.py makes it an inhibit rule), `why` says how;
+    `incident`: the incident its pages belong to; `runbook`: where its runbook
     comes from. `own_prometheus`: reads only the evaluating Prometheus' own metrics, so every
     shard of a sharded job evaluates it about itself."""
 
@@ -31,6 +32,7 @@ class PipelineAlert:
     severity: str
     owner: str = MONITORING
     explains: tuple[str, ...] = ()
+    why: str = ""
     incident: str | None = None
     runbook: str = "generator/meta/files.py"
     own_prometheus: bool = False
@@ -42,6 +44,8 @@ class PipelineAlert:
             raise ValueError(f"{self.name}: severity {self.severity!r}")
         if self.name in self.explains:
             raise ValueError(f"{self.name}: an alert never explains itself")
+        if self.explains and not self.why:
+            raise ValueError(f"{self.name}: say `why` it explains {self.explains}")
 
 
 ONCALL_ALERT = "OncallPageLoadHigh"
@@ -73,7 +77,14 @@ PIPELINE_ALERTS: tuple[PipelineAlert, ...] = (
     PipelineAlert(TICKET_NOTIFICATIONS_FAILING, "meta", "ticket"),
     PipelineAlert(CLUSTER_DEGRADED, "meta", "ticket"),
     PipelineAlert(PROMETHEUS_RELOAD_FAILED, "meta", "ticket", own_prometheus=True),
-    PipelineAlert(ALERTMANAGER_RELOAD_FAILED, "meta", "ticket"),
+    PipelineAlert(
+        ALERTMANAGER_RELOAD_FAILED,
+        "meta",
+        "ticket",
+        explains=(CONFIG_INCONSISTENT,),
+        why="A replica that failed to reload keeps routing with the old configuration: the "
+        "replicas' configurations differ because of it, one incident.",
+    ),
     PipelineAlert(CONFIG_INCONSISTENT, "meta", "ticket"),
     PipelineAlert(TARGETS_VANISHED, "meta", "page"),
     # The team paged too often gets the ticket (its `team` label is the counted team's), but
