@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from trainsignals.generator.output.yaml import dump
 from trainsignals.generator.routing.inhibit import INHIBIT_RULES
 from trainsignals.generator.routing.receivers import _receiver_config
+from trainsignals.generator.signals.recording import HARDWARE_FAULT_LABEL
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.generator.spec.receivers import Receiver, Routing
 
@@ -19,6 +20,9 @@ if TYPE_CHECKING:  # only in annotations
     from trainsignals.generator.spec.monitoring import MonitoringSettings
 
 SEVERITIES = ("page", "ticket")
+# A hardware fault's pages are grouped by the part that failed, not by alert name.
+HARDWARE_FAULT_MATCHER = f'{HARDWARE_FAULT_LABEL[0]}="{HARDWARE_FAULT_LABEL[1]}"'
+HARDWARE_GROUP_BY = ("training_job", "node", "gpu")
 
 # Pages notify fast and repeat while unresolved; tickets wait and batch.
 DEFAULT_TIMING: dict[str, dict[str, str]] = {
@@ -150,6 +154,19 @@ def alertmanager_config(
             else:
                 uses_email = uses_email or receiver.kind == "email"
                 receivers.append(_receiver_config(name, receiver))
+            if severity == "page":
+                # One faulty part, one incident: the alerts a GPU or node fault raises
+                # (GpuXidCritical{xid="48"} and GpuUncorrectableEccErrors, a minute or more
+                # apart) share one group, so PagerDuty opens one incident, whichever fires
+                # first (inhibition only helps when the cause is first).
+                children.append(
+                    {
+                        "receiver": name,
+                        "matchers": [f'severity="{severity}"', HARDWARE_FAULT_MATCHER],
+                        "group_by": list(HARDWARE_GROUP_BY),
+                        **_timing(timing, severity),
+                    }
+                )
             children.append(
                 {
                     "receiver": name,
@@ -198,7 +215,8 @@ def alertmanager_config(
         parts.append(dump({"global": global_section}))
     parts.append(
         _comment(
-            "Alerts are grouped per training job and alert name. Each team's alerts go to "
+            "Alerts are grouped per training job and alert name (a hardware fault's pages per "
+            "node and GPU: one faulty part, one incident). Each team's alerts go to "
             "<team>-page (fast, repeated every few hours) or <team>-ticket (waits and batches); "
             f"anything no route matches (no team or severity) ends in `{root}`"
             + (

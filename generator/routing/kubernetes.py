@@ -12,7 +12,11 @@ from __future__ import annotations
 
 import re
 
-from trainsignals.generator.routing.alertmanager import DEFAULT_TIMING, SEVERITIES
+from trainsignals.generator.routing.alertmanager import (
+    DEFAULT_TIMING,
+    HARDWARE_GROUP_BY,
+    SEVERITIES,
+)
 from trainsignals.generator.routing.check import emitted
 from trainsignals.generator.routing.inhibit import INHIBIT_RULES
 from trainsignals.generator.routing.receivers import (
@@ -22,6 +26,7 @@ from trainsignals.generator.routing.receivers import (
     _SLACK_TEXT,
     _SLACK_TITLE,
 )
+from trainsignals.generator.signals.recording import HARDWARE_FAULT_LABEL
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.generator.spec.receivers import Receiver, Routing
 from trainsignals.generator.spec.secrets import SecretRef
@@ -107,17 +112,23 @@ def _teams(spec: JobSpec) -> list[tuple[str, str, Routing, str]]:
 
 
 def _team_route(prefix: str, team: str, severities: list[str]) -> dict:
-    return {
-        "matchers": [{"name": "team", "matchType": "=", "value": team}],
-        "routes": [
-            {
-                "receiver": f"{prefix}{severity}",
-                "matchers": [{"name": "severity", "matchType": "=", "value": severity}],
-                **_timing(severity),
-            }
-            for severity in severities
-        ],
-    }
+    routes = []
+    for severity in severities:
+        by_severity = {"name": "severity", "matchType": "=", "value": severity}
+        if severity == "page":  # one faulty part, one incident (as in alertmanager.yaml)
+            name, value = HARDWARE_FAULT_LABEL
+            routes.append(
+                {
+                    "receiver": f"{prefix}{severity}",
+                    "matchers": [by_severity, {"name": name, "matchType": "=", "value": value}],
+                    "groupBy": list(HARDWARE_GROUP_BY),
+                    **_timing(severity),
+                }
+            )
+        routes.append(
+            {"receiver": f"{prefix}{severity}", "matchers": [by_severity], **_timing(severity)}
+        )
+    return {"matchers": [{"name": "team", "matchType": "=", "value": team}], "routes": routes}
 
 
 def _severities(spec: JobSpec, team: str, routing: Routing) -> list[str]:

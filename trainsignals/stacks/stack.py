@@ -117,6 +117,7 @@ class Notification:
     sender: str = ""  # the sending Alertmanager's external URL
     answered: int = 200  # HTTP status the receiver gave the POST
     annotations: dict[str, str] = field(default_factory=dict)  # as rendered at notification
+    group_key: str = ""  # Alertmanager's group key: PagerDuty's dedup key, one per incident
 
 
 class WebhookReceiver:
@@ -168,6 +169,7 @@ class WebhookReceiver:
                     sender=payload.get("externalURL", ""),
                     answered=answered,
                     annotations=dict(alert.get("annotations", {})),
+                    group_key=payload.get("groupKey", ""),
                 )
                 for alert in payload.get("alerts", [])
             ]
