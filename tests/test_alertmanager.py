@@ -140,7 +140,11 @@ def test_routing_tree_and_timing() -> None:
         ['team="gpu-infra"'],
         ['team="ml-research"'],
     ]
-    page, ticket = route["routes"][0]["routes"]
+    hardware, page, ticket = route["routes"][0]["routes"]
+    # A hardware fault's pages: one group per faulty part (node, GPU), the same receiver.
+    assert hardware["matchers"] == ['severity="page"', 'fault_class="hardware"']
+    assert hardware["group_by"] == ["training_job", "node", "gpu"]
+    assert hardware["receiver"] == "applied-ml-page"
     assert page["matchers"] == ['severity="page"'] and page["receiver"] == "applied-ml-page"
     assert (page["group_wait"], page["group_interval"], page["repeat_interval"]) == (
         "30s",
@@ -163,8 +167,9 @@ def test_timing_overrides() -> None:
     route = yaml.safe_load(text)["route"]
     assert route["group_wait"] == "2s"
     for team in route["routes"]:
-        page, ticket = team["routes"]
-        assert page["group_wait"] == "1s" and page["repeat_interval"] == "4h"
+        hardware, page, ticket = team["routes"]
+        assert hardware["group_wait"] == page["group_wait"] == "1s"
+        assert page["repeat_interval"] == "4h"
         assert ticket["group_wait"] == "30s"  # the default: untouched by the override
 
 

@@ -174,9 +174,16 @@ def test_alertmanager_config_routes_by_severity_with_secret_references() -> None
     (team,) = spec["route"]["routes"]
     assert team["matchers"] == [{"name": "team", "matchType": "=", "value": "applied-ml"}]
     assert [(r["receiver"], r["matchers"][0]["value"]) for r in team["routes"]] == [
+        ("page", "page"),  # a hardware fault's pages, grouped by node and GPU
         ("page", "page"),
         ("ticket", "ticket"),
     ]
+    assert team["routes"][0]["matchers"][1] == {
+        "name": "fault_class",
+        "matchType": "=",
+        "value": "hardware",
+    }
+    assert team["routes"][0]["groupBy"] == ["training_job", "node", "gpu"]
     receivers = {r["name"]: r for r in spec["receivers"]}
     assert receivers["page"]["pagerdutyConfigs"][0]["routingKey"] == {
         "name": "applied-ml-pagerduty",
