@@ -113,3 +113,49 @@ def test_each_long_incident_is_one_group_notified_once(mode: str, tmp_path: Path
         expected = 2 if job == "flapped" else 1
         assert len(firing) == expected, (job, got)
         assert len({n.notification for n in got if n.status == "resolved"}) == expected, job
+
+
+# One faulty part, one PagerDuty incident: the pages a GPU fault raises reach the pager as one
+# notification group whichever fires first. Inhibition (GpuUncorrectableEccErrors mutes
+# GpuXidCritical{xid="48"}) only helps when the cause fires first; the 54-day fleet replay
+# (manual mode) saw the XID page minutes before the ECC page: two incidents.
+def test_a_gpu_fault_is_one_group_whichever_alert_fires_first(tmp_path: Path) -> None:
+    spec = JobSpec.model_validate({**BASE, "recovery": {"mode": "manual"}})
+    ctx = RuleContext(spec)
+    rendered = {a.name: render_alert(ctx, a)["labels"] for a in alert_rules(ctx)}
+
+    def page(name: str, **labels: str) -> dict[str, str]:
+        return {**rendered[name], "alertname": name, "training_job": spec.name, **labels}
+
+    part = {"node": "gpu-node-17.cluster.local", "gpu": "6"}
+    xid = page("GpuXidCritical", xid="48", **part)
+    ecc = page("GpuUncorrectableEccErrors", **part)
+    other_gpu = page("GpuXidCritical", xid="79", node=part["node"], gpu="2")
+    receiver = WebhookReceiver()
+    receiver.start()
+    try:
+        config = alertmanager_config(
+            [spec], "# test\n", local_webhook_base=receiver.url, timing=FAST_TIMING
+        )
+        with live_alertmanager(config, tmp_path / "am") as am:
+            am.post(xid, other_gpu)  # the XID first ...
+            ok = wait_until(lambda: len({n.notification for n in receiver.snapshot()}) >= 2)
+            assert ok, [(n.notification, n.alertname, n.severity) for n in receiver.snapshot()]
+            time.sleep(1.5)
+            am.post(xid, other_gpu, ecc)  # ... the ECC counter a scrape later
+            assert wait_until(
+                lambda: any(n.alertname == ecc["alertname"] for n in receiver.snapshot())
+            )
+            time.sleep(2.5)  # a few group intervals: a second group would have notified
+    finally:
+        receiver.stop()
+    groups: dict[str, set[tuple[str, str]]] = {}  # group key -> (alert, gpu) in it
+    for n in receiver.snapshot():
+        assert n.severity == "page" and n.group_key
+        groups.setdefault(n.group_key, set()).add((n.alertname, n.labels.get("gpu", "")))
+    # The XID and the ECC page of GPU 6: one group (the XID muted once its cause fires).
+    # GPU 2 of the same node is another part, another group.
+    assert sorted(groups.values(), key=sorted) == sorted(
+        [{("GpuXidCritical", "6"), ("GpuUncorrectableEccErrors", "6")}, {("GpuXidCritical", "2")}],
+        key=sorted,
+    ), groups
