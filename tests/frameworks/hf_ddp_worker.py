@@ -61,6 +61,12 @@ def main(out: Path) -> None:
     values["world_size"] = callback.metrics.world_size
     rank = os.environ["RANK"]
     (out / f"rank{rank}.json").write_text(json.dumps(values), encoding="utf-8")
+    # Tear gloo down before the interpreter does: left to exit, a rank's gloo threads can be
+    # destroyed while joinable ("terminate called without an active exception", SIGABRT),
+    # which failed CI once. PyTorch asks every program to do this.
+    if torch.distributed.is_initialized():
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
