@@ -22,7 +22,7 @@ PEER_SCENARIOS: tuple[dict, ...] = (
         timeline=f"From fault_at GPU 0 of node 0 clocks at {THROTTLE:.0%} of its peers without a "
         "throttle reason (a silent fail-slow); the synchronous job slows to that GPU's pace "
         f"(MFU still above its floor). {GPU_FAIL_SLOW} is a ticket naming node 0, GPU 0 "
-        "~15-20m after onset.",
+        "~10-15m after onset.",
         fault=dict(slow_gpus=((0, 0, THROTTLE),), speed=0.8),
         expected_alerts={GPU_FAIL_SLOW: "ticket"},
         duration=30 * MINUTE + 35 * MINUTE,
@@ -33,7 +33,7 @@ PEER_SCENARIOS: tuple[dict, ...] = (
         timeline=f"From fault_at port mlx5_0/1 of node 0 moves {LINK_LEFT:.0%} of its peers' "
         "traffic and waits 20x longer to transmit (a link trained down, a congested switch port); "
         f"training continues, slower. {NODE_LINK_DEGRADED} is a ticket naming node 0, "
-        "mlx5_0 port 1 ~20m after onset.",
+        "mlx5_0 port 1 ~10-15m after onset.",
         fault=dict(slow_links=((0, LINK_LEFT, 20.0),), speed=0.85),
         expected_alerts={NODE_LINK_DEGRADED: "ticket"},
         duration=30 * MINUTE + 35 * MINUTE,

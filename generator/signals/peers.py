@@ -44,7 +44,7 @@ WAIT_FLOOR = 1e6
 # Persistence: the share of a window's samples that must deviate, the window, and the `for`.
 PERSIST_QUANTILE = 0.75
 PERSIST_WINDOW = 600
-PERSIST_FOR = 300
+PERSIST_FOR = 120
 MIN_GPUS = 4  # fewer GPUs have no median worth comparing with
 
 GPU_BY = "training_job, node, gpu"

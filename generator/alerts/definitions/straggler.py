@@ -68,7 +68,7 @@ def _slow_rank(rule_ctx: RuleContext, minutes: int) -> list[RawSeries]:
     node_scoped=True,
     meaning="One rank's own work (step time less data wait and collectives) is above the "
     "job's median by enough to cost the job throughput, beyond what that rank usually costs, "
-    "for 15 minutes: a slow host, GPU or neighbour on its node.",
+    f"for {FOR_SECONDS // 60} minutes: a slow host, GPU or neighbour on its node.",
 )
 def training_straggler(ctx: RuleContext) -> Rule | None:
     if not straggler_enabled(ctx):
