@@ -37,7 +37,7 @@ CULPRIT_SCENARIOS: tuple[dict, ...] = (
         f"{HOST_SLOW - 1:.0%} more own work per step; the other ranks wait for them in the "
         "collectives, so every rank's step time grows alike (the job slows ~24%, MFU still "
         f"above its floor) and only own work differs. {TRAINING_STRAGGLER} is a ticket naming "
-        f"the last node and its ranks ~10-15m after onset; its GPUs keep their clocks (no "
+        f"the last node and its ranks ~25-30m after onset; its GPUs keep their clocks (no "
         f"{GPU_FAIL_SLOW}).",
         fault=dict(slow_hosts=((SLOW_NODE, HOST_SLOW),)),
         expected_alerts={TRAINING_STRAGGLER: "ticket"},

@@ -229,8 +229,12 @@ class DcgmExporter(GpuSource):
         labels = {**self.ctx.spec.selector_labels, "Hostname": node, "gpu": str(gpu)}
         return labels | {"UUID": test_uuid(node, gpu)}
 
-    def identity(self) -> str:
-        present = f"{self._m('DEV_GPU_UTIL')} or {self._m('DEV_FB_USED', True)}"
+    def identity(self, seen_within: str | None = None) -> str:
+        def field(name: str, instances: bool | None = None) -> str:
+            raw = self._raw(name, instances)
+            return self._node(f"last_over_time({raw}[{seen_within}])" if seen_within else raw)
+
+        present = f"{field('DEV_GPU_UTIL')} or {field('DEV_FB_USED', True)}"
         uuid = f'label_replace({present}, "uuid", "$1", "UUID", "(.+)")'
         return f"group by (node, gpu, uuid) ({uuid})"
 
@@ -253,8 +257,9 @@ class DcgmExporter(GpuSource):
     def test_series(self, signal: str, node: str, gpu: int, values: list) -> list[RawSeries]:
         labels = self._labels(node, gpu)
 
-        def scaled(factor: float) -> list:
-            return [None if v is None else v * factor for v in values]
+        def scaled(factor: float, offset: float = 0.0) -> list:
+            # None (missing) and STALE (a staleness marker) pass through.
+            return [v if v is None or isinstance(v, str) else offset + v * factor for v in values]
 
         if signal == "memory_used_ratio":
             total = 81559
@@ -263,7 +268,7 @@ class DcgmExporter(GpuSource):
                 RawSeries(
                     "DCGM_FI_DEV_FB_FREE",
                     labels,
-                    [None if v is None else total - v * total for v in values],
+                    scaled(-total, offset=total),
                 ),
             ]
         if signal.startswith("xid:"):

@@ -78,8 +78,9 @@ class GpuSource:
         """Per MIG GPU instance: memory used ratio, SM activity, tensor activity."""
         raise NotImplementedError
 
-    def identity(self) -> str:
-        """1 per GPU with its `uuid`: joined into per-GPU alerts to name the board."""
+    def identity(self, seen_within: str | None = None) -> str:
+        """1 per GPU with its `uuid`: joined into per-GPU alerts to name the board. With
+        `seen_within` (a range), every GPU reported in that window (last_over_time)."""
         raise NotImplementedError
 
     def test_series(self, signal: str, node: str, gpu: int, values: list) -> list[RawSeries]:
@@ -90,6 +91,11 @@ class GpuSource:
         return [
             s for name, values in signals.items() for s in self.test_series(name, node, gpu, values)
         ]
+
+
+def _is_gap(value: float | str | None) -> bool:
+    """A missing sample (None) or a staleness marker (a string): kept as is, not scaled."""
+    return value is None or isinstance(value, str)
 
 
 class OwnExporter(GpuSource):
@@ -107,8 +113,9 @@ class OwnExporter(GpuSource):
             f"max by (node, gpu, xid) ({counter} unless {counter} offset {window})"
         )
 
-    def identity(self) -> str:
-        return f"group by (node, gpu, uuid) ({self._m('up')})"
+    def identity(self, seen_within: str | None = None) -> str:
+        up = f"last_over_time({self._m('up')}[{seen_within}])" if seen_within else self._m("up")
+        return f"group by (node, gpu, uuid) ({up})"
 
     def recordings(self) -> dict[str, str]:
         ctx, m = self.ctx, self._m
@@ -192,9 +199,13 @@ class OwnExporter(GpuSource):
                 RawSeries(
                     "trainsignals_gpu_memory_used_bytes",
                     labels,
-                    [None if v is None else v * total for v in values],
+                    [v if _is_gap(v) else v * total for v in values],
                 ),
-                RawSeries("trainsignals_gpu_memory_total_bytes", labels, [total] * len(values)),
+                RawSeries(
+                    "trainsignals_gpu_memory_total_bytes",
+                    labels,
+                    [v if _is_gap(v) else total for v in values],
+                ),
             ]
         if signal in ("thermal_throttle", "power_throttle"):
             reason = (

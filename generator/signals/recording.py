@@ -41,6 +41,8 @@ SLOW_INTERVAL = 180
 STEP_TIME_QUANTILES = {"p50": 0.5, "p95": 0.95}
 # How long the job's targets count as expected after rank 0 was last seen: a day.
 COMPLETION_MEMORY_S = 86400
+# How long a GPU's UUID is remembered after its series vanish: past the 10m windows GPU alerts read.
+UUID_HELD_S = 900
 # Every rank's step-time buckets rated and summed by `le` (job level, one series per bucket).
 STEP_BUCKET_RATE = "job:trainsignals_step_duration_seconds_bucket:rate5m"
 
@@ -328,7 +330,14 @@ def _job_rules(ctx: RuleContext) -> tuple[tuple[dict, ...], tuple[dict, ...]]:
         return last[1], last[2]
     source = gpu_source(ctx)
     gpu = source.recordings() | source.mig_recordings()
-    gpu["gpu:trainsignals_gpu_uuid:info"] = source.identity()
+    # A GPU's UUID outlives its series by UUID_HELD_S: a drained node's or a dropped GPU's
+    # alerts still read 10-minute windows, and losing the UUID would change their labels (one
+    # alert resolves, a UUID-less one fires a `for` later: a second page). A reported GPU
+    # keeps its current UUID; of a vanished one's (a swap just before), topk keeps one.
+    held = source.identity(ctx.range(UUID_HELD_S))
+    gpu["gpu:trainsignals_gpu_uuid:info"] = (
+        f"{source.identity()} or on (node, gpu) topk by (node, gpu) (1, {held})"
+    )
     gpu["node:trainsignals_gpus:count"] = (
         f"count by (node) (gpu:trainsignals_gpu_up:value{ctx.recorded()})"
     )

@@ -3,6 +3,8 @@ infra tickets otherwise (the node itself: reachability.py; degraded GPUs: gpu_co
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from trainsignals.generator.alerts.definitions.gpu_conditions import GPU_EXPORTER_NVML_ERRORS
 from trainsignals.generator.alerts.definitions.gpu_labels import GPU_ID, named_gpu
 from trainsignals.generator.alerts.definitions.training import TRAINING_TARGETS_DOWN
@@ -10,6 +12,7 @@ from trainsignals.generator.alerts.model import PROGRESS_SYMPTOM, AlertGroup, Ex
 from trainsignals.generator.signals.faults import FAULT_ONSET, GPU_HEALTHY, FaultCase, after
 from trainsignals.generator.signals.gpu import gpu_source
 from trainsignals.generator.signals.promql import RuleContext
+from trainsignals.generator.signals.series_notation import STALE
 from trainsignals.generator.spec.durations import format_duration
 
 GROUP = AlertGroup()
@@ -151,7 +154,18 @@ def gpu_uncorrectable_ecc(ctx: RuleContext) -> Rule:
         threshold="> 0 in 10m",
         window="10m",
         faults=[
-            FaultCase("", 4, labels=GPU_ID, gpu_overrides={"ecc_uncorrected": after(onset, 2, 0)})
+            FaultCase("", 4, labels=GPU_ID, gpu_overrides={"ecc_uncorrected": after(onset, 2, 0)}),
+            # The restart drains the node: every series of the GPU ends. The alert still
+            # reads its 10m window, and must keep its labels (the UUID included) while it
+            # does: a label change is a resolve and a new alert, a second page.
+            FaultCase(
+                "",
+                3,
+                labels=GPU_ID,
+                gpu_overrides=_drained(ecc_uncorrected=2),
+                holds_for=5,
+                what="on a GPU drained 2m after the error (its series vanish)",
+            ),
         ],
     )
 
@@ -224,6 +238,30 @@ def gpu_xid_error(ctx: RuleContext) -> Rule:
             )
         ],
     )
+
+
+DRAINED_AFTER = 2  # minutes after onset
+
+
+def _drained(**faulty: float) -> dict[str, Callable[[int], float | str | None]]:
+    """GPU 0's signals: healthy (or `faulty` from onset) until the node is drained, then a
+    staleness marker as Prometheus writes for a vanished target, then nothing. The
+    throttle reasons stay (DCGM adds them into one bitmask series)."""
+
+    def series(healthy: float, fault: float | None) -> Callable[[int], float | str | None]:
+        def value(minute: int) -> float | str | None:
+            if minute < onset + DRAINED_AFTER:
+                return fault if fault is not None and minute >= onset else healthy
+            return STALE if minute == onset + DRAINED_AFTER else None
+
+        return value
+
+    kept = ("thermal_throttle", "power_throttle")
+    return {
+        signal: series(healthy, faulty.get(signal))
+        for signal, healthy in GPU_HEALTHY.items()
+        if signal not in kept
+    }
 
 
 def _failed_then_drained(minute: int) -> float | None:
