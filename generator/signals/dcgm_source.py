@@ -31,6 +31,7 @@ from trainsignals.generator.signals.gpu_sources import (
     test_uuid,
 )
 from trainsignals.generator.signals.promql import Op
+from trainsignals.generator.signals.series_notation import is_gap
 from trainsignals.generator.signals.xid_catalog import with_xid_action
 
 # NVML clocks-event (throttle) reason bits: 0x20 sw thermal, 0x40 hw thermal slowdown;
@@ -258,8 +259,7 @@ class DcgmExporter(GpuSource):
         labels = self._labels(node, gpu)
 
         def scaled(factor: float, offset: float = 0.0) -> list:
-            # None (missing) and STALE (a staleness marker) pass through.
-            return [v if v is None or isinstance(v, str) else offset + v * factor for v in values]
+            return [v if is_gap(v) else offset + v * factor for v in values]
 
         if signal == "memory_used_ratio":
             total = 81559

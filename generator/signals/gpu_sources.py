@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainsignals.generator.signals.promql import Op, RuleContext, matchers, not_regex, regex
+from trainsignals.generator.signals.series_notation import is_gap
 from trainsignals.generator.signals.xid_catalog import with_xid_action
 
 from trainsignals.metrics.gpu_exporter import POWER_THROTTLE_REASONS, THERMAL_THROTTLE_REASONS
@@ -91,11 +92,6 @@ class GpuSource:
         return [
             s for name, values in signals.items() for s in self.test_series(name, node, gpu, values)
         ]
-
-
-def _is_gap(value: float | str | None) -> bool:
-    """A missing sample (None) or a staleness marker (a string): kept as is, not scaled."""
-    return value is None or isinstance(value, str)
 
 
 class OwnExporter(GpuSource):
@@ -199,12 +195,12 @@ class OwnExporter(GpuSource):
                 RawSeries(
                     "trainsignals_gpu_memory_used_bytes",
                     labels,
-                    [v if _is_gap(v) else v * total for v in values],
+                    [v if is_gap(v) else v * total for v in values],
                 ),
                 RawSeries(
                     "trainsignals_gpu_memory_total_bytes",
                     labels,
-                    [v if _is_gap(v) else total for v in values],
+                    [v if is_gap(v) else total for v in values],
                 ),
             ]
         if signal in ("thermal_throttle", "power_throttle"):

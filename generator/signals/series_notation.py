@@ -21,6 +21,12 @@ def _number(value: float) -> str:
 # A staleness marker, as Prometheus writes when a target leaves service discovery.
 STALE = "stale"
 
+
+def is_gap(value: float | str | None) -> bool:
+    """A missing sample (None) or a staleness marker: no number to scale, kept as it is."""
+    return value is None or value == STALE
+
+
 # Encodings of one job's test file, keyed by the samples' exact bits (None: not collecting).
 # A job's fault tests repeat the healthy series (llama-8b: 1,970 series, 450 distinct), so each
 # distinct one is encoded once; the memo lives only as long as one `shared_encodings()` block.
