@@ -63,9 +63,9 @@ def main(out: Path) -> None:
     (out / f"rank{rank}.json").write_text(json.dumps(values), encoding="utf-8")
     # Tear gloo down before the interpreter does: left to exit, a rank's gloo threads can be
     # destroyed while joinable ("terminate called without an active exception", SIGABRT),
-    # which failed CI once. PyTorch asks every program to do this.
+    # which failed CI once. PyTorch asks every program to do this. No barrier first: one hung
+    # a clean-clone run for the test's whole 300 s after training had ended.
     if torch.distributed.is_initialized():
-        torch.distributed.barrier()
         torch.distributed.destroy_process_group()
 
 
