@@ -20,6 +20,7 @@ FLAP_DOWN = 30  # simulated seconds each flap stays down
 HCAS = 2  # ports per node (mlx5_0 and mlx5_1, port 1 each); the fault hits mlx5_0
 RAIL_BYTES = 5e9  # bytes per simulated second each way while the ranks step
 RAIL_WAIT = 5e5  # transmit-wait ticks per simulated second meanwhile (a little congestion)
+RAIL_RATE = 5e10  # the link rate a port trained at (bytes/s: 4 lanes of NDR, 400 Gb/s)
 IDLE_SHARE = 0.001  # what a port still carries in a pause (heartbeats, the rendezvous store)
 
 
@@ -34,6 +35,7 @@ class Port:
     data_transmitted: float = 0.0
     data_received: float = 0.0
     transmit_wait: float = 0.0
+    rate: float = RAIL_RATE
 
     def go_down(self) -> None:
         if self.state == ACTIVE:
@@ -76,12 +78,14 @@ class NodeFabric:
 
     def carry(self, seconds: float, busy: bool, slow: tuple[float, float] = (1.0, 1.0)) -> None:
         """`seconds` of traffic on every active port; `slow`: (throughput, transmit wait)
-        factors of the faulty port (a degraded link moves less and waits more)."""
+        factors of the faulty port (a degraded link moves less and waits more). A port moving
+        less has trained down to the lanes that carry it: half of them, a quarter below 25%."""
         share = 1.0 if busy else IDLE_SHARE
         for key, port in self.ports.items():
             if port.state != ACTIVE:
                 continue
             moved, waited = slow if key == ("mlx5_0", "1") else (1.0, 1.0)
+            port.rate = RAIL_RATE * (1.0 if moved >= 1 else 0.5 if moved > 0.25 else 0.25)
             data = RAIL_BYTES * share * moved * seconds
             port.data_transmitted += data
             port.data_received += data
@@ -92,6 +96,7 @@ class NodeFabric:
         gauges = {
             "state_id": ("State of the InfiniBand port (4: active)", "state"),
             "physical_state_id": ("Physical state of the port (5: link up)", "physical"),
+            "rate_bytes_per_second": ("Maximum signal transfer rate", "rate"),
         }
         counters = {
             "link_downed": ("Times the link went down", "link_downed"),

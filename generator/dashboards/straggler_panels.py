@@ -13,7 +13,9 @@ from trainsignals.generator.dashboards.kit import GREEN, RED, PanelBuilder
 from trainsignals.generator.signals.straggler import (
     COST,
     COST_JOB,
+    FOR_SECONDS,
     RATIO,
+    SMOOTHING,
     straggler_enabled,
 )
 
@@ -32,7 +34,8 @@ def straggler_panels(b: PanelBuilder) -> list[g.Panel]:
         f"The {TOP_K} ranks costing the job the most throughput beyond their usual: own work "
         "(step time less data and collective waits) above the median rank's and above the "
         f"rank's own 6h baseline, as a share of the job's stepping time. {TRAINING_STRAGGLER} "
-        f"tickets at {cost:.0%} (5m average, for 15m). The dashed line is that threshold; "
+        f"tickets at {cost:.0%} ({SMOOTHING // 60}m average, for {FOR_SECONDS // 60}m). The "
+        "dashed line is that threshold; "
         "'job' is what the slowest rank costs, its usual excess included.",
         [
             b.target(f"topk({TOP_K}, {COST}{r})", "rank {{rank}} {{node}} GPU {{local_rank}}", "A"),

@@ -25,12 +25,14 @@ from trainsignals.generator.signals.straggler import (
     OWN_WORK,
     SMOOTHING,
     STARTED,
+    STEP_SECONDS,
     straggler_enabled,
 )
 from trainsignals.generator.signals.test_inputs import TestInputs
 
-# What the rules read of the reporting ranks: own work, start time, time accounts (stepping).
-_READS = frozenset({OWN_WORK, STARTED, "trainsignals_time_seconds_total"})
+# What the rules read of the reporting ranks: own work, step seconds, start time, time accounts
+# (stepping).
+_READS = frozenset({OWN_WORK, STEP_SECONDS, STARTED, "trainsignals_time_seconds_total"})
 PEERS = 5  # extra healthy ranks: the median stays a healthy rank's with two odd ones
 FIRES_AFTER = SMOOTHING // 60 + FOR_SECONDS // 60 + 3  # minutes after onset
 Factor = Callable[[int], float]  # minute -> own work relative to a healthy rank's

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 
 FABRIC_PORT = {"device": "mlx5_0", "port": "1"}  # the port the fault cases break
 SPARE = {"device": "mlx5_1", "port": "1"}  # a healthy port next to it
+LINK_RATE = 5e10  # bytes/s: 4 lanes of NDR (400 Gb/s)
 COUNTERS = ("symbol_error", "port_errors_received", "link_error_recovery")
 # A healthy rail per minute: 5 GB/s each way, little transmit wait (ticks).
 TRAFFIC = (
@@ -47,6 +48,9 @@ def ib_series(
             RawSeries(f"node_infiniband_port_{c}_total", labels, [per_minute * m for m in minutes_])
             for c, per_minute in TRAFFIC
         ]
+        # The rate the link trained at: a port going down keeps reporting it (sysfs does).
+        rate = [LINK_RATE] * (minutes + 1)
+        series.append(RawSeries("node_infiniband_rate_bytes_per_second", labels, rate))
     return series
 
 

@@ -16,7 +16,11 @@ compute is a hang (generator/signals/hang_suspects.py), not a slow GPU.
 Fabric (multi-node jobs): node_exporter's infiniband collector,
 `node_infiniband_port_data_{transmitted,received}_bytes_total` and
 `node_infiniband_port_transmit_wait_total` (ticks the port had data but no credits: the
-congestion counter), per `device` and `port`. A port's peers are the same device and port on
+congestion counter), and `node_infiniband_rate_bytes_per_second` (the rate the link trained
+at: lanes x speed), per `device` and `port`. A link that trained at a lower width or speed
+(2 of 4 lanes after a bad cable or transceiver, HDR instead of NDR) reports a rate that is
+half its peers' or less, whatever it carries; throughput alone cannot tell a half-rate link
+moving 55% of its peers' bytes from a busy one. A port's peers are the same device and port on
 the job's other nodes (rail-optimised fabrics: mlx5_0 of every node is one rail), so a storage
 port is never compared with a compute rail.
 
@@ -41,6 +45,10 @@ LINK_MIN_BYTES = 1e8  # ... while that median moves at least this (bytes/s): the
 # ... or waiting to transmit more than WAIT_FACTOR x the peers' median plus WAIT_FLOOR ticks/s.
 WAIT_FACTOR = 4.0
 WAIT_FLOOR = 1e6
+# ... or trained at less than this share of its peers' link rate (any lower width or speed is
+# half or less: a rate is a setting, not a measurement, so no noise to ride out).
+LINK_RATE_RATIO = 0.9
+LINK_RATE_HELD = 300  # seconds the lower rate must have lasted (a link retraining is not it)
 # Persistence: the share of a window's samples that must deviate, the window, and the `for`.
 PERSIST_QUANTILE = 0.75
 PERSIST_WINDOW = 600
@@ -65,6 +73,8 @@ LINK_RATIO_SERIES = "node:trainsignals_ib_throughput:peer_ratio"
 LINK_WAIT = "node:trainsignals_ib_transmit_wait:rate5m"
 LINK_WAIT_MEDIAN = "job:trainsignals_ib_transmit_wait:median"
 LINK_WAIT_EXCESS = "node:trainsignals_ib_transmit_wait:peer_excess"
+LINK_RATE = "node:trainsignals_ib_link_rate:bytes_per_second"
+LINK_RATE_PEER_RATIO = "node:trainsignals_ib_link_rate:peer_ratio"
 NCCL_BUSBW = "rank:trainsignals_nccl_bus_bandwidth:gbs"
 NCCL_BUSBW_RATIO = "rank:trainsignals_nccl_bus_bandwidth:peer_ratio"
 NCCL_BY = "node, comm_id, rank"
@@ -127,6 +137,12 @@ def link_peer_recordings(ctx: RuleContext) -> dict[str, str]:
             f"{LINK_WAIT}{r} - on ({PORT_PEERS}) group_left () "
             f"({WAIT_FACTOR:g} * {LINK_WAIT_MEDIAN}{r})"
         ),
+        LINK_RATE: f"max by ({PORT}) (node_infiniband_rate_bytes_per_second{raw}) and {active}",
+        # The median inline: one per rail, and its only reader is this ratio.
+        LINK_RATE_PEER_RATIO: (
+            f"{LINK_RATE}{r} / on ({PORT_PEERS}) group_left () "
+            f"(quantile by ({PORT_PEERS}) (0.5, {LINK_RATE}{r}) > 0)"
+        ),
     }
 
 
@@ -154,6 +170,12 @@ def persists_below(series: str, ratio: float, ctx: RuleContext) -> str:
     """Most of the window's samples below `ratio` (a pause leaves gaps, not healthy samples)."""
     window = ctx.range(PERSIST_WINDOW)
     return f"quantile_over_time({PERSIST_QUANTILE:g}, {series}[{window}]) < {ratio:g}"
+
+
+def link_rate_below(ctx: RuleContext) -> str:
+    """A port trained below its peers' link rate for all of LINK_RATE_HELD."""
+    window = ctx.range(LINK_RATE_HELD)
+    return f"max_over_time({LINK_RATE_PEER_RATIO}{ctx.recorded()}[{window}]) < {LINK_RATE_RATIO:g}"
 
 
 def persists_above(series: str, floor: float, ctx: RuleContext) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from trainsignals.generator.signals.fabric_series import FABRIC_PORT
+from trainsignals.generator.signals.fabric_series import FABRIC_PORT, LINK_RATE
 from trainsignals.generator.signals.faults import FAULT_ONSET, FaultCase
 from trainsignals.generator.signals.gpu import gpu_source
 from trainsignals.generator.signals.gpu_sources import RawSeries
@@ -88,9 +88,11 @@ def link_case(
     fires_after: int,
     idle: Idle = _never,
     fires: bool = True,
+    rate: float = 1.0,
 ) -> FaultCase:
-    """mlx5_0/1 of node-0 at `throughput` x its peers' bytes and `wait` x their transmit
-    wait from onset; every port near silent where `idle` says (node-0's fully silent)."""
+    """mlx5_0/1 of node-0 at `throughput` x its peers' bytes, `wait` x their transmit wait
+    and `rate` x their link rate from onset; every port near silent where `idle` says
+    (node-0's fully silent; a link keeps its rate through a pause)."""
 
     def series(ctx: RuleContext, minutes: int) -> list[RawSeries]:
         out: list[RawSeries] = []
@@ -98,11 +100,12 @@ def link_case(
             for d, port in enumerate((FABRIC_PORT, {"device": "mlx5_1", "port": "1"})):
                 labels = {**ctx.spec.selector_labels, "node": f"node-{n}", **port}
                 broken = n == 0 and port is FABRIC_PORT
-                sent, waited, bytes_total, wait_total = [], [], 0.0, 0.0
+                sent, waited, rates, bytes_total, wait_total = [], [], [], 0.0, 0.0
                 for m in range(minutes + 1):
                     sent.append(round(bytes_total))
                     waited.append(round(wait_total))
                     faulty = broken and m >= FAULT_ONSET
+                    rates.append(LINK_RATE * (rate if faulty else 1))
                     scale = 0.0 if idle(m) and n == 0 else 1e-3 if idle(m) else 1.0
                     factor = wobble(n * 2 + d, m) * scale
                     bytes_total += 60 * LINK_BYTES * factor * (throughput if faulty else 1)
@@ -112,6 +115,7 @@ def link_case(
                     RawSeries("node_infiniband_port_data_transmitted_bytes_total", labels, sent),
                     RawSeries("node_infiniband_port_data_received_bytes_total", labels, sent),
                     RawSeries("node_infiniband_port_transmit_wait_total", labels, waited),
+                    RawSeries("node_infiniband_rate_bytes_per_second", labels, rates),
                 ]
         return out
 

@@ -5,19 +5,30 @@ In synchronous training every rank has the same step time: the slowest rank's ow
 sets it, and the others wait for it in the collectives. So a rank whose own work grows costs
 the whole job, and the rank with the most own work is the culprit, named by node, rank and GPU.
 
+Why own work per second of *step time*, not per second of wall time. The instrumentation adds a
+step's own work and its duration (trainsignals_step_duration_seconds_sum) in the same call, so
+every scrape sees both counters at the same step boundary, and their increases over a window
+cover exactly the same steps: the quotient is the mean share of those steps that was the rank's
+own work, whatever the phase of the rank's scrape against its steps. Own work per second of
+wall time counts the steps that ended in the window: one step more or less, which depends on
+where each rank's scrapes fall, is 1/N of a window of N steps. With 30 s steps a 5m window
+holds 10 of them, and that alone moved a healthy rank's score by up to 10%, twice the ticket's
+threshold. (On the simulator's compressed day, 73 tickets with a 5m `for` and no rank slow.)
+Pauses need no correction either: a pause adds to neither counter.
+
 The recorded series, per rank (`node`, `rank`, `local_rank`) unless said:
-- OWN_RATE: own-work seconds per second of wall time (5m);
-- MEDIAN (per job): the median rank's OWN_RATE;
-- RATIO: OWN_RATE / MEDIAN, the score against the peers (1 = a typical rank);
+- OWN_SHARE: own-work seconds per second of step time (5m): the rank's own work as a share of
+  the job's stepping time;
+- MEDIAN (per job): the median rank's OWN_SHARE;
+- RATIO: OWN_SHARE / MEDIAN, the score against the peers (1 = a typical rank);
 - BASELINE (per `rank`): the lower quartile of RATIO over 6h, the
   rank's own normal. A rank that always does a little more (the last pipeline stage, uneven
   sequence lengths) has a baseline above 1, and only what it adds to it counts;
-- COST: (OWN_RATE - MEDIAN x max(1, BASELINE)) / the job's stepping share: the share of the
-  job's stepping time spent waiting for this rank beyond what it usually costs, i.e. the
-  throughput the job would regain if the rank were back to its normal (pauses, where nobody
-  steps, neither hide nor inflate it). The ticket reads it;
-- COST_JOB (per job): (the slowest OWN_RATE - MEDIAN) / stepping share: what the job loses to
-  its slowest rank, usual excess included.
+- COST: OWN_SHARE - MEDIAN x max(1, BASELINE): the share of the job's stepping time spent
+  waiting for this rank beyond what it usually costs, i.e. the throughput the job would regain
+  if the rank were back to its normal. The ticket reads it;
+- COST_JOB (per job): the slowest OWN_SHARE - MEDIAN: what the job loses to its slowest rank,
+  usual excess included.
 """
 
 from __future__ import annotations
@@ -25,11 +36,12 @@ from __future__ import annotations
 from trainsignals.generator.signals.promql import RuleContext
 
 OWN_WORK = "trainsignals_own_work_seconds_total"
+STEP_SECONDS = "trainsignals_step_duration_seconds_sum"
 STARTED = "trainsignals_process_start_time_seconds"
 RANK = "node, rank, local_rank"
 
-OWN_RATE = "rank:trainsignals_own_work:rate5m"
-MEDIAN = "job:trainsignals_own_work:median_rate5m"
+OWN_SHARE = "rank:trainsignals_own_work_per_step_second:ratio_rate5m"
+MEDIAN = "job:trainsignals_own_work_per_step_second:median_ratio_rate5m"
 RATIO = "rank:trainsignals_own_work:ratio_median"
 BASELINE = "rank:trainsignals_own_work:ratio_median_q25_6h"
 COST = "rank:trainsignals_straggler_cost:ratio"
@@ -40,14 +52,15 @@ STEPPING = "job:trainsignals_stepping:ratio_rate5m"  # recording.py
 # averaged over SMOOTHING, must hold for FOR_SECONDS, and the rank's incarnation must be older
 # than MIN_INCARNATION_AGE (a restart's ranks start at different moments: no ticket).
 SMOOTHING = 300
-# 15m, not less: on the simulator's healthy day (the e2e `healthy` scenario, real Prometheus) a
-# 10m `for` ticketed 18 times, a 5m one 73 times, where no rank is slow.
-FOR_SECONDS = 900
-MIN_INCARNATION_AGE = 600
+FOR_SECONDS = 300
+# A restart's ranks start at different moments and warm up (compile, first batches): no ticket
+# before an incarnation is this old. SMOOTHING + FOR_SECONDS must stay below 15 minutes for the
+# ticket to come within 15 minutes of a fail-slow's onset.
+MIN_INCARNATION_AGE = 900
 BASELINE_WINDOW = 6 * 3600
 BASELINE_QUANTILE = 0.25
-# The cost is read only while the job steps at least this share of its time: at the edges of
-# a long pause both the excess and the stepping share are small, and their quotient is noise.
+# The cost is read only while the job steps at least this share of its time: at the edges of a
+# long pause a window holds a few steps, and their mean is one step's noise.
 MIN_STEPPING = 0.2
 
 
@@ -60,19 +73,22 @@ def straggler_recordings(ctx: RuleContext) -> dict[str, str]:
     """The fast group's rules (each alert evaluation reads them)."""
     if not straggler_enabled(ctx):
         return {}
-    r = ctx.recorded()
-    stepping = f"on (training_job) group_left () ({STEPPING}{r} >= {MIN_STEPPING:g})"
-    # What the rank usually does, in own-work seconds per second: its baseline times the
-    # median, never less than the median (a rank usually faster than the median costs the
-    # job nothing until it is slower than the median).
+    r, raw, w5 = ctx.recorded(), ctx.raw(), ctx.range(300)
+    stepping = f"on (training_job) ({STEPPING}{r} >= {MIN_STEPPING:g})"
+    # What the rank usually does, per second of step time: its baseline times the median,
+    # never less than the median (a rank usually faster than the median costs the job nothing
+    # until it is slower than the median).
     usual = f"(clamp_min({BASELINE}{r}, 1) * on (training_job) group_left () {MEDIAN}{r})"
     return baseline_recording(ctx) | {
-        OWN_RATE: f"sum by ({RANK}) (rate({OWN_WORK}{ctx.raw()}[{ctx.range(300)}]))",
-        MEDIAN: f"quantile(0.5, {OWN_RATE}{r})",
-        RATIO: f"{OWN_RATE}{r} / on (training_job) group_left () ({MEDIAN}{r} > 0)",
-        COST: f"({OWN_RATE}{r} - on (training_job, rank) group_left () {usual}) / {stepping}",
+        OWN_SHARE: (
+            f"sum by ({RANK}) (rate({OWN_WORK}{raw}[{w5}]))\n"
+            f"/ sum by ({RANK}) (rate({STEP_SECONDS}{raw}[{w5}]) > 0)"
+        ),
+        MEDIAN: f"quantile(0.5, {OWN_SHARE}{r})",
+        RATIO: f"{OWN_SHARE}{r} / on (training_job) group_left () ({MEDIAN}{r} > 0)",
+        COST: f"({OWN_SHARE}{r} - on (training_job, rank) group_left () {usual}) and {stepping}",
         # The slowest rank against the median, its usual excess included: what the job loses.
-        COST_JOB: f"(max by (training_job) ({OWN_RATE}{r}) - {MEDIAN}{r}) / {stepping}",
+        COST_JOB: f"(max by (training_job) ({OWN_SHARE}{r}) - {MEDIAN}{r}) and {stepping}",
     }
 
 

@@ -29,6 +29,8 @@ SDC = "silent_data_corruption"
 THROTTLE_REASONS = ("hw_thermal_slowdown", "sw_power_cap")
 OWN_WORK = "trainsignals_own_work_seconds_total"
 TRANSMIT_WAIT = "node_infiniband_port_transmit_wait_total"
+LINK_RATE = "node_infiniband_rate_bytes_per_second"
+IB_RATE = 5e10  # the link rate every port trained at (4 lanes of NDR), but a trained-down one
 DATA_WAIT_OPEN = "trainsignals_data_wait_open_seconds"
 IDLE_GPU = (
     "trainsignals_gpu_utilization_ratio",
@@ -58,8 +60,18 @@ RANK_SERIES: dict[str, RankFn] = {
     "trainsignals_global_step": lambda s: f"{s.global_step:.3f}",
     # A healthy rank's own work; the slow rank of a fail-slow adds its own (minute_lines).
     "trainsignals_own_work_seconds_total": lambda s: f"{s.own_work:.1f}",
+    # Seconds inside steps (steps run back to back while training; a step's data wait is in
+    # it), written at the same minute as the own work, as the instrumentation adds both at once.
+    "trainsignals_step_duration_seconds_sum": lambda s: f"{_stepping_seconds(s):.1f}",
     "trainsignals_data_wait_open_seconds": lambda s: "0",  # no wait open at a scrape
 }
+_TRAIN, _DATA_WAIT = ACTIVITIES.index("train"), ACTIVITIES.index("data_wait")
+
+
+def _stepping_seconds(s: Minute) -> float:
+    return s.activity[_TRAIN] + s.activity[_DATA_WAIT] if s.activity else 0.0
+
+
 EPOCH_SERIES = {  # timestamps: run seconds + the replay's epoch
     "trainsignals_last_step_timestamp_seconds": "last_step",
     "trainsignals_last_checkpoint_timestamp_seconds": "last_checkpoint",
@@ -122,6 +134,7 @@ KNOWN = (
     | set(OTHER_SERIES)
     | set(INFINIBAND_SERIES)
     | set(INFINIBAND_TRAFFIC)
+    | {LINK_RATE}
 )
 
 _METRIC = re.compile(r"\b((?:trainsignals|node|DCGM)_[A-Za-z0-9_]+|up|ALERTS)\s*[{\[]")
@@ -243,6 +256,11 @@ class Emitter:
         """node_exporter's InfiniBand port of `node` (its slot's fail-slow, if any)."""
         port = f'{self.selector},node="{node}",device="mlx5_0",port="1"'
         wait = s.ib_wait[slot] if s is not None and s.ib_wait else 0.0  # congestion
+        trained = (
+            1.0 if s is None else min((f.link_rate for at, f in s.slow if at == slot), default=1.0)
+        )
+        if self._want(LINK_RATE):
+            yield f"{LINK_RATE}{{{port}}} {IB_RATE * trained:.0f}{ts}"
         for name, value in INFINIBAND_SERIES.items():
             if self._want(name):
                 value = f"{wait:.0f}" if name == TRANSMIT_WAIT else value

@@ -14,8 +14,10 @@ LINK_SHARE of it are inter-node transfers no compute overlaps:
   P-state, a data worker starving on its host;
 - link: the node's rail moves `factor` (0.25-0.6) of its peers' bytes, the transfers' share
   of the step stretching by 1/factor: half of them a link trained at a lower width or speed
-  (nothing else to see), half a congested switch port (the port also waits to transmit,
-  WAIT_TICKS_S ticks a second). Own work is unchanged: the straggler score cannot see a link.
+  (its link rate, node_infiniband_rate_bytes_per_second, drops to half its peers', a quarter
+  below a factor of 0.3: the lanes left), half a congested switch port (the port also waits
+  to transmit, WAIT_TICKS_S ticks a second, at its full rate). Own work is unchanged: the
+  straggler score cannot see a link.
 Costs stay under about 25%: a bigger fail-slow takes the job under its throughput floor, and
 that pages (rightly; then it is an incident, not a fail-slow ticket).
 
@@ -82,6 +84,13 @@ class FailSlow:
     def cost(self) -> float:
         """The job's throughput lost while it lasts (the truth failslow_ticketed reads)."""
         return 1 - 1 / self.slowdown
+
+    @property
+    def link_rate(self) -> float:
+        """The port's link rate over its peers' (1 but for a link trained down)."""
+        if self.kind != "link" or self.congested:
+            return 1.0
+        return 0.25 if self.factor < 0.3 else 0.5
 
     @property
     def own_factor(self) -> float:

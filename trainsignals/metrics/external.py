@@ -79,6 +79,13 @@ EXTERNAL_METRICS: tuple[Metric, ...] = (
         "Data received on the port, in bytes.",
     ),
     Metric(
+        "node_infiniband_rate_bytes_per_second",
+        Kind.GAUGE,
+        Component.NODE_EXPORTER,
+        ("node", "device", "port"),
+        "The port's link rate (width x speed it trained at), not its traffic.",
+    ),
+    Metric(
         "node_infiniband_port_transmit_wait_total",
         Kind.COUNTER,
         Component.NODE_EXPORTER,

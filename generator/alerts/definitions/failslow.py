@@ -17,6 +17,8 @@ from trainsignals.generator.signals.peers import (
     CLOCK_RATIO,
     CLOCK_RATIO_SERIES,
     LINK_MIN_BYTES,
+    LINK_RATE_HELD,
+    LINK_RATE_RATIO,
     LINK_RATIO,
     LINK_RATIO_SERIES,
     LINK_WAIT_EXCESS,
@@ -24,6 +26,7 @@ from trainsignals.generator.signals.peers import (
     PERSIST_WINDOW,
     WAIT_FACTOR,
     WAIT_FLOOR,
+    link_rate_below,
     peers_enabled,
     persists_above,
     persists_below,
@@ -42,6 +45,8 @@ NODE_LINK_DEGRADED = "NodeLinkDegraded"
 # Minutes from onset: the 5m rate, the 10m persistence window and the 2m `for`. Issue #28's
 # goal is a ticket within 15 minutes of a fail-slow's onset.
 FIRES_AFTER = 15
+# The link rate's hold and the `for`, plus a minute for the rule chain.
+RATE_FIRES_AFTER = 8
 QUIET_FOR = 60  # minutes a quiet case runs past onset (past its pause and restart)
 
 
@@ -93,8 +98,9 @@ def gpu_fail_slow(ctx: RuleContext) -> Rule | None:
     severity="ticket",
     owner="infra",
     node_scoped=True,
-    meaning="An InfiniBand port moves far less than the same port of the job's other nodes, or "
-    "waits far longer to transmit: collectives crossing it run at its pace.",
+    meaning="An InfiniBand port trained at a lower rate than the same port of the job's other "
+    "nodes, moves far less than they do, or waits far longer to transmit: collectives crossing "
+    "it run at its pace.",
 )
 def node_link_degraded(ctx: RuleContext) -> Rule | None:
     if not fabric_enabled(ctx):
@@ -102,13 +108,18 @@ def node_link_degraded(ctx: RuleContext) -> Rule | None:
     r = ctx.recorded()
     slow = persists_below(f"{LINK_RATIO_SERIES}{r}", LINK_RATIO, ctx)
     waits = persists_above(f"{LINK_WAIT_EXCESS}{r}", WAIT_FLOOR, ctx)
+    trained_down = link_rate_below(ctx)
     return Rule(
-        # Both read as "this port is the slow one"; `or` keeps one alert per port.
-        expr=f"{slow} or {waits}",
+        # Each reads as "this port is the slow one"; `or` keeps one alert per port (the first
+        # arm's value is the link rate's share of the peers', else the throughput's).
+        expr=f"{trained_down} or {slow} or {waits}",
         for_seconds=PERSIST_FOR,
         summary="{{ $labels.training_job }}: InfiniBand {{ $labels.device }} port "
         "{{ $labels.port }} on {{ $labels.node }} is slower than its peers",
         description="InfiniBand {{ $labels.device }}/{{ $labels.port }} on {{ $labels.node }} "
+        f"has trained at less than {LINK_RATE_RATIO:g}x the link rate of the same port on the "
+        f"job's other nodes for {LINK_RATE_HELD // 60} minutes "
+        "(node_infiniband_rate_bytes_per_second: fewer lanes or a lower speed), or "
         f"has, for most of the last {PERSIST_WINDOW // 60} minutes, moved less than "
         f"{LINK_RATIO:g}x the median of the same port on the job's other nodes (while they "
         f"move over {LINK_MIN_BYTES / 1e6:g} MB/s), or waited to transmit more than "
@@ -117,14 +128,23 @@ def node_link_degraded(ctx: RuleContext) -> Rule | None:
         "A degraded cable or transceiver, a link trained at a lower width or speed, or a "
         "congested switch port: for the infra team.",
         panel="where_slow_links",
-        threshold=f"throughput < {LINK_RATIO:g}x peers' median, or transmit wait > "
-        f"{WAIT_FACTOR:g}x median + {WAIT_FLOOR:g}/s",
-        window=f"5m rate, {PERSIST_WINDOW // 60}m, then {PERSIST_FOR // 60}m",
+        threshold=f"link rate < {LINK_RATE_RATIO:g}x peers' median, throughput < "
+        f"{LINK_RATIO:g}x peers' median, or transmit wait > {WAIT_FACTOR:g}x median + "
+        f"{WAIT_FLOOR:g}/s",
+        window=f"link rate {LINK_RATE_HELD // 60}m; traffic 5m rate, {PERSIST_WINDOW // 60}m; "
+        f"then {PERSIST_FOR // 60}m",
         faults=[
             link_case("on a rail at 30% of its peers' throughput", 0.3, 1.0, FIRES_AFTER),
             link_case("on a rail at 45% (just past the threshold)", 0.45, 1.0, FIRES_AFTER),
             link_case("on a rail at 60% (inside the threshold)", 0.6, 1.0, QUIET_FOR, fires=False),
             link_case("on a congested port (transmit wait 20x)", 1.0, 20.0, FIRES_AFTER),
+            link_case(
+                "on a link trained at half its peers' rate, moving 60% of their bytes",
+                0.6,
+                1.0,
+                RATE_FIRES_AFTER,
+                rate=0.5,
+            ),
             link_case(
                 "on healthy rails through a pause and a restart (node-0 falls silent)",
                 1.0,

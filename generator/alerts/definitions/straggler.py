@@ -21,6 +21,7 @@ from trainsignals.generator.signals.straggler import (
     OWN_WORK,
     SMOOTHING,
     STARTED,
+    STEP_SECONDS,
     straggler_enabled,
     straggler_expr,
 )
@@ -39,19 +40,25 @@ FAULT_RANK = {"node": "node-0", "rank": "2", "local_rank": "0"}
 def own_work_series(
     t: JobTimeline, labels: dict[str, str], factor: Sequence[float]
 ) -> list[RawSeries]:
-    """One rank's own-work counter and start time over a built job timeline: `factor[m]`
-    times a healthy rank's own work in minute m (job_series; the job's pauses and outages
-    are everyone's)."""
-    total, values = 0.0, [0.0]
+    """One rank's own-work counter, step seconds and start time over a built job timeline:
+    `factor[m]` times a healthy rank's own work in minute m (job_series; the job's pauses and
+    outages are everyone's, and so are its steps: synchronous ranks step together)."""
+    total, values, stepped, steps = 0.0, [0.0], 0.0, [0.0]
     for m in range(1, t.minutes + 1):
         if t.steps_per_second[m] > 0:
             own = 60 * HEALTHY_OWN_SHARE * (1 - t.data_wait_share[m]) * factor[m]
             total += round(own * 64) / 64  # exact in binary floating point (job_series)
+            stepped += 60.0
         values.append(total)
+        steps.append(stepped)
     rank = {**t.ctx.spec.selector_labels, **labels}
     return [
         RawSeries(name, rank, incarnations(t, name, series))
-        for name, series in ((OWN_WORK, values), (STARTED, [*t.process_start]))
+        for name, series in (
+            (OWN_WORK, values),
+            (STEP_SECONDS, steps),
+            (STARTED, [*t.process_start]),
+        )
     ]
 
 
