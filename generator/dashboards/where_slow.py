@@ -18,9 +18,14 @@ from trainsignals.generator.signals.fabric import fabric_enabled
 from trainsignals.generator.signals.peers import (
     CLOCK_RATIO,
     CLOCK_RATIO_SERIES,
+    LINK_RATE_HELD,
+    LINK_RATE_PEER_RATIO,
+    LINK_RATE_RATIO,
     LINK_RATIO,
     LINK_RATIO_SERIES,
     NCCL_BUSBW_RATIO,
+    PERSIST_FOR,
+    PERSIST_WINDOW,
     peer_ratio,
     peers_enabled,
 )
@@ -54,7 +59,8 @@ def _gpu_panels(b: PanelBuilder) -> list[g.Panel]:
             "where_slow_nodes",
             "Slowest nodes (GPU clock vs job median)",
             f"The {TOP_K} nodes whose slowest busy GPU clocks lowest against the job's median "
-            f"busy GPU. Below {CLOCK_RATIO:g} for most of 10 minutes, then 5 more: "
+            f"busy GPU. Below {CLOCK_RATIO:g} for most of {PERSIST_WINDOW // 60} minutes, then "
+            f"{PERSIST_FOR // 60} more: "
             f"{GPU_FAIL_SLOW}. Empty while the job pauses: idle together is no deviation.",
             b.targets((f"bottomk({TOP_K}, min by (node) ({clock}))", "{{node}}")),
             "percentunit",
@@ -85,13 +91,28 @@ def _fabric_panels(b: PanelBuilder) -> list[g.Panel]:
             "InfiniBand throughput vs peers' median",
             f"The {TOP_K} ports moving the least against the same port of the job's other "
             f"nodes (1 = their median), while those move data. Below {LINK_RATIO:g} for most "
-            "of 10 minutes, then 5 more (or transmit wait far above theirs): "
+            f"of {PERSIST_WINDOW // 60} minutes, then {PERSIST_FOR // 60} more (or transmit "
+            f"wait far above theirs, or a link rate below its peers': the next panel): "
             f"{NODE_LINK_DEGRADED}.",
             b.targets(
                 (f"bottomk({TOP_K}, {LINK_RATIO_SERIES}{r})", "{{node}} {{device}}/{{port}}")
             ),
             "percentunit",
             red_below(LINK_RATIO),
+        ),
+        b.series(
+            "where_slow_link_rate",
+            "InfiniBand link rate vs peers' median",
+            f"The {TOP_K} ports with the lowest link rate (the lanes and speed they trained at, "
+            "node_infiniband_rate_bytes_per_second) against the same port of the job's other "
+            f"nodes (1 = their median). Below {LINK_RATE_RATIO:g} for {LINK_RATE_HELD // 60} "
+            f"minutes, then {PERSIST_FOR // 60} more: {NODE_LINK_DEGRADED} (a link trained "
+            "down carries at most its lanes' share, whatever the throughput panel shows).",
+            b.targets(
+                (f"bottomk({TOP_K}, {LINK_RATE_PEER_RATIO}{r})", "{{node}} {{device}}/{{port}}")
+            ),
+            "percentunit",
+            red_below(LINK_RATE_RATIO),
         ),
         b.series(
             "where_slow_nccl",

@@ -48,6 +48,7 @@ PANEL_IDS: dict[str, int] = {
     "where_slow_gpus": 66,
     "where_slow_links": 67,
     "where_slow_nccl": 68,
+    "where_slow_link_rate": 69,
     # Suspects and lemon nodes (generator/dashboards/suspect_panels.py): ids 70-79.
     "suspects": 70,
     "nodes_by_incidents": 71,
@@ -95,6 +96,7 @@ PANEL_TITLES: dict[str, str] = {
     "where_slow_gpus": "GPU SM clock vs job median",
     "where_slow_links": "InfiniBand throughput vs peers' median",
     "where_slow_nccl": "NCCL bus bandwidth vs communicator median",
+    "where_slow_link_rate": "InfiniBand link rate vs peers' median",
     "suspects": "Suspects of the current incident",
     "nodes_by_incidents": "Nodes by incident count (30d, every job)",
 }

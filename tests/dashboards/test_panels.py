@@ -89,7 +89,7 @@ def test_changing_an_objective_moves_the_threshold() -> None:
 
 
 # Panels of the InfiniBand fabric: multi-node jobs only.
-FABRIC_PANELS = ("fabric", "where_slow_links", "where_slow_nccl")
+FABRIC_PANELS = ("fabric", "where_slow_links", "where_slow_link_rate", "where_slow_nccl")
 
 
 def test_every_panel_id_is_present(built: tuple, spec: JobSpec) -> None:
