@@ -44,6 +44,7 @@ from trainsignals.exporters.training.timeaccount import ACTIVITIES
 from trainsignals.generator.spec.durations import format_duration, parse_duration
 
 from trainsignals.fleet.emit import Emitter, referenced_metrics
+from trainsignals.fleet.failslow import OWN_SHARE
 from trainsignals.fleet.history import DATA_WAIT_RATIO
 from trainsignals.fleet.spec import JOB, fleet_spec, generated_files
 from trainsignals.fleet.timeline import STEP_SECONDS, Minute
@@ -90,7 +91,9 @@ def recorded_series(rules_text: str, nodes: int) -> int:
 
 
 def healthy_minutes(nodes: int) -> list[Minute]:
-    """Every rank training since the start: 2% of each minute waiting for data."""
+    """Every rank training since the start: 2% of each minute waiting for data, OWN_SHARE of
+    the training time its own work (the straggler's input: at 0, the job's median own-work
+    rate is 0 and the straggler's ratio, baseline and cost record nothing to measure)."""
     hosts = tuple(f"gpu-n{i:04d}" for i in range(nodes))
     minutes = []
     for m in range(MINUTES):
@@ -112,6 +115,7 @@ def healthy_minutes(nodes: int) -> list[Minute]:
                 nodes=hosts,
                 global_step=m * 60 / STEP_SECONDS,
                 activity=tuple(seconds.get(a, 0.0) for a in ACTIVITIES),
+                own_work=seconds["train"] * OWN_SHARE,
             )
         )
     return minutes
