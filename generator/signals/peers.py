@@ -71,6 +71,14 @@ NCCL_BY = "node, comm_id, rank"
 PORT_PEERS = "training_job, device, port"
 
 
+def dashboard_peer_ratios() -> frozenset[str]:
+    """The per-GPU peer ratios no alert reads (all but the SM clock's, GpuFailSlow's): they
+    feed only the "Where is it slow" panels, so recording.py puts them in the slow group, every
+    3m instead of every minute. Each reads every GPU of the job twice (the ratio and the
+    median inline): at 131,072 GPUs they were much of the global ruler's minute."""
+    return frozenset(peer_ratio(s) for s in GPU_SIGNALS) - {CLOCK_RATIO_SERIES}
+
+
 def peers_enabled(ctx: RuleContext) -> bool:
     return ctx.spec.shape.gpus >= MIN_GPUS
 

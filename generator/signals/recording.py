@@ -24,7 +24,7 @@ from trainsignals.generator.signals.fabric import fabric_recordings
 from trainsignals.generator.signals.goodput import goodput_long_recordings, goodput_recordings
 from trainsignals.generator.signals.gpu import gpu_source
 from trainsignals.generator.signals.hang_suspects import hang_suspect_recordings
-from trainsignals.generator.signals.peers import peer_recordings
+from trainsignals.generator.signals.peers import dashboard_peer_ratios, peer_recordings
 from trainsignals.generator.signals.promql import RuleContext, le_label, matchers, not_regex, regex
 from trainsignals.generator.signals.slo import slo_recordings
 from trainsignals.generator.signals.straggler import (
@@ -300,8 +300,9 @@ def recording_groups(ctx: RuleContext, readers: Iterable[str] = ()) -> list[dict
     SLOW_INTERVAL: what only dashboards and postmortems read and costs the most at 16k GPUs
     (the step-time quantiles over every rank's buckets; goodput and badput over 1h and 1d, an
     increase() over an hour of every rank's activity counters), and the job-level rules no
-    alert needs (dashboard rates, the 5m badput breakdown). Per-node and per-GPU rules stay
-    fast: their panels drill into one node or GPU at full resolution. Last, where
+    alert needs (dashboard rates, the 5m badput breakdown), and the per-GPU peer ratios no
+    alert reads (peers.dashboard_peer_ratios: each reads every GPU). Other per-node and per-GPU
+    rules stay fast: their panels drill into one node or GPU at full resolution. Last, where
     the job has peers, the straggler's 6h baseline in a group of its own, every
     BASELINE_INTERVAL: the one group besides the fast group that a fast rule reads (COST
     reads the baseline, which a few minutes change by nothing that matters: it is a 6h
@@ -309,8 +310,12 @@ def recording_groups(ctx: RuleContext, readers: Iterable[str] = ()) -> list[dict
     each rank)."""
     fast, slow, baseline = _job_rules(ctx)
     needed = _needed(fast, readers)
+    slow_unless_read = dashboard_peer_ratios()
     dashboard_only = [
-        r for r in fast if r["record"].startswith("job:") and r["record"] not in needed
+        r
+        for r in fast
+        if (r["record"].startswith("job:") or r["record"] in slow_unless_read)
+        and r["record"] not in needed
     ]
     fast_name, slow_name = group_names(ctx)[:2]
     groups = [

@@ -1,0 +1,35 @@
+"""The culprit rules' cost at 131,072 GPUs (issue 28, bench/bench_sharded.py): what each
+per-GPU and per-rank read over a window costs is paid once per evaluation, in the group whose
+interval it needs."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from trainsignals.generator.loader import load_specs, spec_files
+from trainsignals.generator.pipeline import Options, generate_job
+from trainsignals.generator.signals.peers import CLOCK_RATIO_SERIES, dashboard_peer_ratios
+
+from tests.conftest import JOBS
+
+SPECS = [s for s in load_specs(spec_files(JOBS)) if s.shape.gpus >= 4]
+
+
+def _groups(spec) -> dict[str, list[dict]]:
+    options = Options(with_tests=False, with_dashboards=False)
+    text = generate_job(spec, "test", options)[f"alerts/{spec.name}.rules.yaml"]
+    return {
+        g["name"].removeprefix(f"trainsignals-{spec.name}-"): g["rules"]
+        for g in yaml.safe_load(text)["groups"]
+    }
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=[s.name for s in SPECS])
+def test_peer_ratios_no_alert_reads_run_in_the_slow_group(spec) -> None:
+    """The busy, tensor and power ratios feed only the "Where is it slow" panels: every 3m,
+    not every minute, where each reads every GPU. The SM clock's (GpuFailSlow) stays fast."""
+    groups = _groups(spec)
+    slow = {r["record"] for r in groups["recording-slow"]}
+    fast = {r["record"] for r in groups["recording"]}
+    assert dashboard_peer_ratios() <= slow and not dashboard_peer_ratios() & fast
+    assert CLOCK_RATIO_SERIES in fast
