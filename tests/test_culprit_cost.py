@@ -6,9 +6,17 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from trainsignals.generator.alerts.definitions.failslow import GPU_FAIL_SLOW
 from trainsignals.generator.loader import load_specs, spec_files
 from trainsignals.generator.pipeline import Options, generate_job
-from trainsignals.generator.signals.peers import CLOCK_RATIO_SERIES, dashboard_peer_ratios
+from trainsignals.generator.signals.peers import (
+    CLOCK_RATIO,
+    CLOCK_RATIO_LOW,
+    CLOCK_RATIO_SERIES,
+    PERSIST_WINDOW,
+    dashboard_peer_ratios,
+)
+from trainsignals.generator.spec.durations import format_duration
 
 from tests.conftest import JOBS
 
@@ -22,6 +30,20 @@ def _groups(spec) -> dict[str, list[dict]]:
         g["name"].removeprefix(f"trainsignals-{spec.name}-"): g["rules"]
         for g in yaml.safe_load(text)["groups"]
     }
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=[s.name for s in SPECS])
+def test_gpu_fail_slow_reads_its_window_once(spec) -> None:
+    """Its UUID join has two arms (with and without the UUID): each read the 10m window of
+    every GPU's clock ratio. The window is recorded once, in the fast group, only where it is
+    below the ticket's ratio, and both arms read that."""
+    groups = _groups(spec)
+    (alert,) = [r for r in groups["alerts"] if r.get("alert") == GPU_FAIL_SLOW]
+    assert "_over_time" not in alert["expr"] and CLOCK_RATIO_SERIES + "{" not in alert["expr"]
+    assert alert["expr"].count(CLOCK_RATIO_LOW) == 2
+    (rule,) = [r for r in groups["recording"] if r.get("record") == CLOCK_RATIO_LOW]
+    assert rule["expr"].startswith("quantile_over_time(0.75, " + CLOCK_RATIO_SERIES)
+    assert rule["expr"].endswith(f"[{format_duration(PERSIST_WINDOW)}]) < {CLOCK_RATIO:g}")
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=[s.name for s in SPECS])
