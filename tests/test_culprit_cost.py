@@ -1,6 +1,6 @@
 """The culprit rules' cost at 131,072 GPUs (issue 28, bench/bench_sharded.py): what each
 per-GPU and per-rank read over a window costs is paid once per evaluation, in the group whose
-interval it needs."""
+interval it needs, and the hang suspects cost nothing much while the job steps."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import yaml
 from trainsignals.generator.alerts.definitions.failslow import GPU_FAIL_SLOW
 from trainsignals.generator.loader import load_specs, spec_files
 from trainsignals.generator.pipeline import Options, generate_job
+from trainsignals.generator.signals.hang_suspects import SUSPECT
 from trainsignals.generator.signals.peers import (
     CLOCK_RATIO,
     CLOCK_RATIO_LOW,
@@ -55,3 +56,15 @@ def test_peer_ratios_no_alert_reads_run_in_the_slow_group(spec) -> None:
     fast = {r["record"] for r in groups["recording"]}
     assert dashboard_peer_ratios() <= slow and not dashboard_peer_ratios() & fast
     assert CLOCK_RATIO_SERIES in fast
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=[s.name for s in SPECS])
+def test_hang_suspects_read_their_inputs_only_while_the_job_is_stopped(spec) -> None:
+    """Each suspect rule ends in `and <the job is stopped>`, but PromQL evaluates both sides:
+    every per-rank and per-GPU input is gated too, so a healthy job's comparisons, counts and
+    median run over empty vectors. (tests/test_hang_suspects.py: the suspects are the same.)"""
+    stopped = "and on () job:trainsignals_last_step:age_seconds"
+    for rule in _groups(spec)["recording"]:
+        if rule.get("record") == SUSPECT:
+            # The final gate, and one per input read (twice each: flagged, and counted).
+            assert rule["expr"].count(stopped) >= 3, rule["labels"]["reason"]
