@@ -208,11 +208,13 @@ def query(port: int, expr: str, at: float) -> None:
         r.read()
 
 
-def group_cpu(port: int, pid: int, document: dict, stamps: dict[str, float]) -> dict[str, float]:
+def group_cpu(
+    port: int, pid: int, document: dict, stamps: dict[str, float], rounds: int = CPU_ROUNDS
+) -> dict[str, float]:
     """Prometheus CPU seconds per evaluation of each group: steadier than wall time on a busy
     machine (that includes waiting for a CPU), though not immune to it. The rule groups are
     unloaded first; each group's rules then run as instant queries at its last evaluation's
-    timestamp (what they read is there), CPU_ROUNDS times, less Prometheus' idle CPU."""
+    timestamp (what they read is there), `rounds` times, less Prometheus' idle CPU."""
     config = yaml.safe_load(Path(document["config"]).read_text())
     config["rule_files"] = []
     Path(document["config"]).write_text(yaml.safe_dump(config))
@@ -226,11 +228,11 @@ def group_cpu(port: int, pid: int, document: dict, stamps: dict[str, float]) -> 
         time.sleep(1.0)
         idle = (cpu_seconds(pid) - before) / (time.monotonic() - started)
         before, started = cpu_seconds(pid), time.monotonic()
-        for _ in range(CPU_ROUNDS):
+        for _ in range(rounds):
             for rule in group["rules"]:
                 query(port, rule["expr"], stamps[name])
         spent = cpu_seconds(pid) - before - idle * (time.monotonic() - started)
-        cpu[name] = max(0.0, spent) / CPU_ROUNDS
+        cpu[name] = max(0.0, spent) / rounds
     return cpu
 
 
