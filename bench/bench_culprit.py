@@ -177,8 +177,12 @@ def record_history(
     started = time.time()
     process = start()
     try:
-        # Twice: a group that reads another's output may run first.
-        wait_evaluated(port, len(groups), 2)
+        # A group that reads another's output may run first, and the chain is four groups
+        # long: the shard's edge group (own-work rate), the fast group (ratio), the baseline
+        # group (the sampled ratio and the baseline), the fast group again (the cost). With
+        # two evaluations each, the cost and the sampled ratio had no history (neither did
+        # what reads their windows: the baseline, TrainingStraggler).
+        wait_evaluated(port, len(groups), 4)
         reads = range_reads(groups, production)
         history = write_history(port, job, reads, started, data.parent / "history.om")
     finally:

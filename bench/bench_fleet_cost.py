@@ -44,6 +44,7 @@ from trainsignals.exporters.training.timeaccount import ACTIVITIES
 from trainsignals.generator.spec.durations import format_duration, parse_duration
 
 from trainsignals.fleet.emit import Emitter, referenced_metrics
+from trainsignals.fleet.failslow import OWN_SHARE
 from trainsignals.fleet.history import DATA_WAIT_RATIO
 from trainsignals.fleet.spec import JOB, fleet_spec, generated_files
 from trainsignals.fleet.timeline import STEP_SECONDS, Minute
@@ -90,7 +91,9 @@ def recorded_series(rules_text: str, nodes: int) -> int:
 
 
 def healthy_minutes(nodes: int) -> list[Minute]:
-    """Every rank training since the start: 2% of each minute waiting for data."""
+    """Every rank training since the start: 2% of each minute waiting for data, OWN_SHARE of
+    the training time its own work (the straggler's input: at 0, the job's median own-work
+    rate is 0 and the straggler's ratio, baseline and cost record nothing to measure)."""
     hosts = tuple(f"gpu-n{i:04d}" for i in range(nodes))
     minutes = []
     for m in range(MINUTES):
@@ -112,6 +115,7 @@ def healthy_minutes(nodes: int) -> list[Minute]:
                 nodes=hosts,
                 global_step=m * 60 / STEP_SECONDS,
                 activity=tuple(seconds.get(a, 0.0) for a in ACTIVITIES),
+                own_work=seconds["train"] * OWN_SHARE,
             )
         )
     return minutes
@@ -204,11 +208,13 @@ def query(port: int, expr: str, at: float) -> None:
         r.read()
 
 
-def group_cpu(port: int, pid: int, document: dict, stamps: dict[str, float]) -> dict[str, float]:
+def group_cpu(
+    port: int, pid: int, document: dict, stamps: dict[str, float], rounds: int = CPU_ROUNDS
+) -> dict[str, float]:
     """Prometheus CPU seconds per evaluation of each group: steadier than wall time on a busy
     machine (that includes waiting for a CPU), though not immune to it. The rule groups are
     unloaded first; each group's rules then run as instant queries at its last evaluation's
-    timestamp (what they read is there), CPU_ROUNDS times, less Prometheus' idle CPU."""
+    timestamp (what they read is there), `rounds` times, less Prometheus' idle CPU."""
     config = yaml.safe_load(Path(document["config"]).read_text())
     config["rule_files"] = []
     Path(document["config"]).write_text(yaml.safe_dump(config))
@@ -222,11 +228,11 @@ def group_cpu(port: int, pid: int, document: dict, stamps: dict[str, float]) -> 
         time.sleep(1.0)
         idle = (cpu_seconds(pid) - before) / (time.monotonic() - started)
         before, started = cpu_seconds(pid), time.monotonic()
-        for _ in range(CPU_ROUNDS):
+        for _ in range(rounds):
             for rule in group["rules"]:
                 query(port, rule["expr"], stamps[name])
         spent = cpu_seconds(pid) - before - idle * (time.monotonic() - started)
-        cpu[name] = max(0.0, spent) / CPU_ROUNDS
+        cpu[name] = max(0.0, spent) / rounds
     return cpu
 
 

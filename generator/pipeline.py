@@ -44,8 +44,8 @@ __all__ = [
 
 def rules_document(ctx: RuleContext, alerts: list[AlertRule]) -> dict:
     rendered = [render_alert(ctx, a) for a in alerts]
-    fast, slow = recording_groups(ctx, [rule["expr"] for rule in rendered])
-    # The slow group last: groups[0] and groups[1] stay the fast recording and the alerts.
+    fast, *later = recording_groups(ctx, [rule["expr"] for rule in rendered])
+    # The slower groups last: groups[0] and groups[1] stay the fast recording and the alerts.
     return {
         "groups": [
             fast,
@@ -53,7 +53,7 @@ def rules_document(ctx: RuleContext, alerts: list[AlertRule]) -> dict:
                 "name": f"trainsignals-{ctx.job}-alerts",
                 "rules": rendered,
             },
-            slow,
+            *later,
         ]
     }
 

@@ -1,8 +1,9 @@
 """Recording rules in two groups (generator/signals/recording.py): a fast one that the alerts
 read, at the global evaluation interval, and a slow one at its own longer interval with what only
 dashboards and postmortems read (step-time quantiles; goodput and badput over 1h and 1d), so
-the costliest rules of a 16k-GPU job run a third as often. bench/bench_fleet_cost.py measures
-each group's evaluation time against its interval."""
+the costliest rules of a 16k-GPU job run a third as often; and the straggler's 6h baseline
+in a group of its own. bench/bench_fleet_cost.py measures each group's evaluation time against
+its interval."""
 
 from __future__ import annotations
 
@@ -13,8 +14,17 @@ import yaml
 from trainsignals.generator.loader import load_specs, spec_files
 from trainsignals.generator.pipeline import Options, generate_job
 from trainsignals.generator.signals.goodput import badput_name, goodput_name
-from trainsignals.generator.signals.promql import le_label
+from trainsignals.generator.signals.promql import RuleContext, le_label
 from trainsignals.generator.signals.recording import SLOW_INTERVAL, STEP_BUCKET_RATE
+from trainsignals.generator.signals.straggler import (
+    BASELINE,
+    BASELINE_INPUT,
+    BASELINE_INTERVAL,
+    BASELINE_WINDOW,
+    COST,
+    RATIO,
+    straggler_enabled,
+)
 from trainsignals.generator.spec.durations import format_duration, parse_duration
 
 from tests.conftest import JOBS, ROOT
@@ -33,6 +43,10 @@ def _groups(spec, time_scale: float = 1.0) -> dict[str, dict]:
     }
 
 
+def straggler_enabled_for(spec) -> bool:
+    return straggler_enabled(RuleContext(spec))
+
+
 def _reads(expr: str, name: str) -> bool:
     return re.search(rf"(?<![\w:]){re.escape(name)}(?![\w:])", expr) is not None
 
@@ -40,7 +54,8 @@ def _reads(expr: str, name: str) -> bool:
 @pytest.mark.parametrize("spec", SPECS, ids=IDS)
 def test_fast_group_alerts_then_the_slow_group_with_its_own_interval(spec) -> None:
     groups = _groups(spec)
-    assert list(groups) == ["recording", "alerts", "recording-slow"]
+    baseline = ["baseline"] if straggler_enabled_for(spec) else []
+    assert list(groups) == ["recording", "alerts", "recording-slow", *baseline]
     # Without an interval a group runs at the global evaluation_interval, as before.
     assert "interval" not in groups["recording"] and "interval" not in groups["alerts"]
     slow = parse_duration(groups["recording-slow"]["interval"])
@@ -91,11 +106,38 @@ def test_every_fast_job_rule_is_read_by_an_alert(spec) -> None:
     assert "job:trainsignals_samples:rate5m" in moved  # a dashboard rate
 
 
+@pytest.mark.parametrize(
+    "spec", [s for s in SPECS if straggler_enabled_for(s)], ids=lambda s: s.name
+)
+def test_the_straggler_baseline_runs_alone_from_sampled_ratios(spec) -> None:
+    """The 6h baseline reads RATIO sampled every BASELINE_INTERVAL (90 samples per rank, not
+    360), every BASELINE_INTERVAL, in its own group; only COST reads it, and the interval is
+    under Prometheus' 5m lookback, so COST always finds one."""
+    groups = _groups(spec)
+    baseline = groups["baseline"]
+    interval = parse_duration(baseline["interval"])
+    assert interval == BASELINE_INTERVAL and 60 < interval < 300
+    exprs = {r["record"]: r["expr"] for r in baseline["rules"]}
+    assert list(exprs) == [BASELINE_INPUT, BASELINE]
+    assert _reads(exprs[BASELINE_INPUT], RATIO)
+    assert _reads(exprs[BASELINE], BASELINE_INPUT) and not _reads(exprs[BASELINE], RATIO)
+    assert f"[{format_duration(BASELINE_WINDOW)}]" in exprs[BASELINE]
+    assert BASELINE_WINDOW / interval == 90
+    readers = {
+        r.get("record") or r["alert"]
+        for g in ("recording", "alerts", "recording-slow")
+        for r in groups[g]["rules"]
+        if any(_reads(r["expr"], name) for name in exprs)
+    }
+    assert readers == {COST}
+
+
 def test_slow_interval_shrinks_with_compressed_time() -> None:
-    """End-to-end tests compress time: the slow group keeps its ratio to the windows."""
+    """End-to-end tests compress time: the slow groups keep their ratio to the windows."""
     spec = SPECS[0]
     assert _groups(spec, 60)["recording-slow"]["interval"] == format_duration(SLOW_INTERVAL / 60)
     assert _groups(spec, 1000)["recording-slow"]["interval"] == "1s"
+    assert _groups(spec, 60)["baseline"]["interval"] == format_duration(BASELINE_INTERVAL / 60)
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=IDS)
@@ -130,17 +172,25 @@ def test_promtool_tests_order_every_group(spec) -> None:
     """promtool evaluates every group at each step; a group missing from group_eval_order
     would run first and read the others' previous values."""
     test = yaml.safe_load((ROOT / "alerts" / f"{spec.name}.test.yaml").read_text())
-    names = [f"trainsignals-{spec.name}-{g}" for g in ("recording", "recording-slow", "alerts")]
+    baseline = ("baseline",) if straggler_enabled_for(spec) else ()
+    order = ("recording", "recording-slow", *baseline, "alerts")
+    names = [f"trainsignals-{spec.name}-{g}" for g in order]
     assert test["group_eval_order"] == names
 
 
 @pytest.mark.parametrize("spec", [s for s in SPECS if s.deploy.kubernetes], ids=lambda s: s.name)
-def test_prometheus_rule_carries_both_groups_with_their_intervals(spec) -> None:
+def test_prometheus_rule_carries_every_group_with_its_interval(spec) -> None:
     path = ROOT / "deploy" / "kubernetes" / f"{spec.name}.yaml"
     (rule,) = [o for o in yaml.safe_load_all(path.read_text()) if o["kind"] == "PrometheusRule"]
     intervals = {g["name"]: g.get("interval") for g in rule["spec"]["groups"]}
+    baseline = (
+        {f"trainsignals-{spec.name}-baseline": format_duration(BASELINE_INTERVAL)}
+        if straggler_enabled_for(spec)
+        else {}
+    )
     assert intervals == {
         f"trainsignals-{spec.name}-recording": None,
         f"trainsignals-{spec.name}-alerts": None,
         f"trainsignals-{spec.name}-recording-slow": format_duration(SLOW_INTERVAL),
+        **baseline,
     }

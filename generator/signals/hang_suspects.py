@@ -47,6 +47,18 @@ def _stopped(ctx: RuleContext) -> str:
     return f"on () job:trainsignals_last_step:age_seconds{ctx.recorded()} > {half:g}"
 
 
+def _gated(ctx: RuleContext, expr: str) -> str:
+    """`expr` only while the job is stopped (_stopped). Each rule also ends in that `and`, but
+    PromQL evaluates both sides of an `and`: without this, every comparison, join, count and
+    median below ran over every rank and GPU each minute of a healthy job, for nothing (the
+    global ruler's costliest culprit rules at 131,072 GPUs). Gated where each reason reads
+    its per-rank or per-GPU input, a healthy job's reasons meet empty vectors; a stopped job's
+    pass whole, so the suspects are what they were. `expr`'s top level binds tighter than
+    `and` (or is an `and`/`unless`), so the gate adds no parentheses: the sharded split pushes
+    the same node-local part down to the shards as before (generator/deploy/sharding_split.py)."""
+    return f"({expr} and {_stopped(ctx)})"
+
+
 def _by_rank(expr: str) -> str:
     return f"max by (node, rank) ({expr})"
 
@@ -60,7 +72,7 @@ def suspect_expressions(ctx: RuleContext) -> dict[str, str]:
     raw, r = ctx.raw(), ctx.recorded()
     last_step = f"max by (node, rank) (trainsignals_last_step_timestamp_seconds{raw})"
     behind = (
-        f"{last_step} < on () group_left () "
+        f"{_gated(ctx, last_step)} < on () group_left () "
         f"(max(trainsignals_last_step_timestamp_seconds{raw}) - {ctx.seconds(BEHIND_MARGIN):g})"
     )
     waiting = f"max by (node, rank) ({DATA_WAIT_OPEN}{raw}) > {ctx.seconds(WAIT_MARGIN):g}"
@@ -69,16 +81,19 @@ def suspect_expressions(ctx: RuleContext) -> dict[str, str]:
     seen = f"max by (node, rank) (last_over_time(trainsignals_global_step{raw}[{ctx.range(900)}]))"
     gone = f"{seen} unless {_by_rank('trainsignals_global_step' + raw)}"
     ranks_now = f"max by (node, local_rank, rank) (trainsignals_global_step{raw}) * 0 + 1"
-    idle = (
+    idle_gpus = (
         f'label_replace({GPU_UTIL}{r} < {GPU_IDLE_MAX:g}, "local_rank", "$1", "gpu", "(.*)") '
-        f"* on (node, local_rank) group_left (rank) ({ranks_now}) "
-        f"and on () quantile(0.5, {GPU_UTIL}{r}) > {GPU_BUSY_MIN:g}"
+        f"* on (node, local_rank) group_left (rank) ({ranks_now})"
     )
+    util = _gated(ctx, f"{GPU_UTIL}{r}")
+    idle = f"{_gated(ctx, idle_gpus)} and on () quantile(0.5, {util}) > {GPU_BUSY_MIN:g}"
+    # The populations of raw series are counted on the shards (per-node partials); the GPUs'
+    # utilization is a recorded series the global ruler counts itself: gated too.
     return {
         "behind": _few(ctx, behind, last_step),
-        "phase": _few(ctx, waiting, f"max by (node, rank) ({DATA_WAIT_OPEN}{raw})"),
-        "process_gone": _few(ctx, gone, seen),
-        "gpu_idle": _few(ctx, idle, f"{GPU_UTIL}{r}"),
+        "phase": _few(ctx, _gated(ctx, waiting), f"max by (node, rank) ({DATA_WAIT_OPEN}{raw})"),
+        "process_gone": _few(ctx, _gated(ctx, gone), seen),
+        "gpu_idle": _few(ctx, idle, util),
     }
 
 

@@ -66,6 +66,11 @@ GPU_SIGNALS = {
 BUSY_GPU = "gpu:trainsignals_gpu_busy:gated"
 JOB_BUSY_MEDIAN = "job:trainsignals_gpu_busy:median_all"  # every GPU, busy or not
 CLOCK_RATIO_SERIES = "gpu:trainsignals_gpu_sm_clock:peer_ratio"
+# GpuFailSlow's condition, recorded once: CLOCK_RATIO_SERIES' PERSIST_QUANTILE over
+# PERSIST_WINDOW where it is below CLOCK_RATIO (no series for the other GPUs). The alert
+# joins each GPU's UUID in two arms (gpu_labels.named_gpu), and each arm read the window of
+# every GPU's ratio: one read now, and the alert reads the few GPUs that are slow.
+CLOCK_RATIO_LOW = "gpu:trainsignals_gpu_sm_clock:peer_ratio_low_q75_10m"
 
 LINK_THROUGHPUT = "node:trainsignals_ib_throughput:rate5m"
 LINK_THROUGHPUT_MEDIAN = "job:trainsignals_ib_throughput:median"
@@ -79,6 +84,14 @@ NCCL_BUSBW = "rank:trainsignals_nccl_bus_bandwidth:gbs"
 NCCL_BUSBW_RATIO = "rank:trainsignals_nccl_bus_bandwidth:peer_ratio"
 NCCL_BY = "node, comm_id, rank"
 PORT_PEERS = "training_job, device, port"
+
+
+def dashboard_peer_ratios() -> frozenset[str]:
+    """The per-GPU peer ratios no alert reads (all but the SM clock's, GpuFailSlow's): they
+    feed only the "Where is it slow" panels, so recording.py puts them in the slow group, every
+    3m instead of every minute. Each reads every GPU of the job twice (the ratio and the
+    median inline): at 131,072 GPUs they were much of the global ruler's minute."""
+    return frozenset(peer_ratio(s) for s in GPU_SIGNALS) - {CLOCK_RATIO_SERIES}
 
 
 def peers_enabled(ctx: RuleContext) -> bool:
@@ -108,6 +121,7 @@ def gpu_peer_recordings(ctx: RuleContext) -> dict[str, str]:
         # goes to the slow group (recording.py), and fast rules read only the fast group.
         middle = f"quantile by (training_job) (0.5, {gated}) and on (training_job) {computing}"
         rules[peer_ratio(signal)] = f"({gated}) / on (training_job) group_left () ({middle}) > 0"
+    rules[CLOCK_RATIO_LOW] = persists_below(f"{CLOCK_RATIO_SERIES}{r}", CLOCK_RATIO, ctx)
     return rules
 
 

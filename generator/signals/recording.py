@@ -24,10 +24,15 @@ from trainsignals.generator.signals.fabric import fabric_recordings
 from trainsignals.generator.signals.goodput import goodput_long_recordings, goodput_recordings
 from trainsignals.generator.signals.gpu import gpu_source
 from trainsignals.generator.signals.hang_suspects import hang_suspect_recordings
-from trainsignals.generator.signals.peers import peer_recordings
+from trainsignals.generator.signals.peers import dashboard_peer_ratios, peer_recordings
 from trainsignals.generator.signals.promql import RuleContext, le_label, matchers, not_regex, regex
 from trainsignals.generator.signals.slo import slo_recordings
-from trainsignals.generator.signals.straggler import straggler_recordings
+from trainsignals.generator.signals.straggler import (
+    BASELINE_INTERVAL,
+    baseline_recording,
+    straggler_enabled,
+    straggler_recordings,
+)
 from trainsignals.generator.spec.durations import format_duration
 
 # The slow group's interval: under Prometheus' 5m lookback with room for a late evaluation
@@ -274,13 +279,19 @@ def restart_recordings(ctx: RuleContext) -> dict[str, str]:
 
 
 def recording_rules(ctx: RuleContext) -> list[dict]:
-    """Every recording rule of the job, both groups (recording_groups) in evaluation order."""
+    """Every recording rule of the job, every group (recording_groups) in evaluation order."""
     return [rule for group in recording_groups(ctx) for rule in group["rules"]]
 
 
-def group_names(ctx: RuleContext) -> tuple[str, str]:
-    """(fast, slow) recording group names."""
-    return f"trainsignals-{ctx.job}-recording", f"trainsignals-{ctx.job}-recording-slow"
+def group_names(ctx: RuleContext) -> tuple[str, ...]:
+    """(fast, slow[, baseline]) recording group names: the baseline group only where the job
+    has one (a job of several ranks: straggler.straggler_enabled)."""
+    names = (f"trainsignals-{ctx.job}-recording", f"trainsignals-{ctx.job}-recording-slow")
+    return (*names, baseline_group_name(ctx)) if straggler_enabled(ctx) else names
+
+
+def baseline_group_name(ctx: RuleContext) -> str:
+    return f"trainsignals-{ctx.job}-baseline"
 
 
 def recording_groups(ctx: RuleContext, readers: Iterable[str] = ()) -> list[dict]:
@@ -289,15 +300,25 @@ def recording_groups(ctx: RuleContext, readers: Iterable[str] = ()) -> list[dict
     SLOW_INTERVAL: what only dashboards and postmortems read and costs the most at 16k GPUs
     (the step-time quantiles over every rank's buckets; goodput and badput over 1h and 1d, an
     increase() over an hour of every rank's activity counters), and the job-level rules no
-    alert needs (dashboard rates, the 5m badput breakdown). Per-node and per-GPU rules stay
-    fast: their panels drill into one node or GPU at full resolution."""
-    fast, slow = _job_rules(ctx)
+    alert needs (dashboard rates, the 5m badput breakdown), and the per-GPU peer ratios no
+    alert reads (peers.dashboard_peer_ratios: each reads every GPU). Other per-node and per-GPU
+    rules stay fast: their panels drill into one node or GPU at full resolution. Last, where
+    the job has peers, the straggler's 6h baseline in a group of its own, every
+    BASELINE_INTERVAL: the one group besides the fast group that a fast rule reads (COST
+    reads the baseline, which a few minutes change by nothing that matters: it is a 6h
+    quantile). Read every minute, it was the costliest rule at 131,072 ranks (360 samples of
+    each rank)."""
+    fast, slow, baseline = _job_rules(ctx)
     needed = _needed(fast, readers)
+    slow_unless_read = dashboard_peer_ratios()
     dashboard_only = [
-        r for r in fast if r["record"].startswith("job:") and r["record"] not in needed
+        r
+        for r in fast
+        if (r["record"].startswith("job:") or r["record"] in slow_unless_read)
+        and r["record"] not in needed
     ]
-    fast_name, slow_name = group_names(ctx)
-    return [
+    fast_name, slow_name = group_names(ctx)[:2]
+    groups = [
         {"name": fast_name, "rules": [{**r} for r in fast if r not in dashboard_only]},
         {
             "name": slow_name,
@@ -305,29 +326,39 @@ def recording_groups(ctx: RuleContext, readers: Iterable[str] = ()) -> list[dict
             "rules": [{**r} for r in (*dashboard_only, *slow)],
         },
     ]
+    if baseline:
+        groups.append(
+            {
+                "name": baseline_group_name(ctx),
+                "interval": ctx.duration(BASELINE_INTERVAL),
+                "rules": [{**r} for r in baseline],
+            }
+        )
+    return groups
 
 
 def recorded_exprs(ctx: RuleContext) -> dict[str, tuple[str, ...]]:
     """{record: every expression recording it} over the job's recording rules, whichever group
     each lands in (a name can be recorded by several rules: one per SLO, one per time account)."""
-    fast, slow = _job_rules(ctx)
     records: dict[str, tuple[str, ...]] = {}
-    for rule in (*fast, *slow):
+    for rule in (rule for rules in _job_rules(ctx) for rule in rules):
         records[rule["record"]] = (*records.get(rule["record"], ()), rule["expr"])
     return records
 
 
+Rules = tuple[dict, ...]
 # The last job's rules: generating a job asks for them twice (AlertInputMissing reads what
 # they read, then the rules file writes them), and building them is ~1 ms. Callers get copies.
-_last_built: tuple[RuleContext, tuple[dict, ...], tuple[dict, ...]] | None = None
+_last_built: tuple[RuleContext, Rules, Rules, Rules] | None = None
 
 
-def _job_rules(ctx: RuleContext) -> tuple[tuple[dict, ...], tuple[dict, ...]]:
-    """(fast candidates, slow) recording rules of the job, before the split by readers."""
+def _job_rules(ctx: RuleContext) -> tuple[Rules, Rules, Rules]:
+    """(fast candidates, slow, baseline) recording rules of the job, before the split by
+    readers."""
     global _last_built
     last = _last_built  # one read: another thread may replace it meanwhile
     if last is not None and last[0] is ctx:
-        return last[1], last[2]
+        return last[1], last[2], last[3]
     source = gpu_source(ctx)
     gpu = source.recordings() | source.mig_recordings()
     # A GPU's UUID outlives its series by UUID_HELD_S: a drained node's or a dropped GPU's
@@ -358,8 +389,14 @@ def _job_rules(ctx: RuleContext) -> tuple[tuple[dict, ...], tuple[dict, ...]]:
         {"record": name, "expr": expr, "labels": ctx.job_label}
         for name, expr in step_time_quantiles(ctx).items()
     ] + goodput_long_recordings(ctx)
-    _last_built = (ctx, tuple(fast), tuple(slow))
-    return _last_built[1], _last_built[2]
+    # The straggler's baseline leaves the fast group for its own (recording_groups).
+    sampled = baseline_recording(ctx) if straggler_enabled(ctx) else {}
+    baseline = [
+        {"record": name, "expr": expr, "labels": ctx.job_label} for name, expr in sampled.items()
+    ]
+    fast = [r for r in fast if r["record"] not in sampled]
+    _last_built = (ctx, tuple(fast), tuple(slow), tuple(baseline))
+    return _last_built[1], _last_built[2], _last_built[3]
 
 
 # A series name as PromQL spells it: a maximal run of word characters and colons.

@@ -15,7 +15,7 @@ from trainsignals.generator.alerts.model import AlertGroup, Rule
 from trainsignals.generator.signals.fabric import fabric_enabled
 from trainsignals.generator.signals.peers import (
     CLOCK_RATIO,
-    CLOCK_RATIO_SERIES,
+    CLOCK_RATIO_LOW,
     LINK_MIN_BYTES,
     LINK_RATE_HELD,
     LINK_RATE_RATIO,
@@ -62,9 +62,9 @@ QUIET_FOR = 60  # minutes a quiet case runs past onset (past its pause and resta
 def gpu_fail_slow(ctx: RuleContext) -> Rule | None:
     if not peers_enabled(ctx):
         return None
-    ratio = f"{CLOCK_RATIO_SERIES}{ctx.recorded()}"
     return Rule(
-        expr=named_gpu(ctx, persists_below(ratio, CLOCK_RATIO, ctx)),
+        # Most of the window below CLOCK_RATIO (peers.persists_below), recorded once.
+        expr=named_gpu(ctx, f"{CLOCK_RATIO_LOW}{ctx.recorded()}"),
         for_seconds=PERSIST_FOR,
         summary="{{ $labels.training_job }}: {{ $labels.node }} GPU {{ $labels.gpu }} runs at "
         "{{ $value | humanizePercentage }} of the job's median SM clock",
