@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -180,13 +181,20 @@ def _import_alerts(
 
 
 def evaluate_rules(
-    prom: Prometheus, document: dict, start: int, end: int, work: Path
+    prom: Prometheus,
+    document: dict,
+    start: int,
+    end: int,
+    work: Path,
+    background: Sequence[AlertEpisode] = (),
 ) -> tuple[int, list[AlertEpisode]]:
     """Every rule of the file: (recording tiers, alert episodes).
 
     Rules that read ALERTS (recording rules, whatever reads those, and alerts such as
     NodeUnreachableRecently) wait until the alerts they read have been evaluated and written
-    as ALERTS series, as Prometheus itself writes them.
+    as ALERTS series, as Prometheus itself writes them. `background`: alerts of series the
+    replay does not store (other nodes' tickets), written as ALERTS with the first evaluated
+    ones and not returned (nothing routes them).
     """
     rules = [
         {**r, STEP_KEY: parse_duration(g["interval"])} if "interval" in g and "record" in r else r
@@ -210,7 +218,7 @@ def evaluate_rules(
     episodes = evaluate_alerts(prom, first, start, end)
     rest = [r for r in alerting if r not in first]
     if late or rest:
-        _import_alerts(prom, episodes, start, end, work)
+        _import_alerts(prom, [*episodes, *background], start, end, work)
         tiers += _backfill(prom, [r for r in recording if r["record"] in late], start, end, work)
     # Alerts that read other alerts' ALERTS, in passes: each once the alerts it names are
     # evaluated and written (CheckpointTooOld reads TrainingCrashLooping, which reads
