@@ -181,10 +181,16 @@ def judge(replay: Replay) -> Culprits:
             named = Named(incident.kind, incident.node, None, incident.start_s)
             faulty.append(named)
             windows[id(named)] = incident.end_s + FAULT_AFTER_S
+    lemon_alert, _ = lemon_rule()
     for named in faulty:
-        # About it: delivered from its onset on (an SLO ticket of earlier faults is not).
+        # About it: delivered from its onset on (an SLO ticket of earlier faults is not), and
+        # about an incident (a lemon ticket is about a node's 30 days, whatever fires now).
         lo, hi = named.onset_s - MINUTE, windows[id(named)]
-        about = [(at, labels) for at, _, labels in rel if lo <= at <= hi]
+        about = [
+            (at, labels)
+            for at, _, labels in rel
+            if lo <= at <= hi and not (lemon_alert and labels.get("alertname") == lemon_alert)
+        ]
         if about and named.what == "hang":  # the page names its suspects (annotation)
             nodes = _suspects_at(replay, about[0][0])
             about[0] = (about[0][0], about[0][1] | {"node": ",".join(sorted(nodes))})

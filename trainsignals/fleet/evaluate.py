@@ -196,8 +196,10 @@ def evaluate_rules(
     replay does not store (other nodes' tickets), written as ALERTS with the first evaluated
     ones and not returned (nothing routes them).
     """
+    # Every rule of a group with an interval is evaluated at it, alerts too (the node record's
+    # ticket sits in its 3m history group: at 1m it would be seen at one evaluation in three).
     rules = [
-        {**r, STEP_KEY: parse_duration(g["interval"])} if "interval" in g and "record" in r else r
+        {**r, STEP_KEY: parse_duration(g["interval"])} if "interval" in g else r
         for g in document["groups"]
         for r in g["rules"]
     ]
@@ -253,12 +255,13 @@ def evaluate_alerts(
     for rule in rules:
         hold = parse_duration(rule["for"]) if rule.get("for") else 0
         keep = parse_duration(rule["keep_firing_for"]) if rule.get("keep_firing_for") else 0
-        for series in prom.range_query(rule["expr"], start, end):
+        step = rule.get(STEP_KEY, STEP_S)  # its group's interval, on multiples of it
+        for series in prom.range_query(rule["expr"], -(-start // step) * step, end, step):
             labels = {k: v for k, v in series["metric"].items() if k != "__name__"}
             labels |= {k: str(v) for k, v in (rule.get("labels") or {}).items()}
             labels["alertname"] = rule["alert"]
             times = [round(float(ts)) for ts, _ in series["values"]]
-            firing = apply_for(times, hold, keep)
+            firing = apply_for(times, hold, keep, step)
             if firing:
                 episodes.append(AlertEpisode(rule["alert"], labels, firing))
     return episodes
