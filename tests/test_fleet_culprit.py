@@ -150,7 +150,7 @@ def test_culprit_measures_read_the_first_notification_and_tickets() -> None:
             [(3700, "ticket", lost), (20000 + 14 * 60, "ticket", slow), (9000, "page", healthy)]
         )
     )
-    assert result.culprit_named() == (1, 1)
+    assert result.named[0].first == {"alertname": "GpuLost", "node": "gpu-n0001", "gpu": "3"}
     assert result.named[0].gpu_named and result.named[0].localized_s == 100
     assert result.failslow_ticketed() == (1, 1)
     assert [labels["node"] for _, labels in result.wrong] == ["gpu-n0099"]
@@ -205,7 +205,8 @@ def test_a_lemon_flagged_before_its_second_incident_and_a_wrong_lemon_ticket() -
     replay = _replay(
         [
             (3 * day, "ticket", {"alertname": RECURRING, "node": "gpu-n0042"}),
-            (3700, "ticket", {"alertname": RECURRING, "node": "gpu-n0001"}),
+            (3650, "ticket", {"alertname": RECURRING, "node": "gpu-n0001"}),
+            (3700, "ticket", {"alertname": "GpuLost", "node": "gpu-n0001", "gpu": "3"}),
         ]
     )
     replay.history.lemons = ("gpu-n0042",)
@@ -226,3 +227,6 @@ def test_a_lemon_flagged_before_its_second_incident_and_a_wrong_lemon_ticket() -
     assert result.lemons_flagged(2) == (1, 1)
     assert [labels["node"] for _, labels in result.wrong] == ["gpu-n0001"]
     assert "lemons_flagged=1/1 (100.0%)" in result.line()
+    # A lemon ticket is about a node's 30 days: never an incident's first notification, even
+    # delivered in its window (the GpuLost ticket after it is the first).
+    assert result.named[0].first == {"alertname": "GpuLost", "node": "gpu-n0001", "gpu": "3"}
