@@ -5,9 +5,11 @@ sharded): its cost grows with hardware incidents, not with GPUs. It is measured 
 on a real Prometheus 2.42, no projection: 16,384 nodes (131,072 GPUs), each with a recorded
 incident start in the last 30 days (an upper bound: most nodes have none), LEMON_SHARE of them
 with LEMON_INCIDENTS; and a bad hour, FIRING_SHARE of the nodes with a hardware alert firing
-for the last 20 minutes (`ALERTS`, what the start rule reads). Every group is evaluated every
-15 s; its Prometheus CPU per evaluation (bench_fleet_cost.group_cpu) over its production
-interval is its cost. Goal: every group under 10%.
+for the last 20 minutes (`ALERTS`, what the start rule reads). Tickets (non-fatal evidence):
+every node with TICKETS recorded ticket starts in 30 days, a lemon with LEMON_TICKETS, and
+TICKET_FIRING_SHARE of the nodes with a ticket firing for the last 20 minutes. Every group is
+evaluated every 15 s; its Prometheus CPU per evaluation (bench_fleet_cost.group_cpu) over its
+production interval is its cost. Goal: every group under 10%.
 
 The incident starts are placed in a few two-hour blocks spread over the 30 days (the reads
 cover the whole window either way; a block per two hours would be 360 blocks to open).
@@ -28,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_fleet_cost import EVAL_S, group_cpu, group_durations, spawn_prometheus
 from trainsignals.generator.nodes.files import nodes_document
-from trainsignals.generator.signals.node_incidents import FAULT_START, INCIDENT_START
+from trainsignals.generator.signals.node_incidents import FAULT_START, INCIDENT_START, TICKET_START
 from trainsignals.generator.spec.durations import parse_duration
 
 from trainsignals.fleet.emit import import_openmetrics
@@ -44,6 +46,10 @@ DAYS = 30
 BLOCK_DAYS = (1, 5, 9, 13, 17, 21, 25, 29)  # days back holding the incident starts
 GOAL = 0.10
 FAULT = "GpuLost"  # a declared hardware fault (the rules' regex lists them)
+TICKET = "GpuXidError"  # a ticket (derived from the declarations: the rules' regex lists them)
+TICKETS = 2  # ticket starts per node in 30 days (the replay's model: 1)
+LEMON_TICKETS = 20  # a lemon's (the replay's model: 10)
+TICKET_FIRING_SHARE = 0.05
 
 
 def write_series(path: Path, now: int) -> int:
@@ -59,8 +65,19 @@ def write_series(path: Path, now: int) -> int:
             lines.append(f'{INCIDENT_START}{{node="{node}"}} {start} {start}')
             labels = f'alertname="{FAULT}",node="{node}",training_job="{JOB}"'
             lines.append(f"{FAULT_START}{{{labels}}} {start} {start}")
+        for i in range(LEMON_TICKETS if n < lemons else TICKETS):
+            day = BLOCK_DAYS[(n + i + 3) % len(BLOCK_DAYS)]
+            start = now - day * 86400 + (n % 100) * 60 + 3600 * (1 + i // len(BLOCK_DAYS))
+            lines.append(f'{TICKET_START}{{node="{node}"}} {start} {start}')
+            labels = f'alertname="{TICKET}",node="{node}",training_job="{JOB}"'
+            lines.append(f"{FAULT_START}{{{labels}}} {start} {start}")
     for n in range(firing):
         labels = f'alertname="{FAULT}",alertstate="firing",node="gpu-n{n:05d}"'
+        lines += [
+            f'ALERTS{{{labels},training_job="{JOB}"}} 1 {t}' for t in range(now - 1200, now, 60)
+        ]
+    for n in range(NODES - int(NODES * TICKET_FIRING_SHARE), NODES):
+        labels = f'alertname="{TICKET}",alertstate="firing",node="gpu-n{n:05d}",gpu="0"'
         lines += [
             f'ALERTS{{{labels},training_job="{JOB}"}} 1 {t}' for t in range(now - 1200, now, 60)
         ]
@@ -98,7 +115,9 @@ def main() -> None:
     print(
         f"\nlemon-node record at {NODES:,} nodes ({NODES * 8:,} GPUs), measured at full size: "
         f"every node with an incident start in {DAYS} days, {LEMON_SHARE:.1%} with "
-        f"{LEMON_INCIDENTS}, {FIRING_SHARE:.0%} with a hardware alert firing ({samples:,} samples)"
+        f"{LEMON_INCIDENTS}, {FIRING_SHARE:.0%} with a hardware alert firing; {TICKETS} ticket "
+        f"starts per node ({LEMON_TICKETS} on a lemon), {TICKET_FIRING_SHARE:.0%} with a ticket "
+        f"firing ({samples:,} samples)"
     )
     worst = 0.0
     for name, interval in production.items():

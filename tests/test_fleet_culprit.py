@@ -8,14 +8,22 @@ import statistics
 
 import pytest
 from trainsignals.generator.meta.names import NODE_INCIDENTS_ALERT as RECURRING
+from trainsignals.generator.nodes.policy import hardware_tickets
+from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS
 
-from trainsignals.fleet.culprit import judge
+from trainsignals.fleet.culprit import judge, score_reach, ticket_weight
 from trainsignals.fleet.emit import CLOCK_HZ, OWN_WORK, Emitter
-from trainsignals.fleet.failslow import LEMON_RATE_X, FailSlow, lemon_fault_count
+from trainsignals.fleet.failslow import (
+    LEMON_RATE_X,
+    LEMON_TICKET_X,
+    TICKETS_PER_NODE_30D,
+    FailSlow,
+    lemon_fault_count,
+)
 from trainsignals.fleet.ground_truth import build_history
 from trainsignals.fleet.history import MINUTE, History, Interruption
 from trainsignals.fleet.routing import Notification
-from trainsignals.fleet.run import EPOCH, Replay
+from trainsignals.fleet.run import EPOCH, Replay, ticket_episodes
 from trainsignals.fleet.spec import fleet_spec
 from trainsignals.fleet.timeline import STEP_SECONDS, Truth, simulate
 
@@ -47,6 +55,49 @@ def test_lemons_fail_about_ten_times_as_often_under_their_own_names() -> None:
     assert 0.7 * LEMON_RATE_X < per_lemon / per_node < 1.3 * LEMON_RATE_X
     # The Llama 3 mix is unchanged: the lemons' faults are taken from it.
     assert len(hardware) == 419 - 54 - 7
+
+
+def test_every_node_tickets_and_lemons_ten_times_as_often() -> None:
+    """Non-fatal tickets: a Poisson base rate on every node, LEMON_TICKET_X times it on a
+    lemon, each of an alert the node record counts as a ticket."""
+    history = build_history(54)
+    lemons = set(history.lemons)
+    on_lemons = [t for t in history.tickets if t.node in lemons]
+    others = len(history.tickets) - len(on_lemons)
+    per_node = others / (2048 - len(lemons))
+    assert per_node == pytest.approx(TICKETS_PER_NODE_30D * 54 / 30, rel=0.1)
+    assert 0.5 * LEMON_TICKET_X < len(on_lemons) / len(lemons) / per_node < 1.5 * LEMON_TICKET_X
+    assert {t.alert for t in history.tickets} <= set(hardware_tickets())
+    assert all(0 <= t.start_s < t.end_s <= history.wall_s for t in history.tickets)
+    assert history.tickets == sorted(history.tickets, key=lambda t: t.start_s)
+    # The faults stay as drawn: the tickets come from their own random stream.
+    assert len(history.hardware_faults) == 419 - 54 - 7
+
+
+def test_the_tickets_reach_the_rules_as_their_alerts() -> None:
+    history = build_history(REDUCED_DAYS)
+    episodes = ticket_episodes(history, "job-x")
+    assert len(episodes) == len(history.tickets) > 100
+    ticket, episode = history.tickets[0], episodes[0]
+    assert episode.labels["alertname"] == ticket.alert and episode.labels["node"] == ticket.node
+    assert episode.labels["training_job"] == "job-x" and episode.labels["severity"] == "ticket"
+    assert episode.firing == [(EPOCH + ticket.start_s + MINUTE, EPOCH + ticket.end_s + MINUTE)]
+
+
+def test_the_score_can_flag_the_lemons_early_and_few_others() -> None:
+    """On the 54-day truth, the node record's arithmetic (incidents + tickets / weight over 30
+    days, the default settings) reaches the threshold before every lemon's second job-killing
+    incident, and on at most a few other nodes in 54 days (<= 1 a week). Without tickets
+    (the old record) it reaches none of them."""
+    history = build_history(54)
+    threshold = DEFAULT_SETTINGS.lemon_node_incidents
+    per = DEFAULT_SETTINGS.lemon_tickets_per_incident
+    assert ticket_weight() == per
+    hits, others = score_reach(history, threshold, per)
+    assert hits >= 0.9 * len(history.lemons)
+    assert others <= 54 / 7
+    history.tickets = []
+    assert score_reach(history, threshold, per) == (0, 0)
 
 
 def test_job_steps_at_the_slowest_ranks_pace() -> None:
@@ -99,7 +150,7 @@ def test_culprit_measures_read_the_first_notification_and_tickets() -> None:
             [(3700, "ticket", lost), (20000 + 14 * 60, "ticket", slow), (9000, "page", healthy)]
         )
     )
-    assert result.culprit_named() == (1, 1)
+    assert result.named[0].first == {"alertname": "GpuLost", "node": "gpu-n0001", "gpu": "3"}
     assert result.named[0].gpu_named and result.named[0].localized_s == 100
     assert result.failslow_ticketed() == (1, 1)
     assert [labels["node"] for _, labels in result.wrong] == ["gpu-n0099"]
@@ -145,3 +196,37 @@ def test_lemons_flagged_counts_the_recurring_incidents_ticket_before_the_nth() -
     assert result.lemons_flagged(2) == (0, 1)
     assert result.lemons_flagged(4) == (1, 1)
     assert [labels["node"] for _, labels in result.wrong] == ["gpu-n0007"]
+
+
+def test_a_lemon_flagged_before_its_second_incident_and_a_wrong_lemon_ticket() -> None:
+    """Flagged between its first and second incident (by tickets): counted. A recurring-incidents
+    ticket on a node that is no lemon is wrong even while that node has a real fault."""
+    day = 86400
+    replay = _replay(
+        [
+            (3 * day, "ticket", {"alertname": RECURRING, "node": "gpu-n0042"}),
+            (3650, "ticket", {"alertname": RECURRING, "node": "gpu-n0001"}),
+            (3700, "ticket", {"alertname": "GpuLost", "node": "gpu-n0001", "gpu": "3"}),
+        ]
+    )
+    replay.history.lemons = ("gpu-n0042",)
+    replay.history.interruptions += [
+        Interruption(
+            "gpu_hbm3",
+            "gpu",
+            d * day,
+            d * day + 60,
+            d * day + 300,
+            d * day + 600,
+            node="gpu-n0042",
+            gpu=1,
+        )
+        for d in (1, 5)
+    ]
+    result = judge(replay)
+    assert result.lemons_flagged(2) == (1, 1)
+    assert [labels["node"] for _, labels in result.wrong] == ["gpu-n0001"]
+    assert "lemons_flagged=1/1 (100.0%)" in result.line()
+    # A lemon ticket is about a node's 30 days: never an incident's first notification, even
+    # delivered in its window (the GpuLost ticket after it is the first).
+    assert result.named[0].first == {"alertname": "GpuLost", "node": "gpu-n0001", "gpu": "3"}

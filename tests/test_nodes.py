@@ -6,12 +6,22 @@ from pathlib import Path
 
 import pytest
 import yaml
-from trainsignals.generator.alerts.model import hardware_fault_alerts
+from trainsignals.generator.alerts.catalog import ALERTS
+from trainsignals.generator.alerts.model import (
+    hardware_fault_alerts,
+    hardware_ticket_alerts,
+    is_hardware_ticket,
+)
 from trainsignals.generator.loader import load_specs, spec_files
 from trainsignals.generator.nodes.files import nodes_files
 from trainsignals.generator.nodes.policy import ALERT
 from trainsignals.generator.pipeline import Options, generate_all
-from trainsignals.generator.signals.node_incidents import INCIDENT_START, INCIDENTS
+from trainsignals.generator.signals.node_incidents import (
+    INCIDENT_START,
+    INCIDENTS,
+    SCORE,
+    TICKET_START,
+)
 from trainsignals.generator.spec.errors import SpecError
 from trainsignals.generator.spec.job import JobSpec, Shape
 from trainsignals.generator.spec.monitoring import (
@@ -73,6 +83,24 @@ def test_the_faults_are_the_declared_hardware_faults(files: dict[str, str]) -> N
     assert f'alertname=~"{"|".join(hardware_fault_alerts())}"' in expr
 
 
+def test_the_tickets_are_the_infra_teams_node_alerts_that_are_no_fault(
+    files: dict[str, str],
+) -> None:
+    """Non-fatal evidence is derived from the declarations: what the infra team gets about one
+    node that is no hardware fault (a declaration may say otherwise); the job team's alerts
+    (a disk filling up, GPU memory near full) and job-level alerts are never evidence."""
+    tickets = hardware_ticket_alerts()
+    assert tickets and not set(tickets) & set(hardware_fault_alerts())
+    for alert in ALERTS:
+        derived = alert.owner == "infra" and alert.node_scoped and not alert.hardware_fault
+        assert (alert.name in tickets) == derived, alert.name
+    expr = record(files[RULES], TICKET_START)["expr"]
+    assert f'alertname=~"{"|".join(tickets)}"' in expr
+    assert is_hardware_ticket(False, "infra", True, False) is False
+    assert is_hardware_ticket(True, "job", False, False) is True
+    assert is_hardware_ticket(True, "infra", True, True) is False  # a fault is never a ticket
+
+
 def test_a_job_named_nodes_is_refused() -> None:
     spec = JobSpec(
         name="nodes", team="t", shape=Shape(gpu_model="H100-SXM", model_flops_per_token=4.2e10)
@@ -103,10 +131,11 @@ def test_rules_are_lint_clean_alone_and_with_every_rule_file() -> None:
 
 
 def test_the_threshold_is_the_setting_and_the_tests_follow_it(tmp_path: Path) -> None:
-    settings = MonitoringSettings(lemon_node_incidents=5)
+    settings = MonitoringSettings(lemon_node_incidents=5, lemon_tickets_per_incident=2)
     files = nodes_files(example_specs(), settings=settings)
     alerts = [r for r in rules_of(files[RULES]) if r.get("alert") == ALERT]
-    assert alerts and all(f"{INCIDENTS} >= 5" in r["expr"] for r in alerts)
+    assert alerts and all(f"{SCORE} >= 5" in r["expr"] for r in alerts)
+    assert "/ 2 or" in record(files[RULES], SCORE)["expr"]
     assert run_promtool(tmp_path, files, TESTS) == ""
 
 
@@ -161,9 +190,21 @@ BROKEN = {
     # No merge window: a flap or a restart of the job is a second incident.
     "no merge window": (TESTS, "[10m] offset 1m", "[1m] offset 1m"),
     # The ticket one incident late.
-    "threshold off by one": (TESTS, f"{INCIDENTS} >= 3", f"{INCIDENTS} > 3"),
+    "threshold off by one": (TESTS, f"{SCORE} >= 3", f"{SCORE} > 3"),
     # A longer memory than 30 days.
     "window": (LONG, f"{INCIDENT_START}[30d]", f"{INCIDENT_START}[40d]"),
+    # Tickets remembered longer than 30 days.
+    "ticket window": (LONG, f"{TICKET_START}[30d]", f"{TICKET_START}[40d]"),
+    # A ticket weighing half an incident, not a third: 1 incident and 5 tickets would flag.
+    "tickets weigh too much": (TESTS, "/ 3 or", "/ 2 or"),
+    # Tickets ignored: a count of incidents alone (the old rule) flags no lemon early.
+    "incidents only": (TESTS, f"{SCORE} >= 3", f"{INCIDENTS} >= 3"),
+    # A ticket right after a fault counted (the merge window reads tickets only).
+    "tickets outside incidents": (
+        TESTS,
+        'count_over_time(ALERTS{alertname=~"' + "|".join(hardware_fault_alerts()),
+        'count_over_time(ALERTS{alertname=~"' + hardware_ticket_alerts()[0],
+    ),
 }
 
 
@@ -180,3 +221,5 @@ def test_the_setting_is_in_the_spec_reference() -> None:
     doc = (JOBS.parent / "docs/spec.md").read_text(encoding="utf-8")
     line = next(x for x in doc.splitlines() if x.startswith("| `lemon_node_incidents` |"))
     assert "`3`" in line and "&gt;= 2" in line and ALERT in line
+    line = next(x for x in doc.splitlines() if x.startswith("| `lemon_tickets_per_incident` |"))
+    assert "`3`" in line and "&gt;= 1" in line

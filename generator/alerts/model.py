@@ -119,6 +119,10 @@ class AlertDef:
     explains: tuple[Explains, ...] = ()  # what this alert is the cause of
     incident: str | None = None  # e.g. PROGRESS_INCIDENT: its pages are that incident's
     hardware_fault: bool = False  # a fault of a node's hardware (counted per node)
+    # A non-fatal sign against a node's hardware (counted per node, a fraction of an incident
+    # each: generator/nodes/). Resolved at registration (AlertGroup.alert): declared, or by
+    # default every infra-owned, node-scoped alert that is no hardware fault.
+    hardware_ticket: bool = False
 
     @property
     def roles(self) -> tuple[str, ...]:
@@ -187,6 +191,27 @@ def hardware_fault_alerts() -> tuple[str, ...]:
     return tuple(d.name for d in _registered() if d.hardware_fault)
 
 
+def hardware_ticket_alerts() -> tuple[str, ...]:
+    """Names of the alerts that are evidence against a node's hardware without killing a job
+    (`hardware_ticket`: declared, or derived), in definition order."""
+    return tuple(d.name for d in _registered() if d.hardware_ticket)
+
+
+def is_hardware_ticket(
+    declared: bool | None, owner: str, node_scoped: bool, hardware_fault: bool
+) -> bool:
+    """`hardware_ticket=` as declared; undeclared (None): an alert the infra team gets about one
+    node (owner infra, node-scoped) that is no hardware fault: a non-fatal XID, pending row
+    remaps, throttling, a flapping port, a node that dropped off the network and came back, a
+    fail-slow GPU, link or host, NVML errors, an exporter hung on the node while its ranks
+    answer (often a wedged driver). A hardware fault is never also a ticket."""
+    if hardware_fault:
+        return False
+    if declared is not None:
+        return declared
+    return owner == "infra" and node_scoped
+
+
 class AlertGroup:
     """The definitions of one module, in the order they are written."""
 
@@ -209,6 +234,7 @@ class AlertGroup:
         explains: tuple[Explains, ...] = (),
         incident: str | None = None,
         hardware_fault: bool = False,
+        hardware_ticket: bool | None = None,
     ) -> Callable[[Callable[..., Rule | None]], Callable[..., Rule | None]]:
         for value in (severity, auto_restart or severity):
             if value not in SEVERITIES:
@@ -232,6 +258,7 @@ class AlertGroup:
                 explains,
                 incident,
                 hardware_fault,
+                is_hardware_ticket(hardware_ticket, owner, node_scoped, hardware_fault),
             )
             self.definitions.append(definition)
             _REGISTERED.append(definition)

@@ -19,7 +19,7 @@ import attr
 from grafanalib import core as g
 from trainsignals.generator.dashboards.kit import DATASOURCE, GREEN, RED, PanelBuilder, g_thresholds
 from trainsignals.generator.signals.hang_suspects import MAX_NAMED, NO_SUSPECT, SUSPECT
-from trainsignals.generator.signals.node_incidents import INCIDENTS
+from trainsignals.generator.signals.node_incidents import SCORE
 from trainsignals.generator.signals.panels import PANEL_IDS, PANEL_TITLES
 from trainsignals.generator.spec.monitoring import DEFAULT_LEMON_NODE_INCIDENTS
 from trainsignals.generator.spec.pipeline_alerts import NODE_INCIDENTS_ALERT
@@ -79,11 +79,13 @@ def nodes_panel(b: PanelBuilder, threshold: int) -> g.Panel:
         description=(
             f"The {TOP_K} nodes of the fleet with the most hardware incidents in 30 days, "
             "counted over every job and spare (a node keeps its name across jobs; overlapping "
-            "faults of one node are one incident). Red from "
+            "faults of one node are one incident), non-fatal hardware tickets added as a "
+            "fraction of an incident each (monitoring settings: lemon_tickets_per_incident). Red "
+            "from "
             f"{threshold}: {NODE_INCIDENTS_ALERT} tickets the infra team to drain the node "
             f"(its runbook: runbooks/{NODE_INCIDENTS_ALERT}.md)."
         ),
-        targets=[b.target(f"topk({TOP_K}, {INCIDENTS})", "{{node}}", instant=True)],
+        targets=[b.target(f"topk({TOP_K}, {SCORE})", "{{node}}", instant=True)],
         dataSource=DATASOURCE,
         gridPos=b.layout.place(12, 8),
         thresholds=g_thresholds([(GREEN, None), (RED, float(threshold))]),
@@ -105,7 +107,7 @@ def nodes_panel(b: PanelBuilder, threshold: int) -> g.Panel:
             "reduceOptions": {"calcs": ["lastNotNull"], "values": False},
             "orientation": "horizontal",
         },
-        defaults={"min": 0, "max": 2 * threshold, "decimals": 0, "unit": "none"},
+        defaults={"min": 0, "max": 2 * threshold, "decimals": 1, "unit": "none"},
         maxDataPoints=None,
     )
 

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from trainsignals.generator.nodes.policy import ALERT, MEANING, NAME, NodesPolicy, hardware_faults
+from trainsignals.generator.nodes.policy import (
+    ALERT,
+    MEANING,
+    NAME,
+    NodesPolicy,
+    hardware_faults,
+    hardware_tickets,
+)
 from trainsignals.generator.nodes.rules import infra_teams, rules_document
 from trainsignals.generator.nodes.unit_tests import long_tests, rule_tests
 from trainsignals.generator.output.files import GENERATED_MARK, Options
@@ -14,6 +21,9 @@ from trainsignals.generator.signals.node_incidents import (
     INCIDENTS,
     LAST_JOB,
     MERGE_SECONDS,
+    SCORE,
+    TICKET_START,
+    TICKETS,
 )
 from trainsignals.generator.spec.durations import format_duration
 from trainsignals.generator.spec.job import JobSpec, Links
@@ -26,7 +36,9 @@ RULES_FILE = f"{NAME}.rules.yaml"
 
 def nodes_policy(settings: MonitoringSettings | None, options: Options) -> NodesPolicy:
     settings = settings or DEFAULT_SETTINGS
-    return NodesPolicy(settings.lemon_node_incidents, options.time_scale)
+    return NodesPolicy(
+        settings.lemon_node_incidents, options.time_scale, settings.lemon_tickets_per_incident
+    )
 
 
 def nodes_document(
@@ -57,7 +69,8 @@ def nodes_files(
     sources = ", ".join(source for _, source in specs) or "no spec"
     mark = (
         f"{GENERATED_MARK} {__version__} from {sources} (lemon nodes: "
-        f"{policy.threshold} hardware incidents in 30 days)."
+        f"{policy.threshold} hardware incidents in 30 days, {policy.tickets_per_incident} tickets "
+        "weighing one)."
     )
     header = f"# {mark}\n# Do not edit: change the specs and run `trainsignals generate`.\n"
     document = rules_document(policy, links, teams)
@@ -80,6 +93,11 @@ def nodes_files(
             rules_file=RULES_FILE,
             threshold=policy.threshold,
             faults=hardware_faults(),
+            tickets=hardware_tickets(),
+            tickets_per_incident=policy.tickets_per_incident,
+            score=SCORE,
+            tickets_record=TICKETS,
+            ticket_start=TICKET_START,
             merge=format_duration(MERGE_SECONDS),
             incidents=INCIDENTS,
             faults_record=FAULTS,

@@ -13,7 +13,10 @@ from trainsignals.generator.signals.node_incidents import (
 )
 from trainsignals.generator.signals.recording import SLOW_INTERVAL
 from trainsignals.generator.spec.durations import format_duration
-from trainsignals.generator.spec.monitoring import DEFAULT_LEMON_NODE_INCIDENTS
+from trainsignals.generator.spec.monitoring import (
+    DEFAULT_LEMON_NODE_INCIDENTS,
+    DEFAULT_LEMON_TICKETS_PER_INCIDENT,
+)
 
 NAME = "nodes"  # file stem and the `job` label of the ticket
 ALERT = NODE_INCIDENTS_ALERT
@@ -26,15 +29,23 @@ def hardware_faults() -> tuple[str, ...]:
     return tuple(a.name for a in ALERTS if a.hardware_fault)
 
 
+def hardware_tickets() -> tuple[str, ...]:
+    """The alerts that are non-fatal evidence against a node: `hardware_ticket` of the alert
+    model (declared, or derived: the infra team's node-scoped alerts that are no fault)."""
+    return tuple(a.name for a in ALERTS if a.hardware_ticket)
+
+
 @dataclass(frozen=True)
 class NodesPolicy:
-    """How many incidents in 30 days make a lemon (MonitoringSettings.lemon_node_incidents).
+    """How many incidents in 30 days make a lemon (MonitoringSettings.lemon_node_incidents),
+    and how many non-fatal tickets weigh as one incident (lemon_tickets_per_incident).
 
     `time_scale` divides every window, as `Options.time_scale` does for the job rules
     (end-to-end tests only)."""
 
     threshold: int = DEFAULT_LEMON_NODE_INCIDENTS
     time_scale: float = 1.0
+    tickets_per_incident: int = DEFAULT_LEMON_TICKETS_PER_INCIDENT
 
     def _scaled(self, seconds: float) -> str:
         return format_duration(seconds / self.time_scale)
@@ -57,7 +68,8 @@ class NodesPolicy:
 
 
 MEANING = (
-    "A node keeps failing across jobs: it had as many hardware incidents in 30 days as the "
+    "A node keeps failing across jobs: its hardware incidents in 30 days, plus its non-fatal "
+    "hardware tickets (`lemon_tickets_per_incident` of them weigh one incident), reached the "
     "monitoring settings' `lemon_node_incidents`. Such lemon nodes are few and touch many "
     "jobs; drain the node and repair it before it kills the next job."
 )

@@ -2,18 +2,29 @@
 
 Near the threshold (threshold - 1 against threshold incidents), one incident firing for hours
 on eight GPUs and the node at once, a flapping fault, the same node in two jobs and a spare, a
-restart of the job while its node's fault fires, and incidents older than 30 days.
+restart of the job while its node's fault fires, and incidents older than 30 days. Tickets
+(non-fatal evidence): a healthy node's two stay quiet, a node one ticket short of the score
+stays quiet and one more flags it (a lemon before its second incident), tickets beside an
+incident are that incident's, and tickets older than 30 days are forgotten.
 """
 
 from __future__ import annotations
 
-from trainsignals.generator.nodes.policy import ALERT, NAME, NodesPolicy, hardware_faults
+from trainsignals.generator.nodes.policy import (
+    ALERT,
+    NAME,
+    NodesPolicy,
+    hardware_faults,
+    hardware_tickets,
+)
 from trainsignals.generator.nodes.rules import alert_rule
 from trainsignals.generator.signals.node_incidents import (
     FAULTS,
     INCIDENTS,
     LAST_JOB,
     MERGE_SECONDS,
+    SCORE,
+    TICKETS,
     WINDOW_SECONDS,
 )
 from trainsignals.generator.signals.promql import matchers
@@ -40,13 +51,13 @@ def episodes(minutes: int, spans: list[tuple[int, int]]) -> str:
     return encode(values)
 
 
-def _alert(alertname: str, node: str, job: str, **extra: str) -> str:
+def _alert(alertname: str, node: str, job: str, severity: str = "page", **extra: str) -> str:
     labels = {
         "alertname": alertname,
         "alertstate": "firing",
         "job": job,
         "node": node,
-        "severity": "page",
+        "severity": severity,
         "team": "some-team",
         "training_job": job,
         **extra,
@@ -115,16 +126,25 @@ class NodeTests:
         other = [(t, jobs[0]) for t, jobs in self.teams.items() if t != first]
         self.other_team, self.other_job = other[0] if other else (first, "job-b")
         self.faults = hardware_faults()
+        self.tickets = hardware_tickets()
         self.dashboard_url = alert_rule(policy, links, teams)["annotations"]["dashboard_url"]
 
     def _ticket(
-        self, minute: int, node: str, count: int, kinds: dict[str, int], last: str, team: str
+        self,
+        minute: int,
+        node: str,
+        count: int,
+        kinds: dict[str, int],
+        last: str,
+        team: str,
+        tickets: int = 0,
     ) -> dict:
         history = "".join(f"{name} x{n}; " for name, n in sorted(kinds.items()))
         labels = {"job": NAME, "node": node, "severity": "ticket"}
         if team:
             labels["team"] = team
-        threshold = self.policy.threshold
+        threshold, per = self.policy.threshold, self.policy.tickets_per_incident
+        score = "%.2g" % (count + tickets / per)
         return {
             "alertname": ALERT,
             "eval_time": f"{minute}m",
@@ -132,11 +152,13 @@ class NodeTests:
                 {
                     "exp_labels": labels,
                     "exp_annotations": {
-                        "summary": f"Node {node} had {count} hardware incidents in 30 days "
-                        f"(a lemon at {threshold})",
-                        "description": f"Node {node} failed {count} times in 30 days, across "
-                        f"jobs and spares (threshold {threshold}). Fault kinds: {history}last "
-                        f"job with a fault there: {last}. Drain it and run the vendor's "
+                        "summary": f"Node {node}: {count} hardware incidents and {tickets} "
+                        f"hardware tickets in 30 days (a lemon at {threshold})",
+                        "description": f"Node {node} had {count} hardware incidents that "
+                        f"killed a job and {tickets} non-fatal hardware tickets in 30 days, "
+                        f"across jobs and spares: score {score} ({per} tickets weigh one "
+                        f"incident; a lemon at {threshold}). By kind: {history}last job with a "
+                        f"fault or ticket there: {last}. Drain it and run the vendor's "
                         "diagnostics before it kills another job.",
                         "runbook_url": f"{self.links.runbook_base_url.rstrip('/')}/{ALERT}.md",
                         "dashboard_url": self.dashboard_url,
@@ -255,26 +277,105 @@ class NodeTests:
         )
 
     def aged_out(self) -> dict:
-        """Incidents older than 30 days no longer count: two then, one now, no ticket. Run
-        at a 5m evaluation interval (31 days at 1m cost promtool ~40 s of CPU): the start
-        rules hold at any interval up to the merge window."""
+        """Incidents and tickets older than 30 days no longer count: two incidents then, one
+        now; tickets one short of the threshold then, one now; no ticket. Run at a 5m
+        evaluation interval (31 days at 1m cost promtool ~40 s of CPU): the start rules hold
+        at any interval up to the merge window."""
         n, step = self.policy.threshold, LONG_STEP_MINUTES
-        down = self.faults[0]
+        down, kind = self.faults[0], self.tickets[0]
         window = WINDOW_SECONDS // 60 // step
         apart, start = APART // step, START // step
         old = [(start + i * apart, start + i * apart + 2) for i in range(n - 1)]
-        late = start + window + apart
+        short = n * self.policy.tickets_per_incident - 1
+        old_tickets = [(start + i * apart, start + i * apart + 2) for i in range(short)]
+        late = start + window + short * apart
         end = late + 4
+        early = (start + window - apart) * step
         return _test(
-            f"{ALERT}: incidents older than 30 days are forgotten",
+            f"{ALERT}: incidents and tickets older than 30 days are forgotten",
             end,
-            [(_alert(down, "node-9", self.job), [*old, (late, late + 2)])],
             [
-                _count(INCIDENTS, (start + window - apart) * step, {"node-9": n - 1}),
+                (_alert(down, "node-9", self.job), [*old, (late, late + 2)]),
+                (_alert(kind, "node-8", self.job, "ticket"), [*old_tickets, (late, late + 2)]),
+            ],
+            [
+                _count(INCIDENTS, early, {"node-9": n - 1}),
+                _count(TICKETS, early, {"node-8": short}),
                 _count(INCIDENTS, end * step, {"node-9": 1}),
+                _count(TICKETS, end * step, {"node-8": 1}),
                 self._quiet(end * step),
             ],
             step,
+        )
+
+    def tickets_near_threshold(self) -> dict:
+        """Tickets (non-fatal evidence) add 1/tickets_per_incident each. A healthy node with two
+        tickets, and one with an incident and one ticket short of the threshold, stay quiet;
+        one more ticket flags the lemon before its second incident. Every ticket kind takes a
+        turn, on GPU 0 or the node."""
+        n, per = self.policy.threshold, self.policy.tickets_per_incident
+        down = self.faults[0]
+        short = (n - 1) * per - 1  # tickets that leave node-1 just under the threshold
+        spans = [(START + APART * (i + 1), START + APART * (i + 1) + 15) for i in range(short + 1)]
+        end = spans[-1][1] + 10
+        series: list[tuple[str, list[tuple[int, int]]]] = [
+            (_alert(down, node, self.job), [(START, START + 20)]) for node in ("node-1", "node-2")
+        ]
+        kinds: dict[str, int] = {}
+        for i, span in enumerate(spans):
+            kind = self.tickets[i % len(self.tickets)]
+            for node in ("node-1", "node-2") if i < short else ("node-2",):
+                series.append((_alert(kind, node, self.job, "ticket", gpu="0"), [span]))
+            kinds[kind] = kinds.get(kind, 0) + 1
+        healthy = self.tickets[:2]
+        for i, kind in enumerate(healthy):
+            series.append((_alert(kind, "node-3", self.job, "ticket"), [spans[i]]))
+        before = spans[-1][0] - 1
+        return _test(
+            f"{ALERT}: 1 incident and {short} tickets stay quiet, {short + 1} ticket infra; a "
+            "healthy node's 2 tickets stay quiet",
+            end,
+            series,
+            [
+                _count(TICKETS, before, {"node-1": short, "node-2": short, "node-3": 2}),
+                self._quiet(before),
+                _count(TICKETS, end, {"node-1": short, "node-2": short + 1, "node-3": 2}),
+                _count(
+                    SCORE,
+                    end,
+                    {"node-1": 1 + short / per, "node-2": 1 + (short + 1) / per, "node-3": 2 / per},
+                ),
+                self._ticket(
+                    end, "node-2", 1, {down: 1, **kinds}, self.job, self.team, tickets=short + 1
+                ),
+            ],
+        )
+
+    def tickets_of_an_incident(self) -> dict:
+        """Tickets firing with a hardware fault, or within the merge window after it, are that
+        incident's: none is counted. One firing an hour later is."""
+        down, xid = self.faults[0], self.faults[-1]
+        merge = MERGE_SECONDS // 60
+        first, second = self.tickets[0], self.tickets[-1]
+        later = START + 2 * APART
+        series = [
+            (_alert(down, "node-4", self.job), [(START, START + 30)]),
+            (_alert(first, "node-4", self.job, "ticket"), [(START + 2, START + 40)]),
+            (_alert(xid, "node-5", self.job, gpu="1"), [(START, START + 30)]),
+            (
+                _alert(second, "node-5", self.job, "ticket", gpu="1"),
+                [(START + 30 + merge - 3, START + 50), (later, later + 20)],
+            ),
+        ]
+        return _test(
+            f"{ALERT}: tickets beside a hardware fault are its incident's",
+            later + 30,
+            series,
+            [
+                _count(INCIDENTS, START + 90, {"node-4": 1, "node-5": 1}),
+                _count(TICKETS, START + 90, {}),
+                _count(TICKETS, later + 30, {"node-5": 1}),
+            ],
         )
 
     def suite(self) -> list[dict]:
@@ -283,6 +384,8 @@ class NodeTests:
             self.long_incident(),
             self.across_jobs(),
             self.job_restart(),
+            self.tickets_near_threshold(),
+            self.tickets_of_an_incident(),
         ]
 
 

@@ -33,6 +33,8 @@ from trainsignals.generator.spec.secrets import HOW_TO_REFERENCE, SecretRef, loo
 # Kokolis et al. 2024 (Meta RSC): removing the nodes that failed again and again cut the failure
 # rate of large jobs from 14% to 4%; three incidents in 30 days is far above a healthy node's.
 DEFAULT_LEMON_NODE_INCIDENTS = 3
+# Non-fatal hardware tickets of a node that weigh as much as one incident (generator/nodes/).
+DEFAULT_LEMON_TICKETS_PER_INCIDENT = 3
 
 
 class Heartbeat(StrictModel):
@@ -95,7 +97,22 @@ class MonitoringSettings(StrictModel):
             "Hardware incidents of one node in 30 days, over every job and spare, at which "
             f"{NODE_INCIDENTS_ALERT} tickets the infra team (default "
             f"{DEFAULT_LEMON_NODE_INCIDENTS}; at least 2: one incident is bad luck, not a "
-            "lemon). The 'nodes by incident count' panel draws its threshold from it."
+            "lemon). Tickets count too, `lemon_tickets_per_incident` of them as one incident. "
+            "The 'nodes by incident count' panel draws its threshold from it."
+        ),
+    )
+    # Non-fatal evidence: tickets that weigh as much as one incident toward the lemon threshold.
+    lemon_tickets_per_incident: int = Field(
+        default=DEFAULT_LEMON_TICKETS_PER_INCIDENT,
+        ge=1,
+        le=1000,
+        description=(
+            "Non-fatal hardware tickets of one node (a non-fatal XID, row remaps pending, "
+            "throttling, a flapping port, a fail-slow: the infra tickets about one node that are "
+            "no hardware fault) that weigh as much as one incident toward "
+            f"`lemon_node_incidents` (default {DEFAULT_LEMON_TICKETS_PER_INCIDENT}: with the "
+            "default threshold, 1 incident and 6 tickets, or 9 tickets, in 30 days flag a lemon "
+            "before its second job-killing incident; a healthy node's one or two tickets do not)."
         ),
     )
 

@@ -14,7 +14,7 @@ from trainsignals.generator.loader import load_specs
 from trainsignals.generator.nodes.files import nodes_files
 from trainsignals.generator.nodes.policy import ALERT
 from trainsignals.generator.signals.hang_suspects import SUSPECT
-from trainsignals.generator.signals.node_incidents import INCIDENTS
+from trainsignals.generator.signals.node_incidents import SCORE
 from trainsignals.generator.signals.panels import PANEL_IDS
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS, MonitoringSettings
@@ -39,7 +39,7 @@ def _rule_threshold(settings: MonitoringSettings | None) -> float:
     alert = next(
         r for g in yaml.safe_load(text)["groups"] for r in g["rules"] if r.get("alert") == ALERT
     )
-    return float(alert["expr"].split(f"{INCIDENTS} >= ")[1].split(")")[0].split()[0])
+    return float(alert["expr"].split(f"{SCORE} >= ")[1].split(")")[0].split()[0])
 
 
 def test_ids_and_queries() -> None:
@@ -47,7 +47,7 @@ def test_ids_and_queries() -> None:
     ids = [PANEL_IDS[key] for key in KEYS]
     assert all(70 <= i <= 79 for i in ids) and set(ids) <= panels.keys()
     assert SUSPECT in panels[PANEL_IDS["suspects"]]["targets"][0]["expr"]
-    assert INCIDENTS in panels[PANEL_IDS["nodes_by_incidents"]]["targets"][0]["expr"]
+    assert SCORE in panels[PANEL_IDS["nodes_by_incidents"]]["targets"][0]["expr"]
 
 
 def test_the_threshold_shown_is_the_rules(tmp_path: Path) -> None:

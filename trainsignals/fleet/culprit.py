@@ -10,13 +10,16 @@
 - wrong_accusations_per_week: alerts delivered naming a node that nothing was wrong with;
 - lemons_flagged: of the lemon nodes, the share flagged by the fleet's recurring-incidents
   ticket before their second job-killing incident (and before their (N+1)th, N the rule's
-  threshold: a count rule cannot flag before its Nth).
+  threshold: a count of incidents alone cannot flag before its Nth; the node's non-fatal
+  tickets, failslow.add_tickets, can). A recurring-incidents ticket naming a node that is no
+  lemon is a wrong accusation, whatever else was wrong with that node then.
 """
 
 from __future__ import annotations
 
 import importlib
 import statistics
+from collections import Counter
 from dataclasses import dataclass, field
 
 from .failslow import FailSlow, lemon_incidents
@@ -137,6 +140,16 @@ def _onset(fault: Interruption) -> int:
     return fault.fault_s - (THERMAL_LEAD_S if fault.cause == "gpu_thermal" else 0)
 
 
+def ticket_weight() -> int:
+    """Tickets that weigh one incident in the node record's score (0: the generator has no
+    such setting, and tickets do not count)."""
+    try:
+        settings = importlib.import_module("trainsignals.generator.spec.monitoring")
+    except ImportError:
+        return 0
+    return int(getattr(settings, "DEFAULT_LEMON_TICKETS_PER_INCIDENT", 0))
+
+
 def lemon_rule() -> tuple[str, int]:
     """The fleet's recurring-incidents alert and its default threshold, where the generator
     has them (issue 28 item 4: generator/nodes/); ("", 0) where it has not."""
@@ -168,10 +181,16 @@ def judge(replay: Replay) -> Culprits:
             named = Named(incident.kind, incident.node, None, incident.start_s)
             faulty.append(named)
             windows[id(named)] = incident.end_s + FAULT_AFTER_S
+    lemon_alert, _ = lemon_rule()
     for named in faulty:
-        # About it: delivered from its onset on (an SLO ticket of earlier faults is not).
+        # About it: delivered from its onset on (an SLO ticket of earlier faults is not), and
+        # about an incident (a lemon ticket is about a node's 30 days, whatever fires now).
         lo, hi = named.onset_s - MINUTE, windows[id(named)]
-        about = [(at, labels) for at, _, labels in rel if lo <= at <= hi]
+        about = [
+            (at, labels)
+            for at, _, labels in rel
+            if lo <= at <= hi and not (lemon_alert and labels.get("alertname") == lemon_alert)
+        ]
         if about and named.what == "hang":  # the page names its suspects (annotation)
             nodes = _suspects_at(replay, about[0][0])
             about[0] = (about[0][0], about[0][1] | {"node": ",".join(sorted(nodes))})
@@ -264,6 +283,37 @@ def lemon_reach(history: History, n: int) -> int:
     return reach
 
 
+def score_reach(history: History, threshold: int, per_incident: int) -> tuple[int, int]:
+    """What the node record's arithmetic can do with the history's truth: (lemons whose 30-day
+    incidents + tickets / per_incident reach `threshold` before their second job-killing
+    incident, other nodes that ever reach it). Ignores merging and tickets absorbed by an
+    incident: an upper bound on both, to tell the model from the rules."""
+    if not threshold or not per_incident:
+        return 0, 0
+    events: dict[str, list[tuple[int, float]]] = {}
+    for fault in history.hardware_faults:
+        events.setdefault(fault.node, []).append((fault.fault_s, 1.0))
+    for ticket in history.tickets:
+        events.setdefault(ticket.node, []).append((ticket.start_s, 1 / per_incident))
+    lemon_hits = others = 0
+    for node, seen in events.items():
+        seen.sort()
+        first = next(
+            (
+                at
+                for at, _ in seen
+                if sum(w for t, w in seen if at - LEMON_WINDOW_S < t <= at) >= threshold - 1e-9
+            ),
+            None,
+        )
+        if node in history.lemons:
+            faults = sorted(t for t, w in seen if w == 1.0)
+            lemon_hits += first is not None and (len(faults) < 2 or first < faults[1])
+        else:
+            others += first is not None
+    return lemon_hits, others
+
+
 def report_lines(replay: Replay, result: Culprits) -> list[str]:
     """The culprit tables: per cause, per fail-slow kind, the wrong accusations, the lemons."""
     lines = [
@@ -333,5 +383,16 @@ def report_lines(replay: Replay, result: Culprits) -> list[str]:
         f"lemon nodes ({len(history.lemons)}, ~10x a node's fault rate), job-killing incidents: "
         f"{counts}; lemons with 2 / 3 of them inside 30 days: {lemon_reach(history, 2)} / "
         f"{lemon_reach(history, 3)}"
+    )
+    per = ticket_weight()
+    tickets = Counter(t.node for t in history.tickets)
+    on_lemons = sum(tickets[lemon] for lemon in history.lemons)
+    hits, others = score_reach(history, result.lemon_threshold, per)
+    lines.append(
+        f"non-fatal tickets (model): {len(history.tickets) - on_lemons} on other nodes, "
+        f"{on_lemons} on the lemons ({', '.join(f'{n} {tickets[n]}' for n in history.lemons)}); "
+        f"the score's arithmetic on the truth ({per} tickets weigh one incident, a lemon at "
+        f"{result.lemon_threshold}): {hits} lemons reach it before their 2nd incident, "
+        f"{others} other nodes ever"
     )
     return lines

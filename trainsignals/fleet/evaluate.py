@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -180,16 +181,25 @@ def _import_alerts(
 
 
 def evaluate_rules(
-    prom: Prometheus, document: dict, start: int, end: int, work: Path
+    prom: Prometheus,
+    document: dict,
+    start: int,
+    end: int,
+    work: Path,
+    background: Sequence[AlertEpisode] = (),
 ) -> tuple[int, list[AlertEpisode]]:
     """Every rule of the file: (recording tiers, alert episodes).
 
     Rules that read ALERTS (recording rules, whatever reads those, and alerts such as
     NodeUnreachableRecently) wait until the alerts they read have been evaluated and written
-    as ALERTS series, as Prometheus itself writes them.
+    as ALERTS series, as Prometheus itself writes them. `background`: alerts of series the
+    replay does not store (other nodes' tickets), written as ALERTS with the first evaluated
+    ones and not returned (nothing routes them).
     """
+    # Every rule of a group with an interval is evaluated at it, alerts too (the node record's
+    # ticket sits in its 3m history group: at 1m it would be seen at one evaluation in three).
     rules = [
-        {**r, STEP_KEY: parse_duration(g["interval"])} if "interval" in g and "record" in r else r
+        {**r, STEP_KEY: parse_duration(g["interval"])} if "interval" in g else r
         for g in document["groups"]
         for r in g["rules"]
     ]
@@ -210,7 +220,7 @@ def evaluate_rules(
     episodes = evaluate_alerts(prom, first, start, end)
     rest = [r for r in alerting if r not in first]
     if late or rest:
-        _import_alerts(prom, episodes, start, end, work)
+        _import_alerts(prom, [*episodes, *background], start, end, work)
         tiers += _backfill(prom, [r for r in recording if r["record"] in late], start, end, work)
     # Alerts that read other alerts' ALERTS, in passes: each once the alerts it names are
     # evaluated and written (CheckpointTooOld reads TrainingCrashLooping, which reads
@@ -245,12 +255,13 @@ def evaluate_alerts(
     for rule in rules:
         hold = parse_duration(rule["for"]) if rule.get("for") else 0
         keep = parse_duration(rule["keep_firing_for"]) if rule.get("keep_firing_for") else 0
-        for series in prom.range_query(rule["expr"], start, end):
+        step = rule.get(STEP_KEY, STEP_S)  # its group's interval, on multiples of it
+        for series in prom.range_query(rule["expr"], -(-start // step) * step, end, step):
             labels = {k: v for k, v in series["metric"].items() if k != "__name__"}
             labels |= {k: str(v) for k, v in (rule.get("labels") or {}).items()}
             labels["alertname"] = rule["alert"]
             times = [round(float(ts)) for ts, _ in series["values"]]
-            firing = apply_for(times, hold, keep)
+            firing = apply_for(times, hold, keep, step)
             if firing:
                 episodes.append(AlertEpisode(rule["alert"], labels, firing))
     return episodes

@@ -25,6 +25,26 @@ Lemon nodes (Kokolis et al. 2024, Meta RSC): LEMONS nodes fail about LEMON_RATE_
 often as the others. Their faults are taken from the drawn hardware faults (the Llama 3 mix and
 counts stay as they are): the lemon is drained after each, repaired, and comes back under its
 own name (nodes keep their names across jobs and spares).
+
+Tickets: non-fatal evidence against a node (add_tickets). Meta's lemon detector reads per node,
+besides job failures, its tickets, XIDs and times out of service over about a month (Kokolis et
+al. 2024, section on lemon nodes); real lemons show a trail of small anomalies before and
+between the failures that kill jobs. The paper gives no per-node rate of those signals, so the
+rates here are assumptions, stated to be argued with:
+- every node that is no lemon: TICKETS_PER_NODE_30D (1.0) non-fatal hardware tickets per 30
+  days, a Poisson process over the whole run (2,044 nodes: ~68 tickets a day fleet-wide, about
+  ten times the ~6.6 job-killing hardware faults a day of Llama 3's run);
+- a lemon: LEMON_TICKET_X (10) times that, one every 3 days, before, between and after its
+  job-killing faults (also while drained or a spare: a failed health check tickets too);
+- each ticket is one stretch (10-90 minutes) of one alert on one node, its kind drawn from
+  TICKET_MIX: non-fatal XIDs (row-remap events, contained ECC: 35%), row remaps pending (15%),
+  thermal (15%) and power (10%) throttling, a flapping InfiniBand port (15%), a node that
+  dropped off the network briefly (10%). Each must be a ticket of the node record
+  (generator/nodes/policy.hardware_tickets: derived from the alert declarations).
+The replay stores 2 node slots of full series; a ticket on any of the 2,048 nodes reaches the
+rules as Prometheus' own `ALERTS` series of that alert on that node (run.py passes them to the
+evaluator, which writes them beside the evaluated alerts' ALERTS), the only input the node record
+reads. They are not routed: the replay's notifications stay those of its stored series.
 """
 
 from __future__ import annotations
@@ -32,6 +52,18 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from trainsignals.generator.alerts.definitions.fabric import INFINIBAND_PORT_FLAPPING
+from trainsignals.generator.alerts.definitions.gpu_conditions import (
+    GPU_POWER_THROTTLING,
+    GPU_THERMAL_THROTTLING,
+)
+from trainsignals.generator.alerts.definitions.gpu_faults import (
+    GPU_REMAPPED_ROWS_PENDING,
+    GPU_XID_ERROR,
+)
+from trainsignals.generator.alerts.definitions.reachability import NODE_UNREACHABLE_RECENTLY
+from trainsignals.generator.nodes.policy import hardware_tickets
 
 from .history import (
     DAY,
@@ -55,6 +87,18 @@ LEMONS = 4
 LEMON_RATE_X = 10  # a lemon's hardware faults per run, against any other node's
 LEMON_REPAIR_S = 2 * DAY  # a drained lemon is back (repaired, same name) after this at least
 CLEAR_S = 15 * MINUTE  # a fail-slow keeps this clear of restarts and incidents
+TICKETS_PER_NODE_30D = 1.0  # non-fatal hardware tickets of a node that is no lemon, per 30 days
+LEMON_TICKET_X = 10  # a lemon's tickets, against any other node's
+# (alert, share of the tickets, names a GPU): the kinds of non-fatal evidence.
+TICKET_MIX: tuple[tuple[str, float, bool], ...] = (
+    (GPU_XID_ERROR, 0.35, True),
+    (GPU_REMAPPED_ROWS_PENDING, 0.15, True),
+    (GPU_THERMAL_THROTTLING, 0.15, True),
+    (GPU_POWER_THROTTLING, 0.10, True),
+    (INFINIBAND_PORT_FLAPPING, 0.15, False),
+    (NODE_UNREACHABLE_RECENTLY, 0.10, False),
+)
+TICKET_MINUTES = (10, 90)  # how long one ticket's alert fires
 MIN_STRETCH_S = 25 * MINUTE  # the shortest training stretch a fail-slow is drawn in
 
 
@@ -101,6 +145,45 @@ class FailSlow:
 
     def active(self, t: int) -> bool:
         return self.start_s <= t < self.end_s
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """One non-fatal ticket: `alert` fires on `node` (GPU `gpu`) over [start_s, end_s)."""
+
+    node: str
+    start_s: int
+    end_s: int
+    alert: str
+    gpu: int | None = None
+
+
+def add_tickets(history: History) -> None:
+    """Draw every node's non-fatal tickets over the run: a Poisson process per node at
+    TICKETS_PER_NODE_30D per 30 days, LEMON_TICKET_X times that on a lemon (module docstring)."""
+    known = set(hardware_tickets())
+    unknown = [alert for alert, _, _ in TICKET_MIX if alert not in known]
+    if unknown:
+        raise ValueError(f"TICKET_MIX names alerts the node record does not count: {unknown}")
+    rng = random.Random(history.seed * 4099 + 28)  # its own stream: the faults stay as drawn
+    lemons = set(history.lemons)
+    kinds = [alert for alert, _, _ in TICKET_MIX]
+    shares = [share for _, share, _ in TICKET_MIX]
+    per_gpu = {alert: gpu for alert, _, gpu in TICKET_MIX}
+    wall = history.wall_s
+    tickets: list[Ticket] = []
+    for index in range(FLEET_NODES):
+        node = f"gpu-n{index:04d}"
+        rate = TICKETS_PER_NODE_30D * (LEMON_TICKET_X if node in lemons else 1) / (30 * DAY)
+        t = rng.expovariate(rate)
+        while t < wall - TICKET_MINUTES[1] * MINUTE:
+            alert = rng.choices(kinds, shares)[0]
+            start = int(t) // MINUTE * MINUTE
+            length = rng.randint(*TICKET_MINUTES) * MINUTE
+            gpu = rng.randrange(GPUS_PER_NODE) if per_gpu[alert] else None
+            tickets.append(Ticket(node, start, start + length, alert, gpu))
+            t += rng.expovariate(rate)
+    history.tickets = sorted(tickets, key=lambda ticket: ticket.start_s)
 
 
 def _duration(rng: random.Random, kind: str) -> int:

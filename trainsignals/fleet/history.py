@@ -155,6 +155,7 @@ class History:
     completed_s: int = 0  # the job's clean exit (0: it runs to the end)
     failslows: list = field(default_factory=list)  # failslow.FailSlow, in time order
     lemons: tuple[str, ...] = ()  # nodes failing LEMON_RATE_X as often (failslow.py)
+    tickets: list = field(default_factory=list)  # failslow.Ticket: non-fatal evidence, by time
 
     @property
     def wall_s(self) -> int:

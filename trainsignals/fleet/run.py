@@ -48,6 +48,20 @@ class Replay:
     suspects: list[tuple[int, dict[str, str]]] = field(default_factory=list)
 
 
+def ticket_episodes(history: History, job: str) -> list[AlertEpisode]:
+    """Every node's non-fatal tickets (failslow.add_tickets) as the ALERTS Prometheus would keep
+    for them: the node record reads nothing else of them."""
+    episodes = []
+    for ticket in history.tickets:
+        labels = {"alertname": ticket.alert, "node": ticket.node, "severity": "ticket"}
+        labels["training_job"] = job
+        if ticket.gpu is not None:
+            labels["gpu"] = str(ticket.gpu)
+        firing = [(EPOCH + ticket.start_s + MINUTE, EPOCH + ticket.end_s + MINUTE)]
+        episodes.append(AlertEpisode(ticket.alert, labels, firing))
+    return episodes
+
+
 def run_replay(
     days: float,
     seed: int = 405,
@@ -90,7 +104,9 @@ def run_replay(
             prom.restart_with(root / "raw-blocks")
             replay.seconds["series"] = time.monotonic() - clock
             clock = time.monotonic()
-            replay.tiers, replay.episodes = evaluate_rules(prom, document, start, end, root)
+            replay.tiers, replay.episodes = evaluate_rules(
+                prom, document, start, end, root, ticket_episodes(history, spec.name)
+            )
             replay.seconds["rules"] = time.monotonic() - clock
             # Over the job's life: up to its completion, when it completed.
             life_end = EPOCH + history.completed_s if history.completed_s else end
