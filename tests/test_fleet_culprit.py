@@ -166,6 +166,17 @@ def test_culprit_measures_read_the_first_notification_and_tickets() -> None:
     assert late.failslow_ticketed() == (0, 1)
 
 
+def _job_killing_faults(node: str, days: tuple[int, ...]) -> list[Interruption]:
+    """An HBM fault on `node`'s GPU 1 on each of `days` (run days), drained and back."""
+    day = 86400
+    return [
+        Interruption(
+            "gpu_hbm3", "gpu", d * day, d * day + 60, d * day + 300, d * day + 600, node=node, gpu=1
+        )
+        for d in days
+    ]
+
+
 def test_lemons_flagged_counts_the_recurring_incidents_ticket_before_the_nth() -> None:
     """A count rule of N incidents flags at the Nth: never before the second (the issue's
     wording) when N >= 2, so the report also says whether it flagged before the (N+1)th."""
@@ -178,19 +189,7 @@ def test_lemons_flagged_counts_the_recurring_incidents_ticket_before_the_nth() -
     )
     replay.history.days = 20
     replay.history.lemons = ("gpu-n0042",)
-    replay.history.interruptions = [
-        Interruption(
-            "gpu_hbm3",
-            "gpu",
-            d * day,
-            d * day + 60,
-            d * day + 300,
-            d * day + 600,
-            node="gpu-n0042",
-            gpu=1,
-        )
-        for d in (1, 5, 9, 12)
-    ]
+    replay.history.interruptions = _job_killing_faults("gpu-n0042", (1, 5, 9, 12))
     result = judge(replay)
     assert result.lemon_rule == RECURRING
     assert result.lemons_flagged(2) == (0, 1)
@@ -210,19 +209,7 @@ def test_a_lemon_flagged_before_its_second_incident_and_a_wrong_lemon_ticket() -
         ]
     )
     replay.history.lemons = ("gpu-n0042",)
-    replay.history.interruptions += [
-        Interruption(
-            "gpu_hbm3",
-            "gpu",
-            d * day,
-            d * day + 60,
-            d * day + 300,
-            d * day + 600,
-            node="gpu-n0042",
-            gpu=1,
-        )
-        for d in (1, 5)
-    ]
+    replay.history.interruptions += _job_killing_faults("gpu-n0042", (1, 5))
     result = judge(replay)
     assert result.lemons_flagged(2) == (1, 1)
     assert [labels["node"] for _, labels in result.wrong] == ["gpu-n0001"]
