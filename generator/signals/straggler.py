@@ -88,7 +88,7 @@ def straggler_recordings(ctx: RuleContext) -> dict[str, str]:
     usual = f"(clamp_min({BASELINE}{r}, 1) * on (training_job) group_left () {MEDIAN}{r})"
     return baseline_recording(ctx) | {
         OWN_SHARE: (
-            f"sum by ({RANK}) (rate({OWN_WORK}{raw}[{w5}]))\n"
+            f"sum by ({RANK}) (rate({OWN_WORK}{raw}[{w5}])) "
             f"/ sum by ({RANK}) (rate({STEP_SECONDS}{raw}[{w5}]) > 0)"
         ),
         MEDIAN: f"quantile(0.5, {OWN_SHARE}{r})",

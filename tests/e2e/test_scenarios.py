@@ -61,9 +61,10 @@ EMPTY_ON_HEALTHY = (
     'bottomk(10, rank:trainsignals_nccl_bus_bandwidth:peer_ratio{{training_job="{job}"}})',
     # Suspects panel: recorded only while the job has made no step (a hang).
     'rank:trainsignals_hang_suspect:bool{{training_job="{job}"}}',
-    # Nodes by incident count: the fleet's node record (alerts/nodes.rules.yaml), from a
-    # node's first hardware incident on; the healthy run has none and loads no nodes rules.
-    "topk(10, node:trainsignals_hardware_incidents:count30d)",
+    # Nodes by incident count: the fleet's node record (alerts/nodes.rules.yaml), its score
+    # from a node's first hardware incident or ticket on; the healthy run has none and loads
+    # no nodes rules.
+    "topk(10, node:trainsignals_hardware_score:count30d)",
 )
 
 

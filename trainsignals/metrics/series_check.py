@@ -34,6 +34,9 @@ EVENT_ONLY = {
     "node:trainsignals_hardware_incidents:count30d": (
         "recorded by alerts/nodes.rules.yaml from a node's first hardware incident on"
     ),
+    "node:trainsignals_hardware_score:count30d": (
+        "recorded by alerts/nodes.rules.yaml from a node's first hardware incident or ticket on"
+    ),
     **OPTIONAL_SERIES,  # read where present, with a fallback (optional_series.py)
 }
 # Components a job may not run: fine to miss where only panels read them (they stay empty).
