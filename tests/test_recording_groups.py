@@ -23,6 +23,7 @@ from trainsignals.generator.signals.straggler import (
     BASELINE_WINDOW,
     COST,
     RATIO,
+    ratio_expr,
     straggler_enabled,
 )
 from trainsignals.generator.spec.durations import format_duration, parse_duration
@@ -112,14 +113,16 @@ def test_every_fast_job_rule_is_read_by_an_alert(spec) -> None:
 def test_the_straggler_baseline_runs_alone_from_sampled_ratios(spec) -> None:
     """The 6h baseline reads RATIO sampled every BASELINE_INTERVAL (90 samples per rank, not
     360), every BASELINE_INTERVAL, in its own group; only COST reads it, and the interval is
-    under Prometheus' 5m lookback, so COST always finds one."""
+    under Prometheus' 5m lookback, so COST always finds one. The group computes the sampled
+    ratio itself, as RATIO is computed: RATIO is recorded every 3m for the panels only."""
     groups = _groups(spec)
     baseline = groups["baseline"]
     interval = parse_duration(baseline["interval"])
     assert interval == BASELINE_INTERVAL and 60 < interval < 300
     exprs = {r["record"]: r["expr"] for r in baseline["rules"]}
     assert list(exprs) == [BASELINE_INPUT, BASELINE]
-    assert _reads(exprs[BASELINE_INPUT], RATIO)
+    assert exprs[BASELINE_INPUT] == ratio_expr(RuleContext(spec))
+    assert RATIO in {r["record"] for r in groups["recording-slow"]["rules"]}
     assert _reads(exprs[BASELINE], BASELINE_INPUT) and not _reads(exprs[BASELINE], RATIO)
     assert f"[{format_duration(BASELINE_WINDOW)}]" in exprs[BASELINE]
     assert BASELINE_WINDOW / interval == 90

@@ -35,7 +35,7 @@ from trainsignals.generator.deploy.sharding_split import (
 from trainsignals.generator.meta.names import SHARD_ALERT, declared_severity
 from trainsignals.generator.meta.rule import Scale
 from trainsignals.generator.signals.promql import RuleContext
-from trainsignals.generator.signals.recording import SLOW_INTERVAL
+from trainsignals.generator.signals.recording import SLOW_INTERVAL, name_tokens
 from trainsignals.generator.spec.durations import format_duration
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS, MonitoringSettings
@@ -51,6 +51,10 @@ SHARD_LABEL = "shard"
 STALE_SECONDS = 150
 README_ANCHOR = "#sharding-131072-gpus"
 WRITTEN = ".+:.+|ALERTS"  # what a shard remote-writes (__name__)
+# The global ruler's group of the fast rules that read one series per GPU, rank or port
+# (_per_unit_group), and the levels of those series' names.
+PER_UNIT_GROUP = "per-gpu"
+PER_UNIT_LEVELS = frozenset({"gpu", "rank", "mig", "node"})
 
 
 def stale_seconds(ctx: RuleContext) -> float:
@@ -106,6 +110,7 @@ def split_document(
         "labels": ctx.job_label,
     }
     global_groups[0]["rules"].insert(0, reporting)
+    global_groups.insert(1, _per_unit_group(global_groups[0], job))
     alerts = next(g for g in global_groups if g["name"].endswith("-alerts"))
     alerts["rules"].append(_shard_alert(ctx, stale, monitoring or DEFAULT_SETTINGS))
     edge_groups = [{"name": f"trainsignals-{job}-edge", "rules": fast_edge}]
@@ -120,6 +125,29 @@ def split_document(
             }
         )
     return {"groups": edge_groups}, {"groups": global_groups}
+
+
+def reads_per_unit(expr: str) -> bool:
+    """Whether `expr` reads a series per GPU, rank, MIG slice or node (port): a recorded name
+    of one of PER_UNIT_LEVELS, or a node-local part the shards record whole."""
+    return any(
+        name.split(":")[0] in PER_UNIT_LEVELS or (name.startswith("edge:") and ":local_" in name)
+        for name in name_tokens(expr)
+        if name.count(":") == 2
+    )
+
+
+def _per_unit_group(fast: dict, job: str) -> dict:
+    """The fast global rules that read a series per GPU, rank or port (the medians, ratios and
+    costs of the culprit signals, the hang suspects), moved out of `fast` into a group of their
+    own at the same interval. At 131,072 GPUs these passes over every GPU and rank were most
+    of the fast group's minute (bench/culprit_cost.md); a ruler evaluates groups side by side,
+    so the job-level rules (goodput, progress, the durable timestamps) keep their schedule.
+    Across the two groups a rule reads the other's latest evaluation (at most one interval
+    old): each reads 5m rates or longer windows, and the alerts read both."""
+    moved = [rule for rule in fast["rules"] if reads_per_unit(rule["expr"])]
+    fast["rules"] = [rule for rule in fast["rules"] if rule not in moved]
+    return {"name": f"trainsignals-{job}-{PER_UNIT_GROUP}", "rules": moved}
 
 
 def _canonical(expr: str) -> str:

@@ -71,9 +71,14 @@ def suspect_expressions(ctx: RuleContext) -> dict[str, str]:
     """{reason: expression} of the per-rank suspects (value 1, labels node and rank)."""
     raw, r = ctx.raw(), ctx.recorded()
     last_step = f"max by (node, rank) (trainsignals_last_step_timestamp_seconds{raw})"
+    margin = ctx.seconds(BEHIND_MARGIN)
+    # A rank behind the newest by the margin is behind the clock by as much: compared with
+    # time() first, a node-local test the shards make, so a healthy job's stepping ranks never
+    # reach the global ruler (every rank's last step, each minute, at 131,072 ranks).
+    stale = f"{last_step} < time() - {margin:g}"
     behind = (
-        f"{_gated(ctx, last_step)} < on () group_left () "
-        f"(max(trainsignals_last_step_timestamp_seconds{raw}) - {ctx.seconds(BEHIND_MARGIN):g})"
+        f"{_gated(ctx, stale)} < on () group_left () "
+        f"(max(trainsignals_last_step_timestamp_seconds{raw}) - {margin:g})"
     )
     waiting = f"max by (node, rank) ({DATA_WAIT_OPEN}{raw}) > {ctx.seconds(WAIT_MARGIN):g}"
     # A gone process: its series went stale (target down or gone) in the last 15 minutes.

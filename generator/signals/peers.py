@@ -66,10 +66,19 @@ GPU_SIGNALS = {
 BUSY_GPU = "gpu:trainsignals_gpu_busy:gated"
 JOB_BUSY_MEDIAN = "job:trainsignals_gpu_busy:median_all"  # every GPU, busy or not
 CLOCK_RATIO_SERIES = "gpu:trainsignals_gpu_sm_clock:peer_ratio"
-# GpuFailSlow's condition, recorded once: CLOCK_RATIO_SERIES' PERSIST_QUANTILE over
-# PERSIST_WINDOW where it is below CLOCK_RATIO (no series for the other GPUs). The alert
-# joins each GPU's UUID in two arms (gpu_labels.named_gpu), and each arm read the window of
-# every GPU's ratio: one read now, and the alert reads the few GPUs that are slow.
+# GpuFailSlow reads the clock of busy GPUs only, gated where the GPU is scraped (a per-GPU
+# rule: the sharded split runs it on the shards), so the global ruler compares every GPU with
+# the median without joining each with its busy gate first.
+BUSY_CLOCK = "gpu:trainsignals_gpu_sm_clock:busy_hertz"
+CLOCK_MEDIAN = "job:trainsignals_gpu_sm_clock:busy_median"  # recorded once, read per GPU
+# A busy GPU's clock ratio, recorded only where it is below CLOCK_RATIO: a healthy job records
+# nothing here, so the 10m window below reads the few slow GPUs, not every GPU's ten samples.
+CLOCK_RATIO_BELOW = "gpu:trainsignals_gpu_sm_clock:peer_ratio_below"
+# GpuFailSlow's condition, recorded once: below CLOCK_RATIO in at least PERSIST_QUANTILE of
+# the PERSIST_WINDOW's evaluations in which the job computed (its CLOCK_MEDIAN existed; a
+# pause leaves gaps, not healthy samples), valued at the PERSIST_QUANTILE of those low
+# readings. No series for the other GPUs. The alert joins each GPU's UUID in two arms
+# (gpu_labels.named_gpu): both read this.
 CLOCK_RATIO_LOW = "gpu:trainsignals_gpu_sm_clock:peer_ratio_low_q75_10m"
 
 LINK_THROUGHPUT = "node:trainsignals_ib_throughput:rate5m"
@@ -87,11 +96,12 @@ PORT_PEERS = "training_job, device, port"
 
 
 def dashboard_peer_ratios() -> frozenset[str]:
-    """The per-GPU peer ratios no alert reads (all but the SM clock's, GpuFailSlow's): they
-    feed only the "Where is it slow" panels, so recording.py puts them in the slow group, every
-    3m instead of every minute. Each reads every GPU of the job twice (the ratio and the
-    median inline): at 131,072 GPUs they were much of the global ruler's minute."""
-    return frozenset(peer_ratio(s) for s in GPU_SIGNALS) - {CLOCK_RATIO_SERIES}
+    """The per-GPU peer ratios, every GPU's: no alert reads them (GpuFailSlow reads
+    CLOCK_RATIO_BELOW, the slow GPUs only), they feed only the "Where is it slow" panels, so
+    recording.py puts them in the slow group, every 3m instead of every minute. Each reads
+    every GPU of the job twice (the ratio and the median inline): at 131,072 GPUs they were
+    much of the global ruler's minute."""
+    return frozenset(peer_ratio(s) for s in GPU_SIGNALS)
 
 
 def peers_enabled(ctx: RuleContext) -> bool:
@@ -116,12 +126,28 @@ def gpu_peer_recordings(ctx: RuleContext) -> dict[str, str]:
     }
     computing = f"{JOB_BUSY_MEDIAN}{r} >= {BUSY_GATE:g}"
     for signal, series in GPU_SIGNALS.items():
+        if signal == "sm_clock":
+            continue  # below: divided by the median GpuFailSlow records
         gated = f"{series}{r} and on ({GPU_BY}) {BUSY_GPU}{r}"
         # The median inline, not a recorded job: series of its own: a job: rule no alert reads
         # goes to the slow group (recording.py), and fast rules read only the fast group.
         middle = f"quantile by (training_job) (0.5, {gated}) and on (training_job) {computing}"
         rules[peer_ratio(signal)] = f"({gated}) / on (training_job) group_left () ({middle}) > 0"
-    rules[CLOCK_RATIO_LOW] = persists_below(f"{CLOCK_RATIO_SERIES}{r}", CLOCK_RATIO, ctx)
+    # GpuFailSlow's path, every minute: the median once, then only the GPUs below the ratio.
+    # The panels' ratio of every GPU (slow group) divides by the same median.
+    clock = GPU_SIGNALS["sm_clock"]
+    rules[BUSY_CLOCK] = f"{clock}{r} and on ({GPU_BY}) {BUSY_GPU}{r}"
+    rules[CLOCK_MEDIAN] = (
+        f"quantile by (training_job) (0.5, {BUSY_CLOCK}{r}) and on (training_job) {computing}"
+    )
+    rules[CLOCK_RATIO_SERIES] = (
+        f"{BUSY_CLOCK}{r} / on (training_job) group_left () ({CLOCK_MEDIAN}{r} > 0)"
+    )
+    rules[CLOCK_RATIO_BELOW] = (
+        f"{BUSY_CLOCK}{r} / on (training_job) group_left () ({CLOCK_MEDIAN}{r} > 0) "
+        f"< {CLOCK_RATIO:g}"
+    )
+    rules[CLOCK_RATIO_LOW] = persists_low(CLOCK_RATIO_BELOW, CLOCK_MEDIAN, ctx)
     return rules
 
 
@@ -184,6 +210,18 @@ def persists_below(series: str, ratio: float, ctx: RuleContext) -> str:
     """Most of the window's samples below `ratio` (a pause leaves gaps, not healthy samples)."""
     window = ctx.range(PERSIST_WINDOW)
     return f"quantile_over_time({PERSIST_QUANTILE:g}, {series}[{window}]) < {ratio:g}"
+
+
+def persists_low(below: str, evaluated: str, ctx: RuleContext) -> str:
+    """`below` (per GPU, recorded only while low) in at least PERSIST_QUANTILE of the window's
+    evaluations of `evaluated` (the job's series that exists whenever the comparison ran),
+    valued at the PERSIST_QUANTILE of its low readings. The window reads only low series."""
+    r, window = ctx.recorded(), ctx.range(PERSIST_WINDOW)
+    share = (
+        f"count_over_time({below}{r}[{window}]) >= on (training_job) group_left () "
+        f"({PERSIST_QUANTILE:g} * count_over_time({evaluated}{r}[{window}]))"
+    )
+    return f"quantile_over_time({PERSIST_QUANTILE:g}, {below}{r}[{window}]) and {share}"
 
 
 def link_rate_below(ctx: RuleContext) -> str:

@@ -30,6 +30,7 @@ from trainsignals.generator.signals.slo import slo_recordings
 from trainsignals.generator.signals.straggler import (
     BASELINE_INTERVAL,
     baseline_recording,
+    dashboard_straggler_series,
     straggler_enabled,
     straggler_recordings,
 )
@@ -300,8 +301,9 @@ def recording_groups(ctx: RuleContext, readers: Iterable[str] = ()) -> list[dict
     SLOW_INTERVAL: what only dashboards and postmortems read and costs the most at 16k GPUs
     (the step-time quantiles over every rank's buckets; goodput and badput over 1h and 1d, an
     increase() over an hour of every rank's activity counters), and the job-level rules no
-    alert needs (dashboard rates, the 5m badput breakdown), and the per-GPU peer ratios no
-    alert reads (peers.dashboard_peer_ratios: each reads every GPU). Other per-node and per-GPU
+    alert needs (dashboard rates, the 5m badput breakdown), and the per-GPU peer ratios and
+    per-rank straggler ratio no alert reads (peers.dashboard_peer_ratios,
+    straggler.dashboard_straggler_series: each reads every GPU or rank). Other per-node and per-GPU
     rules stay fast: their panels drill into one node or GPU at full resolution. Last, where
     the job has peers, the straggler's 6h baseline in a group of its own, every
     BASELINE_INTERVAL: the one group besides the fast group that a fast rule reads (COST
@@ -310,7 +312,7 @@ def recording_groups(ctx: RuleContext, readers: Iterable[str] = ()) -> list[dict
     each rank)."""
     fast, slow, baseline = _job_rules(ctx)
     needed = _needed(fast, readers)
-    slow_unless_read = dashboard_peer_ratios()
+    slow_unless_read = dashboard_peer_ratios() | dashboard_straggler_series()
     dashboard_only = [
         r
         for r in fast

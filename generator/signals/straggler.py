@@ -20,9 +20,10 @@ The recorded series, per rank (`node`, `rank`, `local_rank`) unless said:
 - OWN_SHARE: own-work seconds per second of step time (5m): the rank's own work as a share of
   the job's stepping time;
 - MEDIAN (per job): the median rank's OWN_SHARE;
-- RATIO: OWN_SHARE / MEDIAN, the score against the peers (1 = a typical rank);
+- RATIO: OWN_SHARE / MEDIAN, the score against the peers (1 = a typical rank). Only the
+  panels read it: recording.py records it in the slow group (dashboard_straggler_series);
 - BASELINE (per `rank`): the lower quartile of RATIO over 6h, the rank's own normal, read
-  from BASELINE_INPUT (RATIO sampled every BASELINE_INTERVAL, in a group of its own:
+  from BASELINE_INPUT (RATIO computed every BASELINE_INTERVAL, in a group of its own:
   recording.py). A rank that always does a little more (the last pipeline stage, uneven
   sequence lengths) has a baseline above 1, and only what it adds to it counts;
 - COST: OWN_SHARE - MEDIAN x max(1, BASELINE): the share of the job's stepping time spent
@@ -92,11 +93,23 @@ def straggler_recordings(ctx: RuleContext) -> dict[str, str]:
             f"/ sum by ({RANK}) (rate({STEP_SECONDS}{raw}[{w5}]) > 0)"
         ),
         MEDIAN: f"quantile(0.5, {OWN_SHARE}{r})",
-        RATIO: f"{OWN_SHARE}{r} / on (training_job) group_left () ({MEDIAN}{r} > 0)",
+        RATIO: ratio_expr(ctx),
         COST: f"({OWN_SHARE}{r} - on (training_job, rank) group_left () {usual}) and {stepping}",
         # The slowest rank against the median, its usual excess included: what the job loses.
         COST_JOB: f"(max by (training_job) ({OWN_SHARE}{r}) - {MEDIAN}{r}) and {stepping}",
     }
+
+
+def ratio_expr(ctx: RuleContext) -> str:
+    """RATIO's expression: the baseline group computes it itself, so the fast group need not
+    record it for every rank each minute (at 131,072 ranks, a pass over every rank)."""
+    r = ctx.recorded()
+    return f"{OWN_SHARE}{r} / on (training_job) group_left () ({MEDIAN}{r} > 0)"
+
+
+def dashboard_straggler_series() -> frozenset[str]:
+    """Per-rank series no alert reads: the slow group records them (recording.py)."""
+    return frozenset({RATIO})
 
 
 def baseline_recording(ctx: RuleContext) -> dict[str, str]:
@@ -106,7 +119,7 @@ def baseline_recording(ctx: RuleContext) -> dict[str, str]:
     r = ctx.recorded()
     return {
         # One sample per rank each interval: the quantile's input.
-        BASELINE_INPUT: f"{RATIO}{r}",
+        BASELINE_INPUT: ratio_expr(ctx),
         # Per rank, whichever node it ran on: a rank moved to a new node by a restart keeps
         # its past (min: the node it was fastest on).
         BASELINE: f"min by (training_job, rank) (quantile_over_time({BASELINE_QUANTILE:g}, "
