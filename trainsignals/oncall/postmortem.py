@@ -30,7 +30,7 @@ import jinja2
 
 from trainsignals import __version__
 from trainsignals.generator.spec.job import JobSpec
-from trainsignals.jobs import _find_spec, jobs_option
+from trainsignals.jobs import find_job, jobs_option
 from trainsignals.oncall.goodput import LABELS as BADPUT_LABELS
 from trainsignals.oncall.goodput import ROWS as BADPUT_ROWS
 from trainsignals.oncall.goodput import Breakdown, measure
@@ -324,7 +324,7 @@ def postmortem_command(
     """Draft a blameless postmortem for JOB between --from and --to from Prometheus data."""
     if end <= start:
         raise click.BadParameter("must be after --from", param_hint="--to")
-    spec = _find_spec(jobs_dir, job)
+    spec = find_job(jobs_dir, job)
     if spec is None:
         click.echo(
             f"note: no spec for {job!r} in {jobs_dir}/; owners and floors left blank", err=True
