@@ -1,6 +1,6 @@
 """The sharded topology on 127.0.0.1: N Prometheus shards -> VictoriaMetrics <- vmalert -> AM.
 
-Each shard is a real Prometheus 2.42 with the generated shard config (generator/deploy/sharding.py:
+Each shard is a real Prometheus 2.42 with the generated shard config (generator/deploy/sharding/topology.py:
 the job's scrape configs kept to its hashmod partition of the nodes, the edge rules, remote
 write of recorded series only, 1 s deadline) pointed at the simulators' file_sd folders. The
 global VictoriaMetrics single-node store and vmalert (the global rules) are started as

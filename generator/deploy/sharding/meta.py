@@ -1,4 +1,4 @@
-"""Meta-monitoring on each shard of the sharded topology (generator/deploy/sharding.py).
+"""Meta-monitoring on each shard of the sharded topology (sharding/topology.py).
 
 A shard is a Prometheus of its own: its edge rules can fail, its rule groups can run slow,
 it can lose its Alertmanagers, and a configuration reload can fail, and the global ruler
