@@ -216,11 +216,11 @@ def explain(job: str, jobs_dir: Path) -> None:
 def _register_optional_commands() -> None:
     from trainsignals.cli.image import image_command
     from trainsignals.cli.slurm import slurm_targets
-    from trainsignals.oncall.goodput import goodput_command
-    from trainsignals.oncall.lint import lint_command
-    from trainsignals.oncall.postmortem import postmortem_command
-    from trainsignals.oncall.readiness import readiness_command
-    from trainsignals.oncall.review import diff_command
+    from trainsignals.ops.goodput import goodput_command
+    from trainsignals.ops.lint import lint_command
+    from trainsignals.ops.postmortem import postmortem_command
+    from trainsignals.ops.readiness import readiness_command
+    from trainsignals.ops.review import diff_command
     from trainsignals.simulator.cli import simulate
 
     main.add_command(simulate)

@@ -17,7 +17,7 @@ from trainsignals.generator.signals.goodput import CATEGORIES, PLAIN, window_exp
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.jobs import find_job, jobs_option
-from trainsignals.oncall.postmortem_query import Prometheus, parse_when
+from trainsignals.ops.query import Prometheus, parse_when
 
 ROWS = ("goodput", *CATEGORIES)
 LABELS = {"goodput": "goodput (productive)"}

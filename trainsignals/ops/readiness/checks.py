@@ -41,13 +41,13 @@ from trainsignals.metrics.series_check import (
 from trainsignals.metrics.series_check import (
     PANEL_ONLY_COMPONENTS as OPTIONAL,
 )
-from trainsignals.oncall.lint import iter_rules
-from trainsignals.oncall.readiness_delivery import (
+from trainsignals.ops.lint import iter_rules
+from trainsignals.ops.readiness.delivery import (
     check_notifications,
     check_secret_files,
     receiver_problems,
 )
-from trainsignals.oncall.readiness_model import Check
+from trainsignals.ops.readiness.model import Check
 
 GPU_COUNT_SERIES = {"trainsignals": "trainsignals_gpu_up", "dcgm": "DCGM_FI_DEV_GPU_UTIL"}
 
