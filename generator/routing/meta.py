@@ -8,12 +8,12 @@ happens to be called like the monitoring team keeps its own routes.
 
 from __future__ import annotations
 
-from trainsignals.generator.meta.names import MONITORING_ROUTED
 from trainsignals.generator.meta.notify import PAGES_FAILING, TICKETS_FAILING
 from trainsignals.generator.meta.rules import HEARTBEAT
 from trainsignals.generator.routing.receivers import receiver_config
 from trainsignals.generator.spec.durations import format_duration
 from trainsignals.generator.spec.monitoring import MonitoringSettings
+from trainsignals.generator.spec.pipeline_alerts import MONITORING_ROUTED
 from trainsignals.generator.spec.receivers import Receiver
 
 SWITCH_RECEIVER = "deadmansswitch"

@@ -5,7 +5,7 @@ says (generator/alerts/model.py): name, default severity, owner, what it explain
 incident and its runbook; the severity defaults, the meta route's alert list, the shards' meta
 rules and the runbook check are read from here. Here, below every generator layer, so the
 monitoring settings (generator/spec/monitoring.py) validate their `alerts:` overrides against
-the same names; generator/meta/names.py is how the layers above import them."""
+the same names, and every layer above imports them from here."""
 
 from __future__ import annotations
 

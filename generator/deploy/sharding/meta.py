@@ -12,11 +12,11 @@ its own nodes).
 
 from __future__ import annotations
 
-from trainsignals.generator.meta.names import OWN_PROMETHEUS
 from trainsignals.generator.meta.rule import Scale
 from trainsignals.generator.meta.rules import GROUP, render_rule
 from trainsignals.generator.meta.rules import meta_rules as all_meta_rules
 from trainsignals.generator.spec.monitoring import MonitoringSettings
+from trainsignals.generator.spec.pipeline_alerts import OWN_PROMETHEUS
 
 META_FILE = "shard.meta.rules.yaml"
 SELF_TARGET = "localhost:9090"  # a shard's own web address, as it scrapes itself

@@ -33,13 +33,13 @@ from trainsignals.generator.deploy.sharding.split import (
     is_node_local,
     rewrite_global,
 )
-from trainsignals.generator.meta.names import SHARD_ALERT, declared_severity
 from trainsignals.generator.meta.rule import Scale
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.signals.recording import SLOW_INTERVAL
 from trainsignals.generator.spec.durations import format_duration
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS, MonitoringSettings
+from trainsignals.generator.spec.pipeline_alerts import SHARD_ALERT, declared_severity
 
 from trainsignals import __version__
 
