@@ -32,10 +32,8 @@ from trainsignals.metrics.catalog import BY_NAME
 from trainsignals.metrics.optional_series import MIG_INSTANCE_MATCHER, MIG_INSTANCES
 from trainsignals.metrics.series_check import (
     EVENT_ONLY,
-    PrometheusClient,
     Selector,
     dashboard_expr,
-    diagnose,
     selectors,
 )
 from trainsignals.metrics.series_check import (
@@ -47,6 +45,7 @@ from trainsignals.ops.readiness.delivery import (
     check_secret_files,
     receiver_problems,
 )
+from trainsignals.ops.readiness.diagnose import PrometheusClient, diagnose
 from trainsignals.ops.readiness.model import Check
 
 GPU_COUNT_SERIES = {"trainsignals": "trainsignals_gpu_up", "dcgm": "DCGM_FI_DEV_GPU_UTIL"}
