@@ -37,6 +37,8 @@ from trainsignals.generator.spec.job import CRASH_LOOP_RESTARTS
 
 
 def golden_signal_panels(b: PanelBuilder) -> list[g.Panel]:
+    """The golden signals (step time, throughput, errors, GPU saturation, MFU) as stat panels
+    with the thresholds the alerts use."""
     o, r = b.o, b.r
     series, what, floor = _throughput(b.ctx)
     dropped = "dropped batches (ratio)"
@@ -130,6 +132,8 @@ def golden_signal_panels(b: PanelBuilder) -> list[g.Panel]:
     ]
 
 def training_panels(b: PanelBuilder) -> list[g.Panel]:
+    """The training row: step time, throughput, MFU, loss, data wait, dropped batches,
+    checkpoint age and progress over time, then restarts and the SLOs' error budget."""
     spec, o, r, ctx = b.spec, b.o, b.r, b.ctx
     series, what, floor = _throughput(ctx)
     marker = "non-finite loss seen"
@@ -297,6 +301,7 @@ def _slo_budget_panels(b: PanelBuilder) -> list[g.Panel]:
     ]
 
 def firing_alerts_panels(b: PanelBuilder) -> list[g.Panel]:
+    """The last row: the job's alerts firing now, as a table."""
     return [
         b.layout.row("Alerts"),
         g.Table(
