@@ -1,7 +1,7 @@
 """Sharded topology at 131,072 GPUs (16,384 nodes x 8), 15 s scrape: cost per shard and globally.
 
 Method (projected from measured points, as bench_fleet_cost.py): the fleet spec's rule file is
-split as `deploy: {shards: N}` splits it (generator/deploy/sharding.py). One real Prometheus
+split as `deploy: {shards: N}` splits it (generator/deploy/sharding/). One real Prometheus
 2.42 plays one shard holding `nodes` nodes: 70 minutes of healthy raw series at 15 s resolution
 (the fleet replay's one-sample-a-minute series written four times, 15 s apart), the edge groups
 and the global groups loaded (every group evaluated every 15 s so each runs several times), and

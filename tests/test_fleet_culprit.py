@@ -7,9 +7,9 @@ from __future__ import annotations
 import statistics
 
 import pytest
-from trainsignals.generator.meta.names import NODE_INCIDENTS_ALERT as RECURRING
 from trainsignals.generator.nodes.policy import hardware_tickets
 from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS
+from trainsignals.generator.spec.pipeline_alerts import NODE_INCIDENTS_ALERT as RECURRING
 
 from trainsignals.fleet.culprit import judge, score_reach, ticket_weight
 from trainsignals.fleet.emit import CLOCK_HZ, OWN_WORK, Emitter

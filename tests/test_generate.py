@@ -16,7 +16,7 @@ from trainsignals.generator.writer import drift, write_tree
 
 from trainsignals.cli.main import main
 from trainsignals.metrics.catalog import known_series_names
-from trainsignals.oncall.lint import metric_names
+from trainsignals.ops.lint import metric_names
 
 
 def specs_with_sources(repo_root: Path) -> list:

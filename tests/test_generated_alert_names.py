@@ -15,8 +15,8 @@ import re
 
 import yaml
 from trainsignals.generator.alerts.catalog import ALERTS
-from trainsignals.generator.meta.names import ONCALL_ALERT, SHARD_ALERT
 from trainsignals.generator.spec.monitoring import META_ALERT_NAMES
+from trainsignals.generator.spec.pipeline_alerts import ONCALL_ALERT, SHARD_ALERT
 
 from trainsignals.metrics.gpu_models import PEAK_DENSE_FLOPS
 

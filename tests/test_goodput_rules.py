@@ -18,7 +18,7 @@ from trainsignals.generator.signals.slo import SHORT_ONLY, SLO_GOODPUT, SLO_STEP
 
 from tests.conftest import JOBS, ROOT
 from trainsignals.cli.main import main
-from trainsignals.oncall.goodput import Breakdown, measure, table
+from trainsignals.ops.goodput import Breakdown, measure, table
 
 SPECS = load_specs(sorted(JOBS.glob("*.yaml")))
 

@@ -271,7 +271,7 @@ def test_objects_from_the_rules_document_equal_those_from_the_rules_file(shards:
     back: both must give the same objects (single-server and sharded), and building them must
     leave the document as its file says."""
     from trainsignals.generator.deploy.kubernetes import kubernetes_files
-    from trainsignals.generator.deploy.sharding_kubernetes import sharded_kubernetes_files
+    from trainsignals.generator.deploy.sharding import sharded_kubernetes_files
     from trainsignals.generator.output.yaml import dump
     from trainsignals.generator.pipeline import job_output
 

@@ -30,7 +30,7 @@ from trainsignals.generator.spec.monitoring import (
     load_monitoring,
 )
 
-from trainsignals.oncall.lint import lint_rules
+from trainsignals.ops.lint import lint_rules
 
 from .conftest import JOBS, run_tool
 

@@ -20,7 +20,7 @@ from trainsignals.generator.output.yaml import dump
 from trainsignals.generator.pipeline import GENERATED_MARK, Options, generate_all
 from trainsignals.generator.spec.job import JobSpec, Links, Shape
 
-from trainsignals.oncall.lint import lint_rules, metric_names
+from trainsignals.ops.lint import lint_rules, metric_names
 
 from .conftest import JOBS, run_tool
 from .dashboards.helpers import load_schema, panel_schema_problems

@@ -25,14 +25,9 @@ from trainsignals.simulator.scenarios import SCENARIOS
 
 from tests.conftest import JOBS, require_tool
 from trainsignals.cli.main import main
-from trainsignals.oncall.postmortem import (
-    build_timeline,
-    detection,
-    parse_when,
-    runs,
-    step_for,
-)
-from trainsignals.oncall.postmortem_plot import SIZE, PlotSpec, plot
+from trainsignals.ops.postmortem import build_timeline, detection, runs
+from trainsignals.ops.postmortem.plot import SIZE, PlotSpec, plot
+from trainsignals.ops.query import parse_when, step_for
 from trainsignals.stacks.stack import Stack, job_files
 
 
@@ -176,7 +171,7 @@ def test_matplotlib_plot_draws_band_firing_onset_threshold_and_series() -> None:
 def test_every_marked_line_and_band_names_its_alert() -> None:
     import matplotlib.pyplot as plt
 
-    from trainsignals.oncall.postmortem_plot import draw
+    from trainsignals.ops.postmortem.plot import draw
 
     t0 = 1_800_000_000.0
     series = [(t0 + t, 1.0) for t in range(100)]
@@ -214,7 +209,7 @@ def test_nothing_drawn_leaves_the_figure() -> None:
     alert names firing together (their names overlapped and the legend ran off both edges)."""
     import matplotlib.pyplot as plt
 
-    from trainsignals.oncall.postmortem_plot import draw
+    from trainsignals.ops.postmortem.plot import draw
 
     t0 = 1_800_000_000.0
     series = [(t0 + 15 * t, 220_000.0) for t in range(120)]

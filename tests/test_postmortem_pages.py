@@ -23,8 +23,8 @@ from trainsignals.generator.loader import load_specs
 
 from tests.conftest import JOBS, require_tool
 from trainsignals.cli.main import main
-from trainsignals.oncall.postmortem_delivery import from_alertmanager, mark_delivery
-from trainsignals.oncall.postmortem_timeline import build_timeline
+from trainsignals.ops.postmortem.delivery import from_alertmanager, mark_delivery
+from trainsignals.ops.postmortem.timeline import build_timeline
 from trainsignals.stacks.stack import Stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]

@@ -9,8 +9,8 @@ from pathlib import Path
 from trainsignals.generator.loader import load_specs
 
 from tests.test_postmortem import alert, matrix
-from trainsignals.oncall.postmortem import build_timeline, detection
-from trainsignals.oncall.postmortem_impact import impact
+from trainsignals.ops.postmortem import build_timeline, detection
+from trainsignals.ops.postmortem.impact import impact
 
 from .conftest import JOBS
 
@@ -20,7 +20,7 @@ def _events(result: list[dict]):
 
 
 def test_onset_names_the_page_not_the_input_alert_pending_with_it() -> None:
-    from trainsignals.oncall.postmortem_timeline import onset_name
+    from trainsignals.ops.postmortem.timeline import onset_name
 
     # The rank died: GpuLost and AlertInputMissing (its inputs vanished) go pending together;
     # by name, AlertInputMissing sorts first.
@@ -54,7 +54,7 @@ def test_gpu_hours_count_the_gpus_that_ran() -> None:
 
 
 def test_a_held_back_page_is_not_written_beside_one_that_reached_a_pager(tmp_path: Path) -> None:
-    from trainsignals.oncall.postmortem import Postmortem, render
+    from trainsignals.ops.postmortem.draft import Postmortem, render
 
     result = [
         matrix(alert("GpuLost", "firing", "page"), [60, 75, 90]),

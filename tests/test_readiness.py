@@ -13,8 +13,9 @@ from trainsignals.generator.loader import load_specs, spec_files
 
 from tests.conftest import JOBS, ROOT, require_tool
 from trainsignals.cli.main import main
-from trainsignals.metrics.series_check import Matcher, _label_fix, dashboard_expr, selectors
-from trainsignals.oncall.readiness import Job, check_routing, check_runbooks
+from trainsignals.metrics.series_check import Matcher, dashboard_expr, selectors
+from trainsignals.ops.readiness import Job, check_routing, check_runbooks
+from trainsignals.ops.readiness.diagnose import _label_fix
 from trainsignals.stacks.stack import free_port
 
 

@@ -16,7 +16,7 @@ from trainsignals.generator.loader import load_specs
 from trainsignals.generator.routing.alertmanager import alertmanager_config
 
 from trainsignals.cli.main import main
-from trainsignals.oncall.readiness_delivery import check_notifications, check_secret_files
+from trainsignals.ops.readiness.delivery import check_notifications, check_secret_files
 from trainsignals.stacks.stack import FAST_TIMING
 
 from .live_alertmanager import live_alertmanager, wait_until

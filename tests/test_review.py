@@ -20,7 +20,7 @@ from trainsignals.generator.pipeline import generate_all
 from trainsignals.generator.writer import write_tree
 
 from trainsignals.cli.main import main
-from trainsignals.oncall.review import NO_ALERT_CHANGES, review
+from trainsignals.ops.review import NO_ALERT_CHANGES, review
 
 RULES = "alerts/minimal.rules.yaml"
 DASHBOARD = "dashboards/minimal.json"

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 import yaml
 from trainsignals.generator.loader import load_specs
-from trainsignals.generator.meta.names import (
+from trainsignals.generator.routing.alertmanager import alertmanager_config
+from trainsignals.generator.spec.job import JobSpec
+from trainsignals.generator.spec.pipeline_alerts import (
     ALERTMANAGER_RELOAD_FAILED,
     CONFIG_INCONSISTENT,
     RULE_GROUP_SLOW,
 )
-from trainsignals.generator.routing.alertmanager import alertmanager_config
-from trainsignals.generator.spec.job import JobSpec
 
 from .live_alertmanager import live_alertmanager, wait_until
 

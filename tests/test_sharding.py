@@ -1,4 +1,4 @@
-"""The sharded rule split (generator/sharding*.py): placement, partials, guard, configs."""
+"""The sharded rule split (generator/deploy/sharding/): placement, partials, guard, configs."""
 
 from __future__ import annotations
 
@@ -10,16 +10,18 @@ from pathlib import Path
 import promql_parser
 import pytest
 import yaml
-from trainsignals.generator.deploy.sharding import HEARTBEAT, REPORTING, SHARD_ALERT, WRITTEN
-from trainsignals.generator.deploy.sharding_meta import META_FILE, SHARD_ALERTS
-from trainsignals.generator.deploy.sharding_split import (
+from trainsignals.generator.deploy.sharding import (
+    HEARTBEAT,
+    META_FILE,
+    REPORTING,
+    SHARD_ALERTS,
+    WRITTEN,
     ShardingError,
-    SplitState,
-    is_raw,
-    rewrite_global,
 )
+from trainsignals.generator.deploy.sharding.split import SplitState, is_raw, rewrite_global
 from trainsignals.generator.loader import load_specs
 from trainsignals.generator.pipeline import generate_job, spec_hash
+from trainsignals.generator.spec.pipeline_alerts import SHARD_ALERT
 
 from tests.conftest import JOBS, require_tool
 from tests.live_prometheus import live_prometheus
@@ -35,7 +37,7 @@ def _sharded(path: Path, shards: int = 4):
 
 
 def _names(expr: str) -> set[str]:
-    from trainsignals.generator.deploy.sharding_split import _names as names
+    from trainsignals.generator.deploy.sharding.split import _names as names
 
     return set(names(promql_parser.parse(expr)))
 
@@ -178,7 +180,7 @@ def test_single_store_rules_hold_both_sides_and_every_shard_heartbeat() -> None:
 def test_the_node_record_runs_on_the_global_ruler_only() -> None:
     """Lemon nodes count across jobs: the record is one file for the global ruler, fed by the
     hardware alerts the shards remote-write; no shard loads it."""
-    from trainsignals.generator.deploy.sharding_nodes import PATH
+    from trainsignals.generator.deploy.sharding.nodes import PATH
     from trainsignals.generator.pipeline import generate_all
 
     spec = _sharded(JOBS / "minimal.yaml", 2)

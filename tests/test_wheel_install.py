@@ -73,7 +73,7 @@ def test_installed_cli_generates_the_committed_files(installed: Installed) -> No
     assert stale_files(ROOT, dict.fromkeys(written, "")) == []
     # The postmortem's template is package data too (postmortem needs a Prometheus to run).
     probe = installed.python(
-        "from trainsignals.oncall.postmortem import TEMPLATES",
+        "from trainsignals.ops.postmortem.draft import TEMPLATES",
         "assert (TEMPLATES / 'postmortem.md.j2').is_file(), TEMPLATES",
     )
     assert probe.returncode == 0, probe.stderr

@@ -1,4 +1,9 @@
-"""Click options shared by the `trainsignals` subcommands (cli.py and the modules it loads)."""
+"""The job specs as the `trainsignals` subcommands read them (cli/main.py and the tools it loads).
+
+`jobs_option` is the shared `--jobs DIR` option; `load_jobs` loads every spec of that folder for
+commands that work on all of them, `find_job` one job by name. Spec errors leave as click
+errors naming the file, so every command reports them the same way.
+"""
 
 from __future__ import annotations
 
@@ -26,7 +31,9 @@ def jobs_option(help: str = "Folder of job specs (*.yaml).") -> Callable[[F], F]
     )
 
 
-def _load(jobs_dir: Path) -> list:
+def load_jobs(jobs_dir: Path) -> list[tuple[JobSpec, str]]:
+    """Every spec of `jobs_dir` with its file as the user typed it; exits with the spec errors,
+    one per line, when any spec is invalid."""
     paths = spec_files(jobs_dir)
     if not paths:
         raise click.ClickException(f"{jobs_dir}: no *.yaml specs found; add one (see jobs/)")
@@ -48,7 +55,8 @@ def _source(path: Path | None, paths: list[Path], name: str) -> str:
     return path.as_posix()
 
 
-def _find_spec(jobs_dir: Path, job: str) -> JobSpec | None:
+def find_job(jobs_dir: Path, job: str) -> JobSpec | None:
+    """Job `job`'s spec from `jobs_dir`, or None (no such job, or no such folder)."""
     paths = spec_files(jobs_dir) if jobs_dir.is_dir() else []
     try:
         specs = load_specs(paths) if paths else []

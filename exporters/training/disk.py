@@ -9,6 +9,12 @@ from typing import NamedTuple
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from trainsignals.metrics.training import help_text
+
+# Catalogue names (trainsignals/metrics/training.py).
+DISK_FREE = "trainsignals_checkpoint_disk_free_bytes"
+DISK_SIZE = "trainsignals_checkpoint_disk_size_bytes"
+
 
 class DiskUsage(NamedTuple):
     total: int
@@ -47,25 +53,17 @@ class CheckpointDiskCollector(Collector):
             usage = self._usage(self._path)
         except OSError:
             return []
-        free = GaugeMetricFamily(
-            "trainsignals_checkpoint_disk_free_bytes",
-            "Free bytes on the file system holding the checkpoint directory.",
-            labels=self._names,
-        )
+        free = GaugeMetricFamily(DISK_FREE, help_text(DISK_FREE), labels=self._names)
         free.add_metric(self._values, float(usage.free))
-        size = GaugeMetricFamily(
-            "trainsignals_checkpoint_disk_size_bytes",
-            "Size in bytes of the file system holding the checkpoint directory.",
-            labels=self._names,
-        )
+        size = GaugeMetricFamily(DISK_SIZE, help_text(DISK_SIZE), labels=self._names)
         size.add_metric(self._values, float(usage.total))
         return [free, size]
 
     def describe(self) -> Iterable[Metric]:
         # Describing without reading the disk keeps registration cheap and side-effect free.
         return [
-            GaugeMetricFamily("trainsignals_checkpoint_disk_free_bytes", "", labels=self._names),
-            GaugeMetricFamily("trainsignals_checkpoint_disk_size_bytes", "", labels=self._names),
+            GaugeMetricFamily(DISK_FREE, "", labels=self._names),
+            GaugeMetricFamily(DISK_SIZE, "", labels=self._names),
         ]
 
 

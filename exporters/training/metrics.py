@@ -3,7 +3,8 @@
 Every object owns a private CollectorRegistry, so several ranks (or tests, or the simulator)
 can live in one process. Series carry `node`, `rank`, `local_rank` and the constant `labels`
 (which must equal the spec's selector labels: the scrape config attaches the same ones with
-`honor_labels: true`).
+`honor_labels: true`). Names and help texts are the catalogue's
+(trainsignals/metrics/training.py): each series is created from its entry.
 """
 
 from __future__ import annotations
@@ -109,42 +110,29 @@ class TrainingMetrics:
         values = [self.node, str(rank), str(local_rank), *labels.values()]
         reg = inner
 
-        def child(cls: Any, name: str, doc: str, **kw: Any) -> Any:
-            return cls(name, doc, names, registry=reg, **kw).labels(*values)
+        def family(cls: Any, name: str, extra: tuple[str, ...] = (), **kw: Any) -> Any:
+            # The catalogue's name (prometheus_client takes a counter's `_total` name as is).
+            return cls(name, help_text(name), [*names, *extra], registry=reg, **kw)
 
-        # prometheus_client appends _total to counters itself: pass the base name.
-        self._steps = child(Counter, "trainsignals_steps", "Optimizer steps completed.")
-        self._failed = child(
-            Counter, "trainsignals_failed_steps", "Steps that raised and were skipped or retried."
-        )
-        self._tokens = child(Counter, "trainsignals_tokens", "Tokens processed by this rank.")
-        self._samples = child(Counter, "trainsignals_samples", "Samples processed by this rank.")
+        def child(cls: Any, name: str, **kw: Any) -> Any:
+            return family(cls, name, **kw).labels(*values)
+
+        self._steps = child(Counter, "trainsignals_steps_total")
+        self._failed = child(Counter, "trainsignals_failed_steps_total")
+        self._tokens = child(Counter, "trainsignals_tokens_total")
+        self._samples = child(Counter, "trainsignals_samples_total")
         # No loss series until the first finite loss: a 0 placeholder would drag the
         # loss averages (LossDiverging compares against avg_over_time) towards zero.
-        self._loss_family = Gauge(
-            "trainsignals_loss", "Last finite training loss.", names, registry=reg
-        )
+        self._loss_family = family(Gauge, "trainsignals_loss")
         self._loss_labels = values
         self._loss: Any = None
-        self._nonfinite = child(
-            Counter, "trainsignals_nonfinite_losses", "Losses that were NaN or infinite."
-        )
-        self._data_wait = child(
-            Counter,
-            "trainsignals_data_wait_seconds",
-            "Seconds spent waiting for the data loader.",
-        )
-        own_work = child(Counter, OWN_WORK.removesuffix("_total"), help_text(OWN_WORK))
-        self.own = OwnWork(own_work)
-        self._dropped = child(
-            Counter,
-            "trainsignals_batches_dropped",
-            "Batches dropped (corrupt, skipped, timed out).",
-        )
+        self._nonfinite = child(Counter, "trainsignals_nonfinite_losses_total")
+        self._data_wait = child(Counter, "trainsignals_data_wait_seconds_total")
+        self.own = OwnWork(child(Counter, OWN_WORK))
+        self._dropped = child(Counter, "trainsignals_batches_dropped_total")
         self._duration = child(
             Histogram,
             "trainsignals_step_duration_seconds",
-            "Wall time of one optimizer step, data wait included.",
             buckets=step_buckets(step_time_bound),
         )
         # Progress is durable: no last-step or last-checkpoint time until this process
@@ -152,53 +140,21 @@ class TrainingMetrics:
         # A new incarnation must not report its own start as progress, or every restart
         # would reset "time since the last step" and "checkpoint age" (issue 16).
         self._last_step = LazyGauge(
-            Gauge(
-                "trainsignals_last_step_timestamp_seconds",
-                "Unix time of this process's last completed step; absent before its first.",
-                names,
-                registry=reg,
-            ),
-            values,
+            family(Gauge, "trainsignals_last_step_timestamp_seconds"), values
         )
         self._last_checkpoint = LazyGauge(
-            Gauge(
-                "trainsignals_last_checkpoint_timestamp_seconds",
-                "Unix time of the newest checkpoint: the last one saved, or the one restored. "
-                "Absent before either (no checkpoint exists).",
-                names,
-                registry=reg,
-            ),
-            values,
+            family(Gauge, "trainsignals_last_checkpoint_timestamp_seconds"), values
         )
         started = time.time() if start_time is None else start_time
         # Restarts as data: a new incarnation shows as a new start time (and, under torchrun,
         # a higher restart count); the recording rules count restarts from rank 0's.
-        child(
-            Gauge,
-            "trainsignals_process_start_time_seconds",
-            "Unix time this process (incarnation) started: it changes once per restart.",
-        ).set(started)
-        child(
-            Gauge,
-            "trainsignals_incarnation",
-            "This incarnation's number: restarts before it as the launcher counts them "
-            "(torchrun's TORCHELASTIC_RESTART_COUNT; 0 without one).",
-        ).set(restart_count)
+        child(Gauge, "trainsignals_process_start_time_seconds").set(started)
+        child(Gauge, "trainsignals_incarnation").set(restart_count)
 
-        info = Gauge(
-            "trainsignals_training_info",
-            "Always 1; identifies the rank. Present while the process serves metrics.",
-            [*names, "world_size", "version"],
-            registry=reg,
-        )
+        info = family(Gauge, "trainsignals_training_info", ("world_size", "version"))
         info.labels(*values, str(world_size), __version__).set(1)
 
-        phase = Gauge(
-            "trainsignals_phase",
-            "1 for the current phase (startup, warmup, train, eval, checkpoint), 0 for the others.",
-            [*names, "phase"],
-            registry=reg,
-        )
+        phase = family(Gauge, "trainsignals_phase", ("phase",))
         self._phases = {p: phase.labels(*values, p) for p in PHASES}
         self._phase = "startup"
         self._phases["startup"].set(1)

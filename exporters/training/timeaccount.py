@@ -26,6 +26,13 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from trainsignals.metrics.training import help_text
+
+# Catalogue names (trainsignals/metrics/training.py) of the series collected at scrape.
+TIME_SECONDS = "trainsignals_time_seconds_total"
+GLOBAL_STEP = "trainsignals_global_step"
+WAIT_OPEN = "trainsignals_data_wait_open_seconds"
+
 ACTIVITIES = (
     "startup",
     "train",
@@ -161,28 +168,18 @@ class TimeAccountCollector(Collector):
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         time_family = CounterMetricFamily(
-            "trainsignals_time_seconds",
-            "Seconds of this process's life per activity (goodput accounting).",
-            labels=[*self._names, "activity"],
+            TIME_SECONDS, help_text(TIME_SECONDS), labels=[*self._names, "activity"]
         )
         for activity, seconds in self._account.snapshot().items():
             time_family.add_metric([*self._values, activity], seconds)
         yield time_family
-        step = GaugeMetricFamily(
-            "trainsignals_global_step",
-            "The trainer's global step; back at the checkpoint's step after a restart.",
-            labels=self._names,
-        )
+        step = GaugeMetricFamily(GLOBAL_STEP, help_text(GLOBAL_STEP), labels=self._names)
         step.add_metric(self._values, float(self._account.global_step))
         yield step
         # Hang attribution: one rank stuck in its data loader while its peers wait in the next
         # collective (generator/signals/hang_suspects.py).
         since = self._account.waiting_since
-        waiting = GaugeMetricFamily(
-            "trainsignals_data_wait_open_seconds",
-            "Seconds the data wait in progress has lasted; 0 when not waiting for data.",
-            labels=self._names,
-        )
+        waiting = GaugeMetricFamily(WAIT_OPEN, help_text(WAIT_OPEN), labels=self._names)
         waiting.add_metric(self._values, time.perf_counter() - since if since else 0.0)
         yield waiting
 

@@ -16,13 +16,17 @@ from trainsignals.generator.dashboards.grafana_normalize import (
     normalized_grafanalib,
 )
 from trainsignals.generator.dashboards.hardware import gpu_panels, node_panels
-
-# Package-internal: job_panels builds this dashboard's own rows, this module lays them out.
-from trainsignals.generator.dashboards.job_panels import _alerts_expr, _Builder
+from trainsignals.generator.dashboards.job_panels import (
+    firing_alerts_expr,
+    firing_alerts_panels,
+    golden_signal_panels,
+    training_panels,
+)
 from trainsignals.generator.dashboards.kit import (
     DATASOURCE,
     RED,
     SCHEMA_VERSION,
+    PanelBuilder,
     multi_value_variable,
 )
 from trainsignals.generator.dashboards.straggler_panels import straggler_panels
@@ -61,18 +65,18 @@ def _dashboard(
     monitoring: MonitoringSettings | None = None,
 ) -> g.Dashboard:
     spec = ctx.spec
-    b = _Builder(ctx, alerts)
+    b = PanelBuilder(ctx, alerts)
     extra = [straggler_panels] if straggler_enabled(ctx) else []
     extra.append(suspect_panels((monitoring or DEFAULT_SETTINGS).lemon_node_incidents))
     panels = [
-        *b.golden_signals(),
-        *b.training(),
+        *golden_signal_panels(b),
+        *training_panels(b),
         *goodput_panels(b),
         *where_slow_panels(b, extra=extra),
         *gpu_panels(b),
         *node_panels(b),
     ]
-    panels += b.firing_alerts()
+    panels += firing_alerts_panels(b)
     gpu_series = f"gpu:trainsignals_gpu_utilization:ratio{ctx.recorded()}"
     node_gpu_series = f"gpu:trainsignals_gpu_utilization:ratio{ctx.recorded(node=regex('$node'))}"
     dashboard = g.Dashboard(
@@ -134,7 +138,7 @@ def _dashboard(
                     "enable": True,
                     "hide": False,
                     "iconColor": RED,
-                    "expr": _alerts_expr(ctx),
+                    "expr": firing_alerts_expr(ctx),
                     "titleFormat": "{{alertname}}",
                     "textFormat": "{{severity}}: {{alertname}}",
                     "tagKeys": "severity",

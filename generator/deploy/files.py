@@ -31,7 +31,7 @@ def job_deploy_files(
     `generated` holds the job's rules and dashboard, which the Kubernetes objects wrap; `rules`
     the document its rules file was written from (None: read back from the file)."""
     from trainsignals.generator.deploy.kubernetes import kubernetes_files
-    from trainsignals.generator.deploy.sharding_kubernetes import sharded_kubernetes_files
+    from trainsignals.generator.deploy.sharding.kubernetes import sharded_kubernetes_files
 
     top = header(spec, source)
     files = {
@@ -54,7 +54,7 @@ def shared_deploy_files(
     namespace/release. `generated` holds the on-call rules; `settings` the monitoring
     settings the meta rules on Kubernetes start from."""
     from trainsignals.generator.deploy.kubernetes_meta import monitoring_files
-    from trainsignals.generator.deploy.sharding_nodes import sharded_nodes_files
+    from trainsignals.generator.deploy.sharding.nodes import sharded_nodes_files
 
     sources = ", ".join(source for _, source in specs)
     meta_header = (

@@ -27,7 +27,6 @@ import yaml
 from trainsignals.generator.deploy.kube_prometheus_stack import chart_jobs
 from trainsignals.generator.deploy.kubernetes import MONITORING
 from trainsignals.generator.deploy.operator_version import operator_comment
-from trainsignals.generator.meta.names import HEARTBEAT
 from trainsignals.generator.meta.rules import NAME, rules_document
 from trainsignals.generator.nodes.policy import NAME as NODES
 from trainsignals.generator.oncall.policy import NAME as ONCALL
@@ -35,6 +34,7 @@ from trainsignals.generator.output.yaml import dump
 from trainsignals.generator.spec.deploy import Kubernetes
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.generator.spec.monitoring import MonitoringSettings
+from trainsignals.generator.spec.pipeline_alerts import HEARTBEAT
 
 PATH = f"deploy/kubernetes/{NAME}.yaml"
 # What a release's meta rules depend on: specs deploying to one release must agree on these.

@@ -31,7 +31,9 @@ EVALUATION_INTERVAL = "1m"
 PATH = "deploy/prometheus/prometheus.yml"
 
 
-def _alertmanagers(settings: MonitoringSettings) -> dict:
+def alertmanager_discovery(settings: MonitoringSettings) -> dict:
+    """How every Prometheus of the deployment (the single server, each shard) finds the
+    Alertmanagers: DNS service discovery of `alertmanager_url`'s host and port."""
     url = urlsplit(settings.alertmanager_url)
     if not url.hostname:
         raise ValueError(
@@ -46,7 +48,7 @@ def prometheus_config(
 ) -> dict:
     """`rule_files`: the generated rule files' names (alerts/<name>), installed in RULES_DIR."""
     port = urlsplit(settings.prometheus_url).port or 9090
-    alertmanagers = _alertmanagers(settings)
+    alertmanagers = alertmanager_discovery(settings)
     own = [
         {
             "job_name": settings.prometheus_job,

@@ -25,19 +25,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from trainsignals.generator.meta.names import (
-    ALERTMANAGER_RELOAD_FAILED,
-    CLUSTER_DEGRADED,
-    CONFIG_INCONSISTENT,
-    HEARTBEAT,
-    META_SEVERITIES,
-    NOT_CONNECTED_TO_ALERTMANAGERS,
-    PROMETHEUS_NOTIFICATIONS_FAILING,
-    PROMETHEUS_RELOAD_FAILED,
-    RULE_FAILURES,
-    RULE_GROUP_SLOW,
-    TARGETS_VANISHED,
-)
 from trainsignals.generator.meta.notify import (
     PAGES_FAILING,
     TICKETS_FAILING,
@@ -55,6 +42,19 @@ from trainsignals.generator.meta.targets import (
 from trainsignals.generator.signals.promql import matchers
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.generator.spec.monitoring import MonitoringSettings
+from trainsignals.generator.spec.pipeline_alerts import (
+    ALERTMANAGER_RELOAD_FAILED,
+    CLUSTER_DEGRADED,
+    CONFIG_INCONSISTENT,
+    HEARTBEAT,
+    META_SEVERITIES,
+    NOT_CONNECTED_TO_ALERTMANAGERS,
+    PROMETHEUS_NOTIFICATIONS_FAILING,
+    PROMETHEUS_RELOAD_FAILED,
+    RULE_FAILURES,
+    RULE_GROUP_SLOW,
+    TARGETS_VANISHED,
+)
 
 __all__ = ["MetaRule", "Scale", "fabric_specs", "integrations", "meta_rules", "vanish_groups"]
 

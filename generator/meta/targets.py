@@ -11,15 +11,15 @@ from __future__ import annotations
 from trainsignals.generator.alerts.catalog import BY_NAME
 from trainsignals.generator.alerts.definitions.fabric import GROUP as FABRIC_ALERTS
 from trainsignals.generator.alerts.model import PROGRESS_INCIDENT, incident_alerts
-from trainsignals.generator.meta.names import (
-    TARGETS_VANISHED,
-)
 from trainsignals.generator.meta.rule import MetaRule
 from trainsignals.generator.meta.rule import escape as _escape
 from trainsignals.generator.signals.fabric import NODE_EXPORTER_JOB
 from trainsignals.generator.signals.promql import matchers, regex
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.generator.spec.monitoring import MonitoringSettings
+from trainsignals.generator.spec.pipeline_alerts import (
+    TARGETS_VANISHED,
+)
 
 
 def vanish_groups(specs: list[JobSpec]) -> list[tuple[tuple[str, ...], str, str, list[str]]]:

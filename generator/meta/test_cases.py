@@ -5,15 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from trainsignals.generator.meta.names import (
-    ALERTMANAGER_RELOAD_FAILED,
-    CONFIG_INCONSISTENT,
-    HEARTBEAT,
-    NOTIFICATIONS_FAILING,
-    PROMETHEUS_RELOAD_FAILED,
-    TARGETS_VANISHED,
-    TICKET_NOTIFICATIONS_FAILING,
-)
 from trainsignals.generator.meta.notify import integrations
 from trainsignals.generator.meta.targets import (
     fabric_specs,
@@ -25,6 +16,15 @@ from trainsignals.generator.signals.fabric import NODE_EXPORTER_JOB
 from trainsignals.generator.signals.promql import matchers
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.generator.spec.monitoring import MonitoringSettings
+from trainsignals.generator.spec.pipeline_alerts import (
+    ALERTMANAGER_RELOAD_FAILED,
+    CONFIG_INCONSISTENT,
+    HEARTBEAT,
+    NOTIFICATIONS_FAILING,
+    PROMETHEUS_RELOAD_FAILED,
+    TARGETS_VANISHED,
+    TICKET_NOTIFICATIONS_FAILING,
+)
 
 PROM_INSTANCE = "prometheus-0:9090"
 Labels = Callable[..., dict[str, str]]

@@ -8,14 +8,6 @@ Prometheus 2.42 and Alertmanager 0.25 really export (checked on the e2e stack).
 
 from __future__ import annotations
 
-from trainsignals.generator.meta.names import (
-    CLUSTER_DEGRADED,
-    NOT_CONNECTED_TO_ALERTMANAGERS,
-    PROMETHEUS_NOTIFICATIONS_FAILING,
-    RULE_FAILURES,
-    RULE_GROUP_SLOW,
-    TARGETS_VANISHED,
-)
 from trainsignals.generator.meta.rules import GROUP, HEARTBEAT, HEARTBEAT_SEVERITY, severity_of
 from trainsignals.generator.meta.test_cases import (
     PROM_INSTANCE,
@@ -28,6 +20,14 @@ from trainsignals.generator.meta.test_cases import case as _case
 from trainsignals.generator.meta.test_cases import series as _series
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.generator.spec.monitoring import MonitoringSettings
+from trainsignals.generator.spec.pipeline_alerts import (
+    CLUSTER_DEGRADED,
+    NOT_CONNECTED_TO_ALERTMANAGERS,
+    PROMETHEUS_NOTIFICATIONS_FAILING,
+    RULE_FAILURES,
+    RULE_GROUP_SLOW,
+    TARGETS_VANISHED,
+)
 
 RULE_GROUP = "/etc/prometheus/rules/job.rules.yaml;trainsignals-job-alerts"
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainsignals.generator.alerts.catalog import ALERTS
-from trainsignals.generator.meta.names import NODE_INCIDENTS_ALERT
 from trainsignals.generator.signals.node_incidents import (
     MERGE_SECONDS,
     ONSET_STEP_SECONDS,
@@ -17,6 +16,7 @@ from trainsignals.generator.spec.monitoring import (
     DEFAULT_LEMON_NODE_INCIDENTS,
     DEFAULT_LEMON_TICKETS_PER_INCIDENT,
 )
+from trainsignals.generator.spec.pipeline_alerts import NODE_INCIDENTS_ALERT
 
 NAME = "nodes"  # file stem and the `job` label of the ticket
 ALERT = NODE_INCIDENTS_ALERT

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from trainsignals.generator.meta.names import declared_severity
 from trainsignals.generator.nodes.policy import (
     ALERT,
     HISTORY_GROUP,
@@ -23,6 +22,7 @@ from trainsignals.generator.signals.node_incidents import (
 )
 from trainsignals.generator.signals.panels import PANEL_IDS, dashboard_uid
 from trainsignals.generator.spec.job import JobSpec, Links
+from trainsignals.generator.spec.pipeline_alerts import declared_severity
 
 
 def _records(names: dict[str, str]) -> list[dict]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainsignals.generator.meta.names import ONCALL_ALERT
 from trainsignals.generator.spec.durations import format_duration
+from trainsignals.generator.spec.pipeline_alerts import ONCALL_ALERT
 
 NAME = "oncall"  # file stem, dashboard slug and the `job` label of the on-call alert
 ALERT = ONCALL_ALERT

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from trainsignals.generator.meta.names import declared_severity
 from trainsignals.generator.oncall.delivered import NOTIFIED, notified_expr
 from trainsignals.generator.oncall.policy import (
     ALERT,
@@ -19,6 +18,7 @@ from trainsignals.generator.oncall.policy import (
 )
 from trainsignals.generator.signals.promql import matchers, regex
 from trainsignals.generator.spec.job import Links
+from trainsignals.generator.spec.pipeline_alerts import declared_severity
 
 
 def _alerts_selector() -> str:

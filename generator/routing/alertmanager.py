@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from trainsignals.generator.output.yaml import dump
 from trainsignals.generator.routing.inhibit import INHIBIT_RULES
-from trainsignals.generator.routing.receivers import _receiver_config
+from trainsignals.generator.routing.receivers import receiver_config
 from trainsignals.generator.signals.recording import HARDWARE_FAULT_LABEL
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.generator.spec.receivers import Receiver, Routing
@@ -153,7 +153,7 @@ def alertmanager_config(
                 unrouted.append(name)
             else:
                 uses_email = uses_email or receiver.kind == "email"
-                receivers.append(_receiver_config(name, receiver))
+                receivers.append(receiver_config(name, receiver))
             if severity == "page":
                 # One faulty part, one incident: the alerts a GPU or node fault raises
                 # (GpuXidCritical{xid="48"} and GpuUncorrectableEccErrors, a minute or more
@@ -193,7 +193,7 @@ def alertmanager_config(
     elif local_webhook_base is not None:
         receivers.insert(
             0,
-            _receiver_config(
+            receiver_config(
                 root, Receiver(kind="webhook", target=f"{local_webhook_base}/{root}/unrouted")
             ),
         )

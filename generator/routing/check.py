@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 
 from trainsignals.generator.alerts.catalog import ALERTS
 from trainsignals.generator.alerts.rules import severity, team
-from trainsignals.generator.meta.names import META_SEVERITIES, ONCALL_ALERT
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.spec.job import JobSpec
+from trainsignals.generator.spec.pipeline_alerts import META_SEVERITIES, ONCALL_ALERT
 from trainsignals.generator.spec.receivers import Routing
 
 if TYPE_CHECKING:  # monitoring.py imports the loader, which imports alertmanager.py

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from trainsignals.generator.alerts.catalog import ALERTS, cause_depth, explained
 from trainsignals.generator.alerts.model import AlertDef, Explains
-from trainsignals.generator.meta.names import PIPELINE_ALERTS, PipelineAlert
+from trainsignals.generator.spec.pipeline_alerts import PIPELINE_ALERTS, PipelineAlert
 
 _PAGE = 'severity="page"'
 _TICKET = 'severity="ticket"'

@@ -19,13 +19,7 @@ from trainsignals.generator.routing.alertmanager import (
 )
 from trainsignals.generator.routing.check import emitted
 from trainsignals.generator.routing.inhibit import INHIBIT_RULES
-from trainsignals.generator.routing.receivers import (
-    _LINKS,
-    _PAGERDUTY_DESCRIPTION,
-    _PAGERDUTY_SEVERITY,
-    _SLACK_TEXT,
-    _SLACK_TITLE,
-)
+from trainsignals.generator.routing.receivers import NOTIFICATION_TEXT
 from trainsignals.generator.signals.recording import HARDWARE_FAULT_LABEL
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.generator.spec.receivers import Receiver, Routing
@@ -53,6 +47,7 @@ def _secret(ref: SecretRef, field: str) -> dict:
 
 
 def _receiver(name: str, receiver: Receiver | None, field: str) -> dict:
+    text = NOTIFICATION_TEXT  # the plain Alertmanager config's text (routing/receivers.py)
     if receiver is None:
         return {"name": name}
     if receiver.kind == "pagerduty":
@@ -63,9 +58,11 @@ def _receiver(name: str, receiver: Receiver | None, field: str) -> dict:
                 {
                     "routingKey": _secret(receiver.secret, field),
                     "sendResolved": True,
-                    "description": _PAGERDUTY_DESCRIPTION,
-                    "severity": _PAGERDUTY_SEVERITY,
-                    "pagerDutyLinkConfigs": [{"href": href, "alt": text} for href, text in _LINKS],
+                    "description": text.pagerduty_description,
+                    "severity": text.pagerduty_severity,
+                    "pagerDutyLinkConfigs": [
+                        {"href": href, "alt": alt} for href, alt in text.links
+                    ],
                 }
             ],
         }
@@ -77,8 +74,8 @@ def _receiver(name: str, receiver: Receiver | None, field: str) -> dict:
                 {
                     "apiURL": _secret(receiver.secret, field),
                     "sendResolved": True,
-                    "title": _SLACK_TITLE,
-                    "text": _SLACK_TEXT,
+                    "title": text.slack_title,
+                    "text": text.slack_text,
                 }
             ],
         }

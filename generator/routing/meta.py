@@ -8,12 +8,12 @@ happens to be called like the monitoring team keeps its own routes.
 
 from __future__ import annotations
 
-from trainsignals.generator.meta.names import MONITORING_ROUTED
 from trainsignals.generator.meta.notify import PAGES_FAILING, TICKETS_FAILING
 from trainsignals.generator.meta.rules import HEARTBEAT
-from trainsignals.generator.routing.receivers import _receiver_config
+from trainsignals.generator.routing.receivers import receiver_config
 from trainsignals.generator.spec.durations import format_duration
 from trainsignals.generator.spec.monitoring import MonitoringSettings
+from trainsignals.generator.spec.pipeline_alerts import MONITORING_ROUTED
 from trainsignals.generator.spec.receivers import Receiver
 
 SWITCH_RECEIVER = "deadmansswitch"
@@ -114,7 +114,7 @@ def switch_receiver(settings: MonitoringSettings, local_webhook_base: str | None
     receiver = settings.heartbeat.receiver()
     if local_webhook_base is not None:
         receiver = Receiver(kind="webhook", target=f"{local_webhook_base}/{SWITCH_RECEIVER}")
-    config = _receiver_config(SWITCH_RECEIVER, receiver)
+    config = receiver_config(SWITCH_RECEIVER, receiver)
     config["webhook_configs"][0]["send_resolved"] = False
     return config
 
@@ -130,7 +130,7 @@ def meta_receivers(settings: MonitoringSettings, local_webhook_base: str | None)
         if local_webhook_base is not None:
             base = local_webhook_base
             receiver = Receiver(kind="webhook", target=f"{base}/{settings.team}/{severity}")
-        receivers.append({"name": name} if receiver is None else _receiver_config(name, receiver))
+        receivers.append({"name": name} if receiver is None else receiver_config(name, receiver))
     return receivers
 
 

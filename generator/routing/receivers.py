@@ -1,9 +1,15 @@
 """Alertmanager receivers: one integration (Slack, PagerDuty, e-mail, webhook) per configured
-receiver, and the message templates they share. generator/routing/alertmanager.py puts them in
-the routing tree; generator/routing/meta.py adds the monitoring team's.
+receiver, and the notification text they share.
+
+`receiver_config` is one receiver of the plain Alertmanager config (routing/alertmanager.py
+puts them in the routing tree; routing/meta.py adds the monitoring team's). `NOTIFICATION_TEXT`
+is what every notification says; the operator's AlertmanagerConfig (routing/kubernetes.py)
+renders the same text with its own keys.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from trainsignals.generator.spec.receivers import Receiver
 
@@ -23,29 +29,46 @@ _ONE_SUMMARY = (
     "{{ (index .Alerts 0).Annotations.summary }} (1 of {{ len .Alerts }}){{ end }}"
 )
 SLACK_SHOWN = 5  # alerts written out in a chat message; the rest are counted
-_SLACK_TITLE = f"{_STATUS} {_GROUP}"
-_SLACK_TEXT = (
-    "{{ range $i, $a := .Alerts }}{{ if lt $i " + str(SLACK_SHOWN) + " }}"
-    "*{{ $a.Annotations.summary }}*\n{{ $a.Annotations.description }}\n{{ end }}{{ end }}"
-    "{{ if gt (len .Alerts) " + str(SLACK_SHOWN) + " }}"
-    "... {{ len .Alerts }} alerts in all: see the dashboard\n{{ end }}"
-    "Runbook: {{ (index .Alerts 0).Annotations.runbook_url }}\n"
-    "Dashboard: {{ (index .Alerts 0).Annotations.dashboard_url }}"
-)
-# PagerDuty's `summary` (Alertmanager's `description`): required, at most 1024 characters.
-_PAGERDUTY_DESCRIPTION = f"{_STATUS} {_GROUP}: {_ONE_SUMMARY}"
-# Events v2 takes critical, error, warning or info; our labels say page or ticket.
-_PAGERDUTY_SEVERITY = '{{ if eq .CommonLabels.severity "page" }}critical{{ else }}warning{{ end }}'
-_LINKS = (
-    ("{{ (index .Alerts 0).Annotations.runbook_url }}", "Runbook"),
-    ("{{ (index .Alerts 0).Annotations.dashboard_url }}", "Dashboard"),
+
+
+@dataclass(frozen=True)
+class NotificationText:
+    """Alertmanager templates of one notification, per integration."""
+
+    slack_title: str
+    slack_text: str
+    # PagerDuty's `summary` (Alertmanager's `description`): required, at most 1024 characters.
+    pagerduty_description: str
+    # Events v2 takes critical, error, warning or info; our labels say page or ticket.
+    pagerduty_severity: str
+    links: tuple[tuple[str, str], ...]  # (href, text) under a PagerDuty incident
+
+
+NOTIFICATION_TEXT = NotificationText(
+    slack_title=f"{_STATUS} {_GROUP}",
+    slack_text=(
+        "{{ range $i, $a := .Alerts }}{{ if lt $i " + str(SLACK_SHOWN) + " }}"
+        "*{{ $a.Annotations.summary }}*\n{{ $a.Annotations.description }}\n{{ end }}{{ end }}"
+        "{{ if gt (len .Alerts) " + str(SLACK_SHOWN) + " }}"
+        "... {{ len .Alerts }} alerts in all: see the dashboard\n{{ end }}"
+        "Runbook: {{ (index .Alerts 0).Annotations.runbook_url }}\n"
+        "Dashboard: {{ (index .Alerts 0).Annotations.dashboard_url }}"
+    ),
+    pagerduty_description=f"{_STATUS} {_GROUP}: {_ONE_SUMMARY}",
+    pagerduty_severity=(
+        '{{ if eq .CommonLabels.severity "page" }}critical{{ else }}warning{{ end }}'
+    ),
+    links=(
+        ("{{ (index .Alerts 0).Annotations.runbook_url }}", "Runbook"),
+        ("{{ (index .Alerts 0).Annotations.dashboard_url }}", "Dashboard"),
+    ),
 )
 
 # Placeholder SMTP settings: Alertmanager refuses an email receiver without a smarthost and a
 # sender, so a config with email receivers gets these unless `global_config` names real ones.
 
 
-def _receiver_config(name: str, receiver: Receiver) -> dict:
+def receiver_config(name: str, receiver: Receiver) -> dict:
     """One receiver; credentials are read by Alertmanager from files (`*_file`), never inlined."""
     if receiver.kind == "webhook":
         webhook: dict = {"url": receiver.target, "send_resolved": True}
@@ -63,8 +86,8 @@ def _receiver_config(name: str, receiver: Receiver) -> dict:
                 {
                     "api_url_file": receiver.secret.path,
                     "send_resolved": True,
-                    "title": _SLACK_TITLE,
-                    "text": _SLACK_TEXT,
+                    "title": NOTIFICATION_TEXT.slack_title,
+                    "text": NOTIFICATION_TEXT.slack_text,
                 }
             ],
         }
@@ -75,9 +98,11 @@ def _receiver_config(name: str, receiver: Receiver) -> dict:
                 {
                     "routing_key_file": receiver.secret.path,
                     "send_resolved": True,
-                    "description": _PAGERDUTY_DESCRIPTION,
-                    "severity": _PAGERDUTY_SEVERITY,
-                    "links": [{"href": href, "text": text} for href, text in _LINKS],
+                    "description": NOTIFICATION_TEXT.pagerduty_description,
+                    "severity": NOTIFICATION_TEXT.pagerduty_severity,
+                    "links": [
+                        {"href": href, "text": text} for href, text in NOTIFICATION_TEXT.links
+                    ],
                 }
             ],
         }

@@ -55,7 +55,7 @@ def _gated(ctx: RuleContext, expr: str) -> str:
     its per-rank or per-GPU input, a healthy job's reasons meet empty vectors; a stopped job's
     pass whole, so the suspects are what they were. `expr`'s top level binds tighter than
     `and` (or is an `and`/`unless`), so the gate adds no parentheses: the sharded split pushes
-    the same node-local part down to the shards as before (generator/deploy/sharding_split.py)."""
+    the same node-local part down to the shards as before (generator/deploy/sharding/split.py)."""
     return f"({expr} and {_stopped(ctx)})"
 
 

@@ -1,11 +1,11 @@
 """The monitoring pipeline's alerts, declared once: the meta group's (generator/meta/rules.py
 builds them), the on-call load alert (generator/oncall/) and a silent shard
-(generator/deploy/sharding.py). Each declaration says what the job alerts' `@group.alert(...)`
+(generator/deploy/sharding/). Each declaration says what the job alerts' `@group.alert(...)`
 says (generator/alerts/model.py): name, default severity, owner, what it explains, its
 incident and its runbook; the severity defaults, the meta route's alert list, the shards' meta
 rules and the runbook check are read from here. Here, below every generator layer, so the
 monitoring settings (generator/spec/monitoring.py) validate their `alerts:` overrides against
-the same names; generator/meta/names.py is how the layers above import them."""
+the same names, and every layer above imports them from here."""
 
 from __future__ import annotations
 
@@ -110,7 +110,7 @@ META_SEVERITIES: dict[str, str] = {
 MONITORING_ROUTED = tuple(
     a.name for a in PIPELINE_ALERTS if a.name != HEARTBEAT and a.owner != INFRA
 )
-# The meta alerts a shard evaluates about itself (generator/deploy/sharding_meta.py).
+# The meta alerts a shard evaluates about itself (generator/deploy/sharding/meta.py).
 OWN_PROMETHEUS = tuple(a.name for a in PIPELINE_ALERTS if a.own_prometheus)
 
 

@@ -34,8 +34,8 @@ from trainsignals.simulator.job import effective_spec
 
 from tests.conftest import JOBS, require_tool
 from tests.dcgm_page import FB_RESERVED_MIB, FB_TOTAL_MIB, DcgmPages, Gpu
-from trainsignals.metrics.series_check import PrometheusClient
-from trainsignals.oncall.readiness import Job, check_series
+from trainsignals.ops.readiness import Job, check_series
+from trainsignals.ops.readiness.diagnose import PrometheusClient
 from trainsignals.stacks.stack import Stack, job_files
 
 # Its own xdist group: it can run beside the scenario suite instead of after it.

@@ -28,8 +28,8 @@ from trainsignals.simulator.scenarios import RESTART
 
 from tests.conftest import JOBS, require_tool
 from trainsignals.cli.main import main
-from trainsignals.oncall.goodput import measure
-from trainsignals.oncall.postmortem import Prometheus
+from trainsignals.ops.goodput import measure
+from trainsignals.ops.query import Prometheus
 from trainsignals.stacks.stack import Stack, job_files
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]

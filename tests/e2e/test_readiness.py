@@ -29,8 +29,9 @@ from trainsignals.simulator.job import Simulation, effective_spec
 
 from tests.conftest import JOBS, ROOT, require_tool
 from trainsignals.cli.main import main
-from trainsignals.metrics.series_check import PrometheusClient
-from trainsignals.oncall.readiness import Check, Job, check_series, readiness, render
+from trainsignals.ops.readiness import Check, Job, check_series, readiness
+from trainsignals.ops.readiness.checks import render
+from trainsignals.ops.readiness.diagnose import PrometheusClient
 from trainsignals.stacks.stack import Stack, job_files
 
 # Its own xdist group: the module's one stack serves all three tests on one worker.

@@ -20,9 +20,10 @@ import os
 import time
 
 import pytest
-from trainsignals.generator.deploy.sharding import HEARTBEAT, SHARD_ALERT
+from trainsignals.generator.deploy.sharding import HEARTBEAT
 from trainsignals.generator.loader import load_specs
 from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS
+from trainsignals.generator.spec.pipeline_alerts import SHARD_ALERT
 from trainsignals.simulator.scenarios import SCENARIOS
 
 from tests.conftest import JOBS, require_tool

@@ -1,10 +1,11 @@
 """The sharded topology on 127.0.0.1: N Prometheus shards -> VictoriaMetrics <- vmalert -> AM.
 
-Each shard is a real Prometheus 2.42 with the generated shard config (generator/deploy/sharding.py:
-the job's scrape configs kept to its hashmod partition of the nodes, the edge rules, remote
-write of recorded series only, 1 s deadline) pointed at the simulators' file_sd folders. The
-global VictoriaMetrics single-node store and vmalert (the global rules) are started as
-`VmStack` starts them; Alertmanager and the webhook receiver are `Stack`'s.
+Each shard is a real Prometheus 2.42 with the generated shard config
+(generator/deploy/sharding/topology.py: the job's scrape configs kept to its hashmod partition
+of the nodes, the edge rules, remote write of recorded series only, 1 s deadline) pointed at
+the simulators' file_sd folders. The global VictoriaMetrics single-node store and vmalert (the
+global rules) are started as `VmStack` starts them; Alertmanager and the webhook receiver are
+`Stack`'s.
 
 Rule files: for `rules/<job>.rules.yaml` the stack reads `rules/<job>.edge.rules.yaml` and
 `rules/<job>.global.rules.yaml` next to it (tests/e2e/matrix.py writes them for specs with

@@ -16,7 +16,7 @@ from trainsignals.generator.pipeline import Options, generate_all
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.spec.durations import format_duration
 from trainsignals.generator.writer import drift, write_tree
-from trainsignals.jobs import _load, jobs_option
+from trainsignals.jobs import jobs_option, load_jobs
 
 out_option = click.option(
     "--out",
@@ -131,7 +131,7 @@ def generate(
     workers: int | None,
 ) -> None:
     """Write dashboards, rules, rule tests, routing and runbooks for every spec."""
-    specs = _load(jobs_dir)
+    specs = load_jobs(jobs_dir)
     options = Options(
         time_scale=time_scale,
         min_range_seconds=min_range,
@@ -151,7 +151,7 @@ def generate(
 @monitoring_option
 def validate(jobs_dir: Path, monitoring_file: Path | None) -> None:
     """Check the specs only; one line per problem, naming file, field and the fix."""
-    specs = _load(jobs_dir)
+    specs = load_jobs(jobs_dir)
     _routed(specs, _monitoring(monitoring_file))
     click.echo(f"{len(specs)} spec(s) valid: {', '.join(s.name for s, _ in specs)}")
 
@@ -163,7 +163,7 @@ def validate(jobs_dir: Path, monitoring_file: Path | None) -> None:
 @workers_option
 def check(jobs_dir: Path, out_dir: Path, monitoring_file: Path | None, workers: int | None) -> None:
     """Fail when committed generated files differ from what the specs generate."""
-    specs, settings = _load(jobs_dir), _monitoring(monitoring_file)
+    specs, settings = load_jobs(jobs_dir), _monitoring(monitoring_file)
     _routed(specs, settings)
     files = generate_all(_headed(specs), Options(monitoring=settings, workers=workers))
     result = drift(out_dir, files)
@@ -183,7 +183,7 @@ def check(jobs_dir: Path, out_dir: Path, monitoring_file: Path | None, workers: 
 @jobs_option()
 def explain(job: str, jobs_dir: Path) -> None:
     """A reviewer's table of JOB's alerts: severity, threshold, window, for, runbook."""
-    specs = {s.name: s for s, _ in _load(jobs_dir)}
+    specs = {s.name: s for s, _ in load_jobs(jobs_dir)}
     if job not in specs:
         raise click.ClickException(f"no job {job!r}; known: {', '.join(sorted(specs))}")
     ctx = RuleContext(specs[job])
@@ -216,11 +216,11 @@ def explain(job: str, jobs_dir: Path) -> None:
 def _register_optional_commands() -> None:
     from trainsignals.cli.image import image_command
     from trainsignals.cli.slurm import slurm_targets
-    from trainsignals.oncall.goodput import goodput_command
-    from trainsignals.oncall.lint import lint_command
-    from trainsignals.oncall.postmortem import postmortem_command
-    from trainsignals.oncall.readiness import readiness_command
-    from trainsignals.oncall.review import diff_command
+    from trainsignals.ops.goodput import goodput_command
+    from trainsignals.ops.lint import lint_command
+    from trainsignals.ops.postmortem import postmortem_command
+    from trainsignals.ops.readiness import readiness_command
+    from trainsignals.ops.review import diff_command
     from trainsignals.simulator.cli import simulate
 
     main.add_command(simulate)

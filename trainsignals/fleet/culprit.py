@@ -154,7 +154,7 @@ def lemon_rule() -> tuple[str, int]:
     """The fleet's recurring-incidents alert and its default threshold, where the generator
     has them (issue 28 item 4: generator/nodes/); ("", 0) where it has not."""
     try:
-        names = importlib.import_module("trainsignals.generator.meta.names")
+        names = importlib.import_module("trainsignals.generator.spec.pipeline_alerts")
         settings = importlib.import_module("trainsignals.generator.spec.monitoring")
     except ImportError:
         return "", 0

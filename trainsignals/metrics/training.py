@@ -1,4 +1,9 @@
-"""Series the training-loop instrumentation exports (one target per rank)."""
+"""Series the training-loop instrumentation exports (one target per rank).
+
+This table is where their names and help texts are written: the instrumentation
+(exporters/training/) creates each series from its entry (`training_metric`), and docs/metrics.md
+and the rules' checks read the same entries through the catalogue.
+"""
 
 from __future__ import annotations
 
@@ -13,8 +18,7 @@ PHASES = ("startup", "warmup", "train", "eval", "checkpoint", "done", "stopping"
 
 T = Component.TRAINING
 
-# Each rank's own work (step time less data wait and time blocked in collectives): the
-# instrumentation creates the counter from this entry, so name and help live here alone.
+# Each rank's own work (step time less data wait and time blocked in collectives).
 OWN_WORK = "trainsignals_own_work_seconds_total"
 
 TRAINING_METRICS: tuple[Metric, ...] = (
@@ -98,14 +102,15 @@ TRAINING_METRICS: tuple[Metric, ...] = (
         Kind.GAUGE,
         T,
         JOB,
-        "Unix time of the last completed step (process start until the first step).",
+        "Unix time of this process's last completed step; absent before its first.",
     ),
     Metric(
         "trainsignals_last_checkpoint_timestamp_seconds",
         Kind.GAUGE,
         T,
         JOB,
-        "Unix time of the last successful checkpoint (process start until the first one).",
+        "Unix time of the newest checkpoint: the last one saved, or the one restored. "
+        "Absent before either (no checkpoint exists).",
     ),
     Metric(
         "trainsignals_process_start_time_seconds",
@@ -146,6 +151,19 @@ TRAINING_METRICS: tuple[Metric, ...] = (
 )
 
 
+BY_NAME: dict[str, Metric] = {m.name: m for m in TRAINING_METRICS}
+
+
+def training_metric(name: str) -> Metric:
+    """The entry of the training metric `name` (as exposed: counters end in `_total`)."""
+    try:
+        return BY_NAME[name]
+    except KeyError:
+        raise KeyError(
+            f"{name} is not a training metric of trainsignals/metrics/training.py; add it there"
+        ) from None
+
+
 def help_text(name: str) -> str:
     """The catalogue's help text of the training metric `name`."""
-    return next(m.help for m in TRAINING_METRICS if m.name == name)
+    return training_metric(name).help

@@ -3,14 +3,14 @@
 A node's incidents count across every job, so the record must see every job's hardware alerts.
 A shard sees only its partition (and one job), so the record runs on the global ruler: the
 shards remote-write their edge alerts' `ALERTS` (GpuLost, NodeDown, XID, ECC: per-node alerts,
-evaluated on the shards; sharding.WRITTEN) to the global store, where the ruler reads them.
+evaluated on the shards; topology.WRITTEN) to the global store, where the ruler reads them.
 One file per store, not per job: two rulers evaluating it on one store would write the same
 series twice.
 """
 
 from __future__ import annotations
 
-from trainsignals.generator.deploy.sharding import WRITTEN
+from trainsignals.generator.deploy.sharding.topology import WRITTEN
 from trainsignals.generator.nodes.policy import NAME
 from trainsignals.generator.spec.job import JobSpec
 

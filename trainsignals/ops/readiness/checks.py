@@ -27,27 +27,26 @@ from trainsignals.generator.dashboards.kit import panel_queries
 from trainsignals.generator.pipeline import Options, generate_job, header
 from trainsignals.generator.routing.alertmanager import alertmanager_config, team_receivers
 from trainsignals.generator.spec.job import JobSpec
-from trainsignals.jobs import _load, jobs_option
+from trainsignals.jobs import jobs_option, load_jobs
 from trainsignals.metrics.catalog import BY_NAME
 from trainsignals.metrics.optional_series import MIG_INSTANCE_MATCHER, MIG_INSTANCES
 from trainsignals.metrics.series_check import (
     EVENT_ONLY,
-    PrometheusClient,
     Selector,
     dashboard_expr,
-    diagnose,
     selectors,
 )
 from trainsignals.metrics.series_check import (
     PANEL_ONLY_COMPONENTS as OPTIONAL,
 )
-from trainsignals.oncall.lint import iter_rules
-from trainsignals.oncall.readiness_delivery import (
+from trainsignals.ops.lint import iter_rules
+from trainsignals.ops.readiness.delivery import (
     check_notifications,
     check_secret_files,
     receiver_problems,
 )
-from trainsignals.oncall.readiness_model import Check
+from trainsignals.ops.readiness.diagnose import PrometheusClient, diagnose
+from trainsignals.ops.readiness.model import Check
 
 GPU_COUNT_SERIES = {"trainsignals": "trainsignals_gpu_up", "dcgm": "DCGM_FI_DEV_GPU_UTIL"}
 
@@ -343,7 +342,7 @@ def readiness_command(
     job_name: str, prometheus_url: str, alertmanager_url: str | None, jobs_dir: Path, root: Path
 ) -> None:
     """Check a live setup for JOB before relying on it; exits 1 on any failed check."""
-    specs = [spec for spec, _ in _load(jobs_dir)]
+    specs = [spec for spec, _ in load_jobs(jobs_dir)]
     by_name = {spec.name: spec for spec in specs}
     if job_name not in by_name:
         raise click.ClickException(f"no job {job_name!r} in {jobs_dir}; known: {sorted(by_name)}")

@@ -1,4 +1,4 @@
-"""Meta-monitoring on each shard of the sharded topology (generator/deploy/sharding.py).
+"""Meta-monitoring on each shard of the sharded topology (sharding/topology.py).
 
 A shard is a Prometheus of its own: its edge rules can fail, its rule groups can run slow,
 it can lose its Alertmanagers, and a configuration reload can fail, and the global ruler
@@ -12,11 +12,11 @@ its own nodes).
 
 from __future__ import annotations
 
-from trainsignals.generator.meta.names import OWN_PROMETHEUS
 from trainsignals.generator.meta.rule import Scale
 from trainsignals.generator.meta.rules import GROUP, render_rule
 from trainsignals.generator.meta.rules import meta_rules as all_meta_rules
 from trainsignals.generator.spec.monitoring import MonitoringSettings
+from trainsignals.generator.spec.pipeline_alerts import OWN_PROMETHEUS
 
 META_FILE = "shard.meta.rules.yaml"
 SELF_TARGET = "localhost:9090"  # a shard's own web address, as it scrapes itself

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from trainsignals.oncall.readiness_model import Check
+from trainsignals.ops.readiness.model import Check
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "")
 _INTEGRATIONS = ("pagerduty", "slack", "webhook", "email", "opsgenie", "victorops", "pushover")

@@ -23,7 +23,12 @@ from trainsignals.generator.deploy.kubernetes import (
 )
 from trainsignals.generator.deploy.kubernetes import prometheus_rule as k8s_prometheus_rule
 from trainsignals.generator.deploy.operator_version import operator_comment
-from trainsignals.generator.deploy.sharding import HEARTBEAT, SHARD_LABEL, WRITTEN, split_document
+from trainsignals.generator.deploy.sharding.topology import (
+    HEARTBEAT,
+    SHARD_LABEL,
+    WRITTEN,
+    split_document,
+)
 from trainsignals.generator.output.yaml import dump
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.spec.job import JobSpec

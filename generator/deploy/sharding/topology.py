@@ -2,7 +2,7 @@
 
 N Prometheus shards each scrape a hashmod partition of the job's nodes and evaluate the edge
 rules (per-node and per-GPU recording rules, plus the per-node partials of every job-level
-aggregation: generator/deploy/sharding_split.py); only recorded series leave a shard (remote write).
+aggregation: split.py); only recorded series leave a shard (remote write).
 One global store (VictoriaMetrics, or anything speaking remote write and PromQL) receives them,
 and one ruler (vmalert) evaluates the global rules (job-level recording rules and every alert)
 and notifies the Alertmanagers. Same spec, same alerts: names, labels and severities do not
@@ -19,26 +19,27 @@ from __future__ import annotations
 import promql_parser
 from trainsignals.generator.alerts.definitions.gpu_faults import GPU_LOST
 from trainsignals.generator.alerts.definitions.reachability import NODE_DOWN
+from trainsignals.generator.deploy.prometheus_config import alertmanager_discovery
 from trainsignals.generator.deploy.scrape_config import scrape_configs
-from trainsignals.generator.deploy.sharding_meta import (
+from trainsignals.generator.deploy.sharding.meta import (
     META_FILE,
     SELF_TARGET,
     self_scrape_job,
     shard_meta_rules,
 )
-from trainsignals.generator.deploy.sharding_split import (
+from trainsignals.generator.deploy.sharding.split import (
     SplitState,
-    _Kinds,
     edge_names,
+    is_node_local,
     rewrite_global,
 )
-from trainsignals.generator.meta.names import SHARD_ALERT, declared_severity
 from trainsignals.generator.meta.rule import Scale
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.signals.recording import SLOW_INTERVAL, name_tokens
 from trainsignals.generator.spec.durations import format_duration
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS, MonitoringSettings
+from trainsignals.generator.spec.pipeline_alerts import SHARD_ALERT, declared_severity
 
 from trainsignals import __version__
 
@@ -73,7 +74,6 @@ def split_document(
     guard = f"{REPORTING}{ctx.recorded()} < {shards}"
     guarded: set[str] = set()
 
-    kinds = _Kinds(state)
     fast_edge: list[dict] = [{"record": HEARTBEAT, "expr": "time()", "labels": ctx.job_label}]
     edge_alerts: list[dict] = []
     slow_edge: list[dict] = []
@@ -85,7 +85,7 @@ def split_document(
             if rule.get("record") in state.edge:
                 (slow_edge if slow else fast_edge).append(rule)
                 continue
-            if "alert" in rule and kinds.of(promql_parser.parse(rule["expr"])) == "local":
+            if "alert" in rule and is_node_local(rule["expr"], state):
                 # Per-node and per-GPU alerts (GpuLost, NodeDown...) fire on their shard, which
                 # notifies the Alertmanagers itself: the global ruler's cost stays job-level.
                 edge_alerts.append(rule)
@@ -217,7 +217,7 @@ def shard_config(
     """prometheus.yml of shard `shard`: the job's scrape configs kept to the nodes whose hash
     falls on it, the edge rules, and remote write of recorded series only. With
     `meta_rule_file`, the shard also scrapes itself and runs its meta alerts on itself
-    (generator/deploy/sharding_meta.py)."""
+    (sharding/meta.py)."""
     shards = spec.deploy.shards
     partition = [
         {
@@ -266,9 +266,7 @@ def shard_config(
 
 
 def _default_alertmanagers() -> dict:
-    from trainsignals.generator.deploy.prometheus_config import _alertmanagers
-
-    return {"dns_sd_configs": [_alertmanagers(DEFAULT_SETTINGS)]}
+    return {"dns_sd_configs": [alertmanager_discovery(DEFAULT_SETTINGS)]}
 
 
 def sharded_files(

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from trainsignals.oncall.postmortem_timeline import AlertEvent
+from trainsignals.ops.postmortem.timeline import AlertEvent
 
 # Alertmanager's matcher syntax: name, operator, value (quoted or bare), e.g.
 # alertname=~"GpuLost|GpuXidCritical", severity=page.

@@ -37,7 +37,7 @@ class AlertEvent:
     # sign. An earlier pending that resolved without firing (a start-up blip) is not.
     first_sign: float | None = None
     firing_times: tuple[float, ...] = ()  # query times at which it was firing
-    # Set by postmortem_delivery.mark_delivery: None when Alertmanager's inhibition rules and
+    # Set by delivery.mark_delivery: None when Alertmanager's inhibition rules and
     # silences were not available; else the first firing time no rule or silence suppressed.
     first_delivered: float | None = None
     delivery_known: bool = False

@@ -1,16 +1,16 @@
 """`trainsignals postmortem`: a blameless postmortem draft for one job and one time window.
 
 Everything comes from Prometheus's HTTP API (stdlib urllib, bounded timeouts;
-postmortem_query.py), and what Alertmanager suppressed from its inhibition rules and silences
-(postmortem_delivery.py):
+../query.py), and what Alertmanager suppressed from its inhibition rules and silences
+(delivery.py):
 - the incident timeline from `ALERTS{training_job="J"}` (query_range, ~200 points): for each
   alert name + labels the first pending, first firing and resolved times
-  (postmortem_timeline.py); pages are the page alerts Alertmanager let through;
-- the golden signals (postmortem_signals.py: the recorded series of
+  (timeline.py); pages are the page alerts Alertmanager let through;
+- the golden signals (signals.py: the recorded series of
   generator/signals/recording.py) before, during and after the window, up to the newest sample
-  and never past now, drawn with matplotlib (postmortem_plot.py): UTC time axis, units,
+  and never past now, drawn with matplotlib (plot.py): UTC time axis, units,
   thresholds, each alert's firing band and the onset marked and named;
-- impact figures (postmortem_impact.py): longest time without step progress, tokens not
+- impact figures (impact.py): longest time without step progress, tokens not
   processed vs the spec's floor, GPU-hours affected.
 
 The draft is rendered with jinja2 from generator/templates/postmortem.md.j2. It fills what the
@@ -30,13 +30,27 @@ import jinja2
 
 from trainsignals import __version__
 from trainsignals.generator.spec.job import JobSpec
-from trainsignals.jobs import _find_spec, jobs_option
-from trainsignals.oncall.goodput import LABELS as BADPUT_LABELS
-from trainsignals.oncall.goodput import ROWS as BADPUT_ROWS
-from trainsignals.oncall.goodput import Breakdown, measure
-from trainsignals.oncall.postmortem_delivery import Suppression, load_suppression, mark_delivery
-from trainsignals.oncall.postmortem_impact import Impact, impact
-from trainsignals.oncall.postmortem_query import (
+from trainsignals.jobs import find_job, jobs_option
+from trainsignals.ops.goodput import LABELS as BADPUT_LABELS
+from trainsignals.ops.goodput import ROWS as BADPUT_ROWS
+from trainsignals.ops.goodput import Breakdown, measure
+from trainsignals.ops.postmortem.delivery import Suppression, load_suppression, mark_delivery
+from trainsignals.ops.postmortem.impact import Impact, impact
+from trainsignals.ops.postmortem.signals import (
+    GPU_COUNT,
+    LAST_STEP_AGE,
+    SIGNALS,
+    SignalView,
+    threshold,
+)
+from trainsignals.ops.postmortem.timeline import (
+    AlertEvent,
+    Detection,
+    build_timeline,
+    detection,
+    onset_name,
+)
+from trainsignals.ops.query import (
     DEFAULT_PROMETHEUS,
     Prometheus,
     human,
@@ -45,35 +59,6 @@ from trainsignals.oncall.postmortem_query import (
     points,
     step_for,
 )
-from trainsignals.oncall.postmortem_signals import (
-    GPU_COUNT,
-    LAST_STEP_AGE,
-    SIGNALS,
-    SignalView,
-    threshold,
-)
-from trainsignals.oncall.postmortem_timeline import (
-    AlertEvent,
-    Detection,
-    build_timeline,
-    detection,
-    onset_name,
-    runs,
-)
-
-# Re-exported: the command's public helpers (trainsignals.oncall.goodput, the tests).
-__all__ = [
-    "AlertEvent",
-    "Detection",
-    "Prometheus",
-    "build_timeline",
-    "detection",
-    "parse_when",
-    "postmortem_command",
-    "runs",
-    "step_for",
-    "write_postmortem",
-]
 
 # Where the package's templates are installed (a path from this file breaks in a wheel, where
 # generator/ is trainsignals/generator/).
@@ -111,7 +96,7 @@ class Postmortem:
     step: float
     plot_step: float
     badput: Breakdown | None = (
-        None  # goodput accounting over the window (trainsignals.oncall.goodput)
+        None  # goodput accounting over the window (trainsignals.ops.goodput)
     )
     suppression: str | None = None  # where Alertmanager's inhibitions and silences came from
     drawn: float = 0.0  # when the draft was made: no data is read past it
@@ -162,7 +147,7 @@ def collect(
     draft is made): Prometheus would repeat the last sample there.
     """
     # matplotlib costs ~0.4 s to import: only the postmortem command pays it.
-    from trainsignals.oncall.postmortem_plot import PlotSpec, firing_bands, plot
+    from trainsignals.ops.postmortem.plot import PlotSpec, firing_bands, plot
 
     if end <= start:
         raise ValueError("--to must be after --from")
@@ -208,7 +193,7 @@ def collect(
             )
         )
     step_age = points(prom.query_range(f"{LAST_STEP_AGE}{selector}", start, min(end, drawn), step))
-    # GPU-hours count the GPUs that ran, not the spec's shape (GPU_COUNT in postmortem_signals).
+    # GPU-hours count the GPUs that ran, not the spec's shape (GPU_COUNT in signals.py).
     gpu_counts = points(prom.query_range(f"sum({GPU_COUNT}{selector})", p0, min(end, drawn), step))
     badput = None
     if spec is not None:
@@ -324,7 +309,7 @@ def postmortem_command(
     """Draft a blameless postmortem for JOB between --from and --to from Prometheus data."""
     if end <= start:
         raise click.BadParameter("must be after --from", param_hint="--to")
-    spec = _find_spec(jobs_dir, job)
+    spec = find_job(jobs_dir, job)
     if spec is None:
         click.echo(
             f"note: no spec for {job!r} in {jobs_dir}/; owners and floors left blank", err=True

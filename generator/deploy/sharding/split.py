@@ -125,6 +125,12 @@ class _Kinds:
         raise ShardingError(f"unsupported PromQL node {type(node).__name__}")
 
 
+def is_node_local(expr: str, state: SplitState) -> bool:
+    """Whether every output series of `expr` is computed from series of one node (so it is
+    exact on the shard that scrapes that node), given what `state` records where."""
+    return _Kinds(state).of(pp.parse(expr)) == "local"
+
+
 def _groups_locally(node: pp.AggregateExpr) -> bool:
     modifier = node.modifier
     if modifier is None:
@@ -262,10 +268,7 @@ def edge_names(rules: list[dict], recorded: set[str]) -> set[str]:
     edge = set(recorded)
     while True:
         state = SplitState(recorded, edge)
-        kinds = _Kinds(state)
-        bad = {
-            r["record"] for r in rules if "record" in r and kinds.of(pp.parse(r["expr"])) != "local"
-        }
+        bad = {r["record"] for r in rules if "record" in r and not is_node_local(r["expr"], state)}
         if not bad & edge:
             return edge
         edge -= bad

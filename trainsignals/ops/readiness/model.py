@@ -1,4 +1,4 @@
-"""One line of the readiness checklist (oncall/readiness.py and its delivery checks)."""
+"""One line of the readiness checklist (checks.py and its delivery checks, delivery.py)."""
 
 from __future__ import annotations
 

@@ -16,8 +16,8 @@ import click
 from trainsignals.generator.signals.goodput import CATEGORIES, PLAIN, window_exprs
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.spec.job import JobSpec
-from trainsignals.jobs import _find_spec, jobs_option
-from trainsignals.oncall.postmortem_query import Prometheus, parse_when
+from trainsignals.jobs import find_job, jobs_option
+from trainsignals.ops.query import Prometheus, parse_when
 
 ROWS = ("goodput", *CATEGORIES)
 LABELS = {"goodput": "goodput (productive)"}
@@ -113,7 +113,7 @@ def goodput_command(
         raise click.BadParameter(str(exc)) from None
     if t1 <= t0:
         raise click.BadParameter("must be after --from", param_hint="--to")
-    spec = _find_spec(jobs_dir, job)
+    spec = find_job(jobs_dir, job)
     if spec is None:
         raise click.ClickException(
             f"no spec named {job!r} in {jobs_dir}/: pass --jobs with the folder of job specs"

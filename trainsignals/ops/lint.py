@@ -18,58 +18,12 @@ import click
 import yaml
 
 from trainsignals.metrics.catalog import known_series_names
+from trainsignals.metrics.series_check import parse_selectors
 
 REQUIRED_LABELS = ("severity", "team", "job")
 REQUIRED_ANNOTATIONS = ("summary", "description", "runbook_url", "dashboard_url")
 SEVERITIES = ("page", "ticket")
 
-# PromQL functions, aggregations and keywords: identifiers that do not name a series.
-PROMQL_WORDS = frozenset(
-    {
-        "sum",
-        "avg",
-        "min",
-        "max",
-        "count",
-        "group",
-        "by",
-        "without",
-        "on",
-        "ignoring",
-        "group_left",
-        "group_right",
-        "and",
-        "or",
-        "unless",
-        "rate",
-        "increase",
-        "irate",
-        "time",
-        "vector",
-        "histogram_quantile",
-        "avg_over_time",
-        "max_over_time",
-        "min_over_time",
-        "count_over_time",
-        "predict_linear",
-        "offset",
-        "label_replace",
-        "clamp_max",
-        "clamp_min",
-        "floor",
-        "bool",
-        "le",
-        "changes",
-        "abs",
-        "topk",
-        "bottomk",
-        "quantile_over_time",
-        "quantile",
-    }
-)
-METRIC_TOKEN = re.compile(r'(?<![\w:"$.])([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(?=[{\[)\s]|$)')
-# Label lists of aggregations and vector matching: label names, not series.
-GROUPING = re.compile(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)")
 RECORD_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*:[a-zA-Z0-9_]+:[a-zA-Z0-9_]+$")
 RANGE = re.compile(r"\[[^\]]+\]")
 DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
@@ -77,11 +31,10 @@ DURATION_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 60
 
 
 def metric_names(expr: str) -> set[str]:
-    """Identifiers in a PromQL expression that name series (not functions or keywords)."""
-    without_strings = re.sub(r'"[^"]*"', '""', expr)
-    without_groupings = GROUPING.sub("", without_strings)
-    names = set(METRIC_TOKEN.findall(without_groupings))
-    return {n for n in names if n not in PROMQL_WORDS and not re.fullmatch(r"\d+\w*", n)}
+    """The series names a PromQL expression reads, as the parser sees its vector selectors
+    (trainsignals/metrics/series_check.py: the one answer readiness and the generator use).
+    Raises ValueError when `expr` is not PromQL."""
+    return {name for name, _ in parse_selectors(expr) if name}
 
 
 def duration_seconds(text: object) -> float:
@@ -190,7 +143,10 @@ def _record_problems(rule: Rule) -> list[str]:
 
 
 def _unknown_metric_problems(rule: Rule, known: frozenset[str] | set[str]) -> list[str]:
-    unknown = sorted(metric_names(rule.expr) - known)
+    try:
+        unknown = sorted(metric_names(rule.expr) - known)
+    except ValueError as exc:
+        return [rule.problem(f"expression does not parse ({exc})", "fix the PromQL")]
     if not unknown:
         return []
     return [
