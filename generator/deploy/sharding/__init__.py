@@ -17,9 +17,11 @@ from trainsignals.generator.deploy.sharding.nodes import sharded_nodes_files
 from trainsignals.generator.deploy.sharding.split import ShardingError
 from trainsignals.generator.deploy.sharding.topology import (
     HEARTBEAT,
+    PER_UNIT_GROUP,
     REPORTING,
     SHARD_LABEL,
     WRITTEN,
+    reads_per_unit,
     shard_config,
     sharded_files,
     single_store_rules,
@@ -29,11 +31,13 @@ from trainsignals.generator.deploy.sharding.topology import (
 __all__ = [
     "HEARTBEAT",
     "META_FILE",
+    "PER_UNIT_GROUP",
     "REPORTING",
     "SHARD_ALERTS",
     "SHARD_LABEL",
     "WRITTEN",
     "ShardingError",
+    "reads_per_unit",
     "shard_config",
     "sharded_files",
     "sharded_kubernetes_files",
