@@ -24,8 +24,10 @@ import yaml
 from trainsignals.generator.dashboards.kit import panel_queries
 from trainsignals.generator.loader import load_specs
 from trainsignals.generator.signals.peers import (
+    BUSY_CLOCK,
     BUSY_GPU,
     CLOCK_RATIO,
+    CLOCK_RATIO_BELOW,
     CLOCK_RATIO_LOW,
     peer_ratio,
 )
@@ -133,6 +135,10 @@ def peer_expected(gpus: dict[str, list[Gpu]]) -> dict[str, Expected]:
     # window), recorded only below the ticket's ratio.
     clock = expected[peer_ratio("sm_clock")]
     expected[CLOCK_RATIO_LOW] = lambda g: clock(g) if clock(g) < CLOCK_RATIO else None
+    # GpuFailSlow's inputs: every GPU here is busy, so each has its gated clock; the ratio is
+    # recorded only below the ticket's.
+    expected[BUSY_CLOCK] = lambda g: g.sm_clock * 1e6
+    expected[CLOCK_RATIO_BELOW] = expected[CLOCK_RATIO_LOW]
     return expected
 
 
