@@ -4,7 +4,6 @@ its dashboard (pipeline.job_output builds the documents)."""
 from __future__ import annotations
 
 from trainsignals.generator.artifacts.kind import ArtifactKind, JobOutput, Run
-from trainsignals.generator.output.files import dashboard_text
 from trainsignals.generator.output.yaml import dump
 
 
@@ -40,6 +39,6 @@ class DashboardKind(ArtifactKind):
     of_job = True
 
     def job_files(self, job: JobOutput, run: Run) -> dict[str, str]:
-        if job.dashboard is None:
+        if job.dashboard_json is None:
             return {}
-        return {f"dashboards/{job.name}.json": dashboard_text(job.dashboard)}
+        return {f"dashboards/{job.name}.json": job.dashboard_json}

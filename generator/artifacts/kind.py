@@ -21,10 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, ClassVar
 
 from trainsignals.generator.alerts.model import AlertRule
-from trainsignals.generator.output.files import Options
+from trainsignals.generator.output.files import Options, dashboard_text
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.generator.spec.monitoring import MonitoringSettings
@@ -66,6 +67,12 @@ class JobOutput:
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @cached_property
+    def dashboard_json(self) -> str | None:
+        """The dashboard as dashboards/<job>.json holds it (the Kubernetes ConfigMap carries
+        the same text): serialised once."""
+        return None if self.dashboard is None else dashboard_text(self.dashboard)
 
 
 class ArtifactKind:

@@ -25,7 +25,7 @@ from trainsignals.generator.nodes.files import nodes_rules
 from trainsignals.generator.nodes.policy import NAME as NODES_NAME
 from trainsignals.generator.oncall.files import oncall_document
 from trainsignals.generator.oncall.policy import NAME as ONCALL_NAME
-from trainsignals.generator.output.files import GENERATED_MARK, dashboard_text
+from trainsignals.generator.output.files import GENERATED_MARK
 from trainsignals.generator.output.yaml import dump
 
 from trainsignals import __version__
@@ -69,7 +69,7 @@ class KubernetesKind(ArtifactKind):
         spec = job.spec
         if spec.deploy.kubernetes is None:
             return {}
-        dashboard = None if job.dashboard is None else dashboard_text(job.dashboard)
+        dashboard = job.dashboard_json
         files = kubernetes_files(spec, job.header, job.rules, dashboard)
         return files | sharded_kubernetes_files(
             spec, job.header, job.rules, dashboard, run.settings
