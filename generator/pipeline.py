@@ -10,7 +10,7 @@ processes when there are many specs (output/workers.py), then the files all jobs
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from trainsignals.generator.alerts.rules import AlertRule, alert_rules, render_alert
@@ -139,9 +139,10 @@ def generate(specs: list[tuple[JobSpec, str]], options: Options = Options()) -> 
 def generate_all(
     specs: list[tuple[JobSpec, str]],
     options: Options = Options(),
-    kinds: Registry = KINDS,
+    kinds: Iterable[ArtifactKind] = KINDS,
 ) -> dict[str, str]:
-    """Every file of every kind: the jobs' files, then what all jobs share."""
+    """Every file of every kind (default: the registered ones): the jobs' files, then what
+    all jobs share."""
     return _generate(specs, options, list(kinds))
 
 
