@@ -2,13 +2,36 @@
 
 Nothing here touches the disk: `generate` returns {relative path: content}, so writing can be
 all-or-nothing (see writer.py) and `check` can compare without writing.
+
+Each job's typed results are built once (`job_output`), then every artifact kind of `KINDS`
+turns them into files (generator/artifacts/kind.py): first each job's files, in worker
+processes when there are many specs (output/workers.py), then the files all jobs share.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from trainsignals.generator.alerts.rules import AlertRule, alert_rules, render_alert
+from trainsignals.generator.artifacts.job_files import DashboardKind, RulesKind, RuleTestsKind
+from trainsignals.generator.artifacts.kind import ArtifactKind, JobOutput, Run
+from trainsignals.generator.artifacts.registry import Registry, add_files
+from trainsignals.generator.dashboards.job import build_dashboard
+from trainsignals.generator.deploy.files import (
+    KubernetesKind,
+    KubernetesMetaKind,
+    PrometheusConfigKind,
+    ScrapeConfigKind,
+    ShardedKind,
+    ShardedNodesKind,
+)
+from trainsignals.generator.docs.metrics import MetricsDocKind
+from trainsignals.generator.docs.recovery import RecoveryDocKind
+from trainsignals.generator.docs.spec_reference import SpecReferenceKind
+from trainsignals.generator.meta.files import MetaKind
+from trainsignals.generator.nodes.files import NodesKind
+from trainsignals.generator.oncall.files import OncallKind
 from trainsignals.generator.output.files import (
     GENERATED_MARK,
     Options,
@@ -17,19 +40,21 @@ from trainsignals.generator.output.files import (
     spec_hash,
 )
 from trainsignals.generator.output.workers import map_in_workers, worker_count
-from trainsignals.generator.output.yaml import dump
+from trainsignals.generator.routing.alertmanager import AlertmanagerKind
 from trainsignals.generator.rules.long_horizon import long_suite
 from trainsignals.generator.rules.unit_tests import rule_tests
-from trainsignals.generator.runbooks.render import JobRunbooks, job_runbooks, render_job_runbooks
+from trainsignals.generator.runbooks.render import RunbooksKind
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.signals.recording import recording_groups
 from trainsignals.generator.spec.job import JobSpec
-from trainsignals.generator.spec.monitoring import MonitoringSettings
+from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS
 
 from trainsignals import __version__
 
 __all__ = [
     "GENERATED_MARK",
+    "KINDS",
+    "JobOutput",
     "Options",
     "dashboard_text",
     "generate",
@@ -40,6 +65,30 @@ __all__ = [
     "rules_document",
     "spec_hash",
 ]
+
+# Every kind `trainsignals generate` writes. Register another here or at run time
+# (KINDS.register(kind)): the pipeline walks whatever is registered.
+KINDS = Registry(
+    [
+        RulesKind(),
+        RuleTestsKind(),
+        DashboardKind(),
+        ShardedKind(),
+        ScrapeConfigKind(),
+        KubernetesKind(),
+        RunbooksKind(),
+        AlertmanagerKind(),
+        MetaKind(),
+        OncallKind(),
+        NodesKind(),
+        KubernetesMetaKind(),
+        ShardedNodesKind(),
+        PrometheusConfigKind(),
+        MetricsDocKind(),
+        RecoveryDocKind(),
+        SpecReferenceKind(),
+    ]
+)
 
 
 def rules_document(ctx: RuleContext, alerts: list[AlertRule]) -> dict:
@@ -58,127 +107,81 @@ def rules_document(ctx: RuleContext, alerts: list[AlertRule]) -> dict:
     }
 
 
-@dataclass
-class JobOutput:
-    """One job's generated files, and what later steps build on: the document its rules file
-    was written from (the Kubernetes objects wrap it) and its alerts (the runbooks)."""
-
-    files: dict[str, str]
-    rules: dict
-    ctx: RuleContext
-    alerts: list[AlertRule]
-
-
-def generate_job(spec: JobSpec, source: str, options: Options = Options()) -> dict[str, str]:
-    """Files of one job: rules, their promtool tests, and the dashboard."""
-    return job_output(spec, source, options).files
-
-
 def job_output(spec: JobSpec, source: str, options: Options = Options()) -> JobOutput:
+    """One job's typed results: alerts, rules document, promtool tests, dashboard."""
     ctx = RuleContext(spec, options.time_scale, options.min_range_seconds)
     alerts = alert_rules(ctx)
     digest = spec_hash(spec)
-    top = header(spec, source, digest)
     document = rules_document(ctx, alerts)
-    files = {f"alerts/{spec.name}.rules.yaml": dump(document, top)}
-    if spec.deploy.shards > 1:  # the sharded topology's rule split and shard configs
-        from trainsignals.generator.deploy.sharding import sharded_files
-
-        files |= sharded_files(spec, source, document, ctx, top, options.monitoring)
+    tests = long_tests = dashboard = None
     if options.with_tests and options.time_scale == 1:
-        files[f"alerts/{spec.name}.test.yaml"] = dump(
-            rule_tests(ctx, alerts, f"{spec.name}.rules.yaml", document), top
-        )
-        files[f"alerts/{spec.name}.long.test.yaml"] = dump(
-            long_suite(ctx, f"{spec.name}.rules.yaml", document), top
-        )
+        rules_file = f"{spec.name}.rules.yaml"
+        tests = rule_tests(ctx, alerts, rules_file, document)
+        long_tests = long_suite(ctx, rules_file, document)
     if options.with_dashboards:
-        from trainsignals.generator.dashboards.job import build_dashboard
-
         dashboard = build_dashboard(ctx, alerts, digest, __version__, options.monitoring)
-        files[f"dashboards/{spec.name}.json"] = dashboard_text(dashboard)
-    return JobOutput(files, document, ctx, alerts)
+    top = header(spec, source, digest)
+    return JobOutput(spec, source, digest, top, ctx, alerts, document, tests, long_tests, dashboard)
+
+
+def generate_job(spec: JobSpec, source: str, options: Options = Options()) -> dict[str, str]:
+    """Files of one job: rules, their promtool tests, the dashboard (and the sharded split)."""
+    kinds = [kind for kind in KINDS if kind.of_job]
+    files, _ = _job_step((spec, source, _run([(spec, source)], options), kinds))
+    return files
 
 
 def generate(specs: list[tuple[JobSpec, str]], options: Options = Options()) -> dict[str, str]:
-    """Every generated file for these (spec, source path) pairs."""
+    """The jobs' own files (generate_job) for these (spec, source path) pairs."""
+    return _generate(specs, options, [kind for kind in KINDS if kind.of_job])
+
+
+def generate_all(
+    specs: list[tuple[JobSpec, str]],
+    options: Options = Options(),
+    kinds: Iterable[ArtifactKind] = KINDS,
+) -> dict[str, str]:
+    """Every file of every kind (default: the registered ones): the jobs' files, then what
+    all jobs share."""
+    return _generate(specs, options, list(kinds))
+
+
+def _run(specs: list[tuple[JobSpec, str]], options: Options) -> Run:
+    return Run(specs, options, options.monitoring or DEFAULT_SETTINGS)
+
+
+def _generate(
+    specs: list[tuple[JobSpec, str]], options: Options, kinds: list[ArtifactKind]
+) -> dict[str, str]:
+    run = _run(specs, options)
     files: dict[str, str] = {}
-    tasks = [(spec, source, options) for spec, source in specs]
-    for job_files in map_in_workers(_job_files, tasks, worker_count(len(tasks), options.workers)):
-        files |= job_files
-    return dict(sorted(files.items()))
-
-
-def _job_files(task: tuple[JobSpec, str, Options]) -> dict[str, str]:
-    return generate_job(*task)
-
-
-def _job_and_deploy_files(
-    task: tuple[JobSpec, str, Options, MonitoringSettings],
-) -> tuple[dict[str, str], JobRunbooks]:
-    """A job's files and deploy files, and its part of the runbooks. The deploy files wrap its
-    rules: built here, from the document the rules file was written from, while it is at hand
-    (reading the file back cost ~10 ms a job)."""
-    from trainsignals.generator.deploy.files import job_deploy_files
-
-    spec, source, options, settings = task
-    job = job_output(spec, source, options)
-    files = job.files | job_deploy_files(spec, source, job.files, settings, job.rules)
-    return files, job_runbooks(job.ctx, job.alerts, source)
-
-
-def generate_all(specs: list[tuple[JobSpec, str]], options: Options = Options()) -> dict[str, str]:
-    """Per-job files plus what all jobs share: routing, runbooks and the metric table."""
-    from trainsignals.generator.deploy.files import shared_deploy_files
-    from trainsignals.generator.deploy.prometheus_config import PATH as PROMETHEUS_CONFIG
-    from trainsignals.generator.deploy.prometheus_config import file_header as prometheus_header
-    from trainsignals.generator.deploy.prometheus_config import prometheus_config
-    from trainsignals.generator.docs.metrics import metrics_markdown
-    from trainsignals.generator.meta.files import meta_files
-    from trainsignals.generator.meta.rules import NAME as META_NAME
-    from trainsignals.generator.nodes.files import nodes_files
-    from trainsignals.generator.nodes.policy import NAME as NODES_NAME
-    from trainsignals.generator.oncall.files import oncall_files
-    from trainsignals.generator.oncall.policy import NAME as ONCALL_NAME
-    from trainsignals.generator.routing.alertmanager import alertmanager_config
-    from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS
-
-    settings = options.monitoring or DEFAULT_SETTINGS
-    files: dict[str, str] = {}
-    runbook_jobs = []
-    tasks = [(spec, source, options, settings) for spec, source in specs]
+    parts: list[list[Any]] = [[] for _ in kinds]  # per kind: each job's part
+    tasks = [(spec, source, run, kinds) for spec, source in specs]
     workers = worker_count(len(tasks), options.workers)
-    for job_files, runbooks in map_in_workers(_job_and_deploy_files, tasks, workers):
+    for (spec, _), (job_files, job_parts) in zip(
+        specs, map_in_workers(_job_step, tasks, workers), strict=True
+    ):
+        clash = [path for path in job_files if path in files]
+        if clash:
+            raise ValueError(f"job {spec.name!r} writes {clash[0]}, which another job wrote")
         files |= job_files
-        runbook_jobs.append(runbooks)
-    job_specs = [spec for spec, _ in specs]
-    sources = ", ".join(source for _, source in specs)
-    am_header = (
-        f"# {GENERATED_MARK} {__version__} from {sources}.\n"
-        "# Do not edit: change the specs and run `trainsignals generate`.\n"
-    )
-    files["alerts/alertmanager.yaml"] = alertmanager_config(
-        job_specs, am_header, monitoring=settings
-    )
-    files |= meta_files(specs, options, settings)  # meta-monitoring (generator/meta/files.py)
-    files |= render_job_runbooks(runbook_jobs)
-    files["docs/metrics.md"] = metrics_markdown()
-    from trainsignals.generator.docs.recovery import recovery_files
-
-    files |= recovery_files()  # docs/recovery.md: what each mode pages (README copies it)
-    from trainsignals.generator.docs.spec_reference import reference_files
-
-    files |= reference_files()  # the spec's JSON Schema and docs/spec.md
-    files |= oncall_files(specs, options)  # on-call load of all teams (generator/oncall/)
-    files |= nodes_files(specs, options, settings)  # lemon nodes across jobs (generator/nodes/)
-    # The meta and on-call PrometheusRules of the jobs on Kubernetes (generator/deploy/files.py).
-    files |= shared_deploy_files(specs, files, settings)
-    # Jobs on Kubernetes are scraped through their PodMonitors (deploy/kubernetes/).
-    plain = [spec for spec in job_specs if spec.deploy.kubernetes is None]
-    if plain:
-        shared = [f"{name}.rules.yaml" for name in (META_NAME, ONCALL_NAME, NODES_NAME)]
-        rule_files = [f"{spec.name}.rules.yaml" for spec in plain] + shared
-        files[PROMETHEUS_CONFIG] = dump(
-            prometheus_config(plain, rule_files, settings), prometheus_header(sources)
-        )
+        for kind_parts, part in zip(parts, job_parts, strict=True):
+            kind_parts.append(part)
+    for kind, kind_parts in zip(kinds, parts, strict=True):
+        add_files(files, kind.fleet_files(run, kind_parts), kind)
     return dict(sorted(files.items()))
+
+
+def _job_step(
+    task: tuple[JobSpec, str, Run, Sequence[ArtifactKind]],
+) -> tuple[dict[str, str], list[Any]]:
+    """One job's files of every kind, and each kind's part of the job (plain data: from a
+    worker, this comes back pickled)."""
+    spec, source, run, kinds = task
+    job = job_output(spec, source, run.options)
+    files: dict[str, str] = {}
+    parts = []
+    for kind in kinds:
+        add_files(files, kind.job_files(job, run), kind)
+        parts.append(kind.job_part(job, run))
+    return files, parts

@@ -266,27 +266,26 @@ def test_meta_oncall_and_node_rules_are_deployed_where_the_jobs_rules_are() -> N
 
 
 @pytest.mark.parametrize("shards", [1, 4])
-def test_objects_from_the_rules_document_equal_those_from_the_rules_file(shards: int) -> None:
-    """generate_all wraps each job's rules document as it was written, not the file read
-    back: both must give the same objects (single-server and sharded), and building them must
-    leave the document as its file says."""
-    from trainsignals.generator.deploy.kubernetes import kubernetes_files
-    from trainsignals.generator.deploy.sharding import sharded_kubernetes_files
+def test_objects_wrap_the_rules_document_as_its_file_says(shards: int) -> None:
+    """The Kubernetes kind wraps each job's typed rules document (JobOutput.rules), never the
+    rules file read back: building the objects (single-server and sharded) must leave the
+    document as its file says, and the PrometheusRule carries the file's groups."""
+    from trainsignals.generator.artifacts.kind import Run
+    from trainsignals.generator.deploy.files import KubernetesKind
     from trainsignals.generator.output.yaml import dump
-    from trainsignals.generator.pipeline import job_output
+    from trainsignals.generator.pipeline import Options, job_output
 
     for spec in load_specs(spec_files(JOBS)):
         if spec.deploy.kubernetes is None:
             continue
         spec = spec.model_copy(update={"deploy": spec.deploy.model_copy(update={"shards": shards})})
-        job = job_output(spec, f"jobs/{spec.name}.yaml")
-        from_document = kubernetes_files(spec, "", job.files, job.rules) | sharded_kubernetes_files(
-            spec, job.files, DEFAULT_SETTINGS, job.rules
-        )
-        read_back = kubernetes_files(spec, "", job.files) | sharded_kubernetes_files(
-            spec, job.files, DEFAULT_SETTINGS
-        )
-        assert from_document == read_back, spec.name
-        assert len(from_document) == (2 if shards > 1 else 1)
-        rules_text = job.files[f"alerts/{spec.name}.rules.yaml"]
-        assert rules_text.endswith(dump(job.rules)), f"{spec.name}: the document was changed"
+        source = f"jobs/{spec.name}.yaml"
+        job = job_output(spec, source)
+        written = dump(job.rules)
+        files = KubernetesKind().job_files(job, Run([(spec, source)], Options(), DEFAULT_SETTINGS))
+        assert len(files) == (2 if shards > 1 else 1)
+        assert dump(job.rules) == written, f"{spec.name}: the document was changed"
+        objects = yaml.safe_load_all(files[f"deploy/kubernetes/{spec.name}.yaml"])
+        rule = next(obj for obj in objects if obj and obj["kind"] == "PrometheusRule")
+        names = [group["name"] for group in rule["spec"]["groups"]]
+        assert names == [group["name"] for group in yaml.safe_load(written)["groups"]]

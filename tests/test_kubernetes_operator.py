@@ -75,7 +75,7 @@ def test_every_dated_field_is_a_field_of_its_crd() -> None:
 
 def test_the_newest_field_used_sets_the_version(tmp_path: Path) -> None:
     spec = _spec(tmp_path)
-    objects = kubernetes_objects(spec, {}, {"groups": []})
+    objects = kubernetes_objects(spec, {"groups": []})
     assert minimum_operator(objects) == (
         "0.79.0",
         "PodMonitor spec.podMetricsEndpoints[].portNumber",

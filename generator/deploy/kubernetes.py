@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import re
 
-import yaml
 from trainsignals.generator.deploy.daemonset import (
     EXPORTER_NAME,
     exporter_labels,
@@ -109,13 +108,6 @@ def _dcgm_host_is_node() -> list[dict]:
         }
         for host in DCGM_HOST_LABELS
     ]
-
-
-def rules_of(spec: JobSpec, files: dict[str, str]) -> dict:
-    """The job's generated rules document, read back from its text (where the caller does
-    not hold the document it was written from)."""
-    text = files[f"alerts/{spec.name}.rules.yaml"]
-    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 def prometheus_rule(spec: JobSpec, rules: dict) -> dict:
@@ -255,19 +247,16 @@ def dashboard_config_map(spec: JobSpec, dashboard_json: str) -> dict:
     }
 
 
-def kubernetes_objects(
-    spec: JobSpec, files: dict[str, str], rules: dict | None = None
-) -> list[dict]:
-    """Every object of the job; `files` holds its generated rules and dashboard, `rules` the
-    document its rules file was written from (read back from the file where None)."""
-    objects = [prometheus_rule(spec, rules if rules is not None else rules_of(spec, files))]
+def kubernetes_objects(spec: JobSpec, rules: dict, dashboard: str | None = None) -> list[dict]:
+    """Every object of the job: `rules` is its rules document, `dashboard` its dashboard's
+    JSON text (None: no dashboard ConfigMap)."""
+    objects = [prometheus_rule(spec, rules)]
     objects += [training_pod_monitor(spec), gpu_pod_monitor(spec)]
     if fabric_enabled(RuleContext(spec)):
         objects.append(node_exporter_pod_monitor(spec))
     if spec.gpu_metrics == "trainsignals":
         name = f"trainsignals-{spec.name}-gpu-exporter"
         objects.append(gpu_exporter_daemonset(spec, metadata(spec, name, exporter_labels(spec))))
-    dashboard = files.get(f"dashboards/{spec.name}.json")
     if dashboard is not None:
         objects.append(dashboard_config_map(spec, dashboard))
     objects.append(alertmanager_config_object(spec, metadata(spec, f"trainsignals-{spec.name}")))
@@ -275,9 +264,10 @@ def kubernetes_objects(
 
 
 def kubernetes_files(
-    spec: JobSpec, header: str, files: dict[str, str], rules: dict | None = None
+    spec: JobSpec, header: str, rules: dict, dashboard: str | None = None
 ) -> dict[str, str]:
-    objects = kubernetes_objects(spec, files, rules)
+    """`deploy/kubernetes/<job>.yaml`, headed with `header`; the rest as kubernetes_objects."""
+    objects = kubernetes_objects(spec, rules, dashboard)
     documents = [dump(obj) for obj in objects]
     comment = (
         "# kubectl apply --server-side -f this file. Label the job's nodes "

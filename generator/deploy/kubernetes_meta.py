@@ -23,13 +23,10 @@ own; the generated route sends both to the switch, which is harmless.
 
 from __future__ import annotations
 
-import yaml
 from trainsignals.generator.deploy.kube_prometheus_stack import chart_jobs
 from trainsignals.generator.deploy.kubernetes import MONITORING
 from trainsignals.generator.deploy.operator_version import operator_comment
 from trainsignals.generator.meta.rules import NAME, rules_document
-from trainsignals.generator.nodes.policy import NAME as NODES
-from trainsignals.generator.oncall.policy import NAME as ONCALL
 from trainsignals.generator.output.yaml import dump
 from trainsignals.generator.spec.deploy import Kubernetes
 from trainsignals.generator.spec.job import JobSpec
@@ -97,9 +94,13 @@ def _rule_object(stem: str, namespace: str, release: str, groups: list) -> dict:
 
 
 def monitoring_files(
-    specs: list[JobSpec], files: dict[str, str], header: str, settings: MonitoringSettings
+    specs: list[JobSpec],
+    header: str,
+    settings: MonitoringSettings,
+    shared_rules: dict[str, dict],
 ) -> dict[str, str]:
-    """{PATH: the PrometheusRules}, or nothing when no spec deploys to Kubernetes."""
+    """{PATH: the PrometheusRules}, or nothing when no spec deploys to Kubernetes.
+    `shared_rules`: {name: rules document} of the rule files all jobs share (on-call, nodes)."""
     documents, objects = [], []
     for (namespace, release), group in releases(specs).items():
         k8s = group[0].deploy.kubernetes
@@ -108,11 +109,8 @@ def monitoring_files(
         meta = rules_document(release_settings(settings, k8s), group, routed=specs)["groups"]
         objects.append(_rule_object(NAME, namespace, release, meta))
         # The on-call load and the lemon-node record read this Prometheus' own ALERTS.
-        for stem in (ONCALL, NODES):
-            shared = files.get(f"alerts/{stem}.rules.yaml")
-            if shared is not None:
-                groups = yaml.safe_load(shared)["groups"]
-                objects.append(_rule_object(stem, namespace, release, groups))
+        for stem, document in shared_rules.items():
+            objects.append(_rule_object(stem, namespace, release, document["groups"]))
     documents = [dump(obj) for obj in objects]
     if not documents:
         return {}

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
+from trainsignals.generator.artifacts.kind import ArtifactKind, Run
 from trainsignals.generator.output.files import GENERATED_MARK
 
 from trainsignals import __version__
@@ -58,3 +62,12 @@ def metrics_markdown() -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+class MetricsDocKind(ArtifactKind):
+    """docs/metrics.md."""
+
+    name = "docs-metrics"
+
+    def fleet_files(self, run: Run, parts: Sequence[Any]) -> dict[str, str]:
+        return {"docs/metrics.md": metrics_markdown()}

@@ -8,6 +8,9 @@ copy of the table between the markers below; tests/test_recovery_table.py fails 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from trainsignals.generator.alerts.catalog import ALERTS
 from trainsignals.generator.alerts.definitions.restarts import TRAINING_RESTARTED
 from trainsignals.generator.alerts.model import (
@@ -16,6 +19,7 @@ from trainsignals.generator.alerts.model import (
     PROGRESS_INCIDENT,
     AlertDef,
 )
+from trainsignals.generator.artifacts.kind import ArtifactKind, Run
 from trainsignals.generator.output.files import GENERATED_MARK
 
 from trainsignals import __version__
@@ -118,3 +122,12 @@ def readme_copy(readme: str) -> str | None:
 
 def recovery_files() -> dict[str, str]:
     return {PATH: recovery_markdown()}
+
+
+class RecoveryDocKind(ArtifactKind):
+    """docs/recovery.md: what each recovery mode pages (README copies it)."""
+
+    name = "docs-recovery"
+
+    def fleet_files(self, run: Run, parts: Sequence[Any]) -> dict[str, str]:
+        return recovery_files()

@@ -8,10 +8,12 @@ come from each model's `Field(description=...)` (generator/spec/: job.py, sectio
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Annotated, Any, get_args, get_origin
 
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
+from trainsignals.generator.artifacts.kind import ArtifactKind, Run
 from trainsignals.generator.output.files import GENERATED_MARK
 from trainsignals.generator.spec.deploy import K8S_LABEL_KEY, K8S_LABEL_VALUE
 from trainsignals.generator.spec.durations import DURATION_PATTERN, format_duration
@@ -312,3 +314,12 @@ def reference_files() -> dict[str, str]:
         SCHEMA_PATH: schema_text(schema),
         DOC_PATH: spec_markdown(schema) + monitoring_markdown(),
     }
+
+
+class SpecReferenceKind(ArtifactKind):
+    """The spec's JSON Schema and docs/spec.md."""
+
+    name = "docs-spec"
+
+    def fleet_files(self, run: Run, parts: Sequence[Any]) -> dict[str, str]:
+        return reference_files()

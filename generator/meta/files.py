@@ -7,8 +7,11 @@ per-job section; the text for each alert lives here, next to nothing else.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from trainsignals.generator.artifacts.kind import ArtifactKind, Run
 from trainsignals.generator.meta.rules import (
     DEFAULT_SEVERITIES,
     HEARTBEAT,
@@ -320,3 +323,12 @@ def meta_files(
     missing = set(META_ALERT_NAMES) - {book.name for book in RUNBOOKS}
     assert not missing, f"meta alerts without a runbook: {sorted(missing)}"
     return files
+
+
+class MetaKind(ArtifactKind):
+    """Meta-monitoring: the pipeline's own rules, tests and runbooks (meta_files)."""
+
+    name = "meta"
+
+    def fleet_files(self, run: Run, parts: Sequence[Any]) -> dict[str, str]:
+        return meta_files(list(run.specs), run.options, run.settings)

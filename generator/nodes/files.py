@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
+from trainsignals.generator.artifacts.kind import ArtifactKind, Run
 from trainsignals.generator.nodes.policy import (
     ALERT,
     MEANING,
@@ -49,6 +53,31 @@ def nodes_document(
     return rules_document(nodes_policy(settings, options), links, infra_teams(specs))
 
 
+def nodes_rules(
+    specs: list[tuple[JobSpec, str]],
+    options: Options | None = None,
+    settings: MonitoringSettings | None = None,
+) -> tuple[str, dict]:
+    """The header and the document of alerts/nodes.rules.yaml, as nodes_files writes them
+    (the Kubernetes PrometheusRule and the sharded global ruler wrap them)."""
+    options = options or Options()
+    header = _header(_mark(specs, nodes_policy(settings, options)))
+    return header, nodes_document([spec for spec, _ in specs], settings, options)
+
+
+def _header(mark: str) -> str:
+    return f"# {mark}\n# Do not edit: change the specs and run `trainsignals generate`.\n"
+
+
+def _mark(specs: list[tuple[JobSpec, str]], policy: NodesPolicy) -> str:
+    sources = ", ".join(source for _, source in specs) or "no spec"
+    return (
+        f"{GENERATED_MARK} {__version__} from {sources} (lemon nodes: "
+        f"{policy.threshold} hardware incidents in 30 days, {policy.tickets_per_incident} tickets "
+        "weighing one)."
+    )
+
+
 def nodes_files(
     specs: list[tuple[JobSpec, str]],
     options: Options | None = None,
@@ -66,13 +95,8 @@ def nodes_files(
     job_specs = [spec for spec, _ in specs]
     links = job_specs[0].links if job_specs else Links()
     teams = infra_teams(job_specs)
-    sources = ", ".join(source for _, source in specs) or "no spec"
-    mark = (
-        f"{GENERATED_MARK} {__version__} from {sources} (lemon nodes: "
-        f"{policy.threshold} hardware incidents in 30 days, {policy.tickets_per_incident} tickets "
-        "weighing one)."
-    )
-    header = f"# {mark}\n# Do not edit: change the specs and run `trainsignals generate`.\n"
+    mark = _mark(specs, policy)
+    header = _header(mark)
     document = rules_document(policy, links, teams)
     files = {f"alerts/{RULES_FILE}": dump(document, header)}
     if options.with_tests and policy.time_scale == 1:
@@ -108,3 +132,12 @@ def nodes_files(
         )
     )
     return files
+
+
+class NodesKind(ArtifactKind):
+    """The lemon-node record across all jobs: nodes_files."""
+
+    name = "nodes"
+
+    def fleet_files(self, run: Run, parts: Sequence[Any]) -> dict[str, str]:
+        return nodes_files(list(run.specs), run.options, run.settings)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
+from trainsignals.generator.artifacts.kind import ArtifactKind, Run
 from trainsignals.generator.oncall.dashboard import build_dashboard
 from trainsignals.generator.oncall.policy import ALERT, NAME, OncallPolicy
 from trainsignals.generator.oncall.rules import rules_document
@@ -12,6 +16,18 @@ from trainsignals.generator.output.yaml import dump
 from trainsignals.generator.spec.job import JobSpec, Links
 
 from trainsignals import __version__
+
+
+def default_policy(options: Options) -> OncallPolicy:
+    """A 12h shift with a budget of two pages, scaled by `options.time_scale`."""
+    return OncallPolicy(time_scale=options.time_scale)
+
+
+def oncall_document(specs: list[tuple[JobSpec, str]], options: Options | None = None) -> dict:
+    """The rules document of alerts/oncall.rules.yaml as oncall_files writes it with the
+    default policy (the Kubernetes PrometheusRule wraps it)."""
+    links = specs[0][0].links if specs else Links()
+    return rules_document(default_policy(options or Options()), links)
 
 
 def oncall_files(
@@ -29,8 +45,7 @@ def oncall_files(
             f"a job may not be named {NAME!r}: the on-call files use that name; rename the job"
         )
     options = options or Options()
-    if policy is None:
-        policy = OncallPolicy(time_scale=options.time_scale)
+    policy = policy or default_policy(options)
     links = specs[0][0].links if specs else Links()
     sources = ", ".join(source for _, source in specs) or "no spec"
     mark = (
@@ -50,3 +65,12 @@ def oncall_files(
         policy, links, [spec for spec, _ in specs], f"<!-- {mark} Do not edit. -->"
     )
     return files
+
+
+class OncallKind(ArtifactKind):
+    """The on-call load of all teams: oncall_files."""
+
+    name = "oncall"
+
+    def fleet_files(self, run: Run, parts: Sequence[Any]) -> dict[str, str]:
+        return oncall_files(list(run.specs), run.options)

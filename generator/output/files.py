@@ -1,6 +1,6 @@
 """What every generated file shares: the mark and header naming its source, the options of a
-run, the spec digest, and the dashboard JSON format. Each builder imports this module; the
-pipeline (generator/pipeline.py) calls the builders."""
+run, the spec digest, and the dashboard JSON format. GENERATED_MARK is defined here only:
+writer.py finds stale generated files by it, so every header must carry these exact words."""
 
 from __future__ import annotations
 

@@ -7,8 +7,11 @@ and every inhibit rule can carry a comment explaining why it exists.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
+from trainsignals.generator.artifacts.kind import ArtifactKind, Run
+from trainsignals.generator.output.files import GENERATED_MARK
 from trainsignals.generator.output.yaml import dump
 from trainsignals.generator.routing.inhibit import INHIBIT_RULES
 from trainsignals.generator.routing.receivers import receiver_config
@@ -16,8 +19,12 @@ from trainsignals.generator.signals.recording import HARDWARE_FAULT_LABEL
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.generator.spec.receivers import Receiver, Routing
 
+from trainsignals import __version__
+
 if TYPE_CHECKING:  # only in annotations
     from trainsignals.generator.spec.monitoring import MonitoringSettings
+
+PATH = "alerts/alertmanager.yaml"
 
 SEVERITIES = ("page", "ticket")
 # A hardware fault's pages are grouped by the part that failed, not by alert name.
@@ -251,3 +258,21 @@ def alertmanager_config(
         parts.append(_comment(comment))
         parts.append(dump([rule]))
     return "".join(parts)
+
+
+def config_header(sources: str) -> str:
+    """The comment the generated Alertmanager configuration starts with."""
+    return (
+        f"# {GENERATED_MARK} {__version__} from {sources}.\n"
+        "# Do not edit: change the specs and run `trainsignals generate`.\n"
+    )
+
+
+class AlertmanagerKind(ArtifactKind):
+    """alerts/alertmanager.yaml: every team's routes, the meta routes, the inhibitions."""
+
+    name = "alertmanager"
+
+    def fleet_files(self, run: Run, parts: Sequence[Any]) -> dict[str, str]:
+        header = config_header(run.sources)
+        return {PATH: alertmanager_config(run.job_specs, header, monitoring=run.settings)}

@@ -18,7 +18,6 @@ from trainsignals.generator.deploy.kubernetes import (
     gpu_pod_monitor,
     kubernetes_objects,
     metadata,
-    rules_of,
     training_pod_monitor,
 )
 from trainsignals.generator.deploy.kubernetes import prometheus_rule as k8s_prometheus_rule
@@ -112,9 +111,9 @@ def _rule(spec: JobSpec, doc: dict, kind: str) -> dict:
 
 
 def sharded_kubernetes_objects(
-    spec: JobSpec, files: dict[str, str], document: dict, monitoring: MonitoringSettings
+    spec: JobSpec, document: dict, dashboard: str | None, monitoring: MonitoringSettings
 ) -> list:
-    """Every object of the sharded job; `files` holds its generated rules and dashboard."""
+    """Every object of the sharded job; `dashboard` as for kubernetes_objects."""
     edge, global_rules = split_document(RuleContext(spec), document, monitoring)
     objects = [_rule(spec, edge, "edge"), _rule(spec, global_rules, "global")]
     for shard in range(spec.deploy.shards):
@@ -125,7 +124,7 @@ def sharded_kubernetes_objects(
         ]
     objects += [
         obj
-        for obj in kubernetes_objects(spec, files, document)
+        for obj in kubernetes_objects(spec, document, dashboard)
         if obj["kind"] not in ("PrometheusRule", "PodMonitor")
     ]
     return objects
@@ -133,22 +132,16 @@ def sharded_kubernetes_objects(
 
 def sharded_kubernetes_files(
     spec: JobSpec,
-    files: dict[str, str],
+    header: str,
+    rules: dict,
+    dashboard: str | None,
     monitoring: MonitoringSettings,
-    rules: dict | None = None,
 ) -> dict[str, str]:
-    """`deploy/kubernetes/<job>.sharded.yaml` for a sharded job on Kubernetes (else nothing);
-    `rules` as for kubernetes_objects."""
+    """`deploy/kubernetes/<job>.sharded.yaml` for a sharded job on Kubernetes (else nothing),
+    headed with `header`; `rules` and `dashboard` as for kubernetes_objects."""
     if spec.deploy.kubernetes is None or spec.deploy.shards == 1:
         return {}
-    single = files[f"alerts/{spec.name}.rules.yaml"]
-    lines = single.splitlines()
-    header = "".join(
-        f"{line}\n"
-        for line in lines[: next(i for i, line in enumerate(lines) if not line.startswith("#"))]
-    )
-    document = rules if rules is not None else rules_of(spec, files)
-    objects = sharded_kubernetes_objects(spec, files, document, monitoring)
+    objects = sharded_kubernetes_objects(spec, rules, dashboard, monitoring)
     comment = (
         f"# Sharded ({spec.deploy.shards} shards): apply this file instead of {spec.name}.yaml;"
         " the global ruler loads the PrometheusRule labelled trainsignals.io/rules=global.\n"

@@ -12,20 +12,20 @@ from __future__ import annotations
 
 from trainsignals.generator.deploy.sharding.topology import WRITTEN
 from trainsignals.generator.nodes.policy import NAME
+from trainsignals.generator.output.yaml import dump
 from trainsignals.generator.spec.job import JobSpec
 
 PATH = f"deploy/sharded/{NAME}.rules.yaml"
 
 
-def sharded_nodes_files(specs: list[JobSpec], generated: dict[str, str]) -> dict[str, str]:
-    """{PATH: alerts/nodes.rules.yaml with a note} when a spec is sharded, else nothing."""
-    rules = generated.get(f"alerts/{NAME}.rules.yaml")
-    if rules is None or all(spec.deploy.shards == 1 for spec in specs):
+def sharded_nodes_files(specs: list[JobSpec], header: str, rules: dict) -> dict[str, str]:
+    """{PATH: the rules of alerts/nodes.rules.yaml (`header`, `rules`: its header and
+    document) with a note} when a spec is sharded, else nothing."""
+    if all(spec.deploy.shards == 1 for spec in specs):
         return {}
     assert "ALERTS" in WRITTEN.split("|")  # the shards' remote write keeps what it reads
     note = (
         "# Sharded topology: load this file on the global ruler only (vmalert -rule=...), once\n"
         "# per global store, beside the sharded jobs' <job>.global.rules.yaml; never on a shard.\n"
     )
-    first, second, body = rules.split("\n", 2)  # the generated header stays on top
-    return {PATH: f"{first}\n{second}\n{note}{body}"}
+    return {PATH: header + note + dump(rules)}
