@@ -9,7 +9,12 @@ import re
 import pytest
 import yaml
 from trainsignals.generator.alerts.definitions.failslow import GPU_FAIL_SLOW
-from trainsignals.generator.deploy.sharding import PER_UNIT_GROUP, reads_per_unit, split_document
+from trainsignals.generator.deploy.sharding import (
+    PER_RANK_GROUP,
+    PER_UNIT_GROUP,
+    reads_per_unit,
+    split_document,
+)
 from trainsignals.generator.loader import load_specs, spec_files
 from trainsignals.generator.pipeline import Options, generate_job
 from trainsignals.generator.signals.hang_suspects import SUSPECT
@@ -108,16 +113,19 @@ def test_hang_suspects_read_their_inputs_only_while_the_job_is_stopped(spec) -> 
 
 
 def test_global_per_gpu_passes_run_beside_the_job_level_rules() -> None:
-    """The sharded global ruler's fast rules that read a series per GPU, rank or port run in
-    a group of their own at the same interval, so the job-level rules (goodput, progress, the
-    durable timestamps) keep their schedule; no rule is lost or doubled on the way."""
+    """The sharded global ruler's fast rules that read a series per GPU or port, and those per
+    rank, run in groups of their own at the same interval, so the job-level rules (goodput,
+    progress, the durable timestamps) keep their schedule; no rule is lost or doubled."""
     spec = fleet_spec(16)[0]
     doc = yaml.safe_load(generated_files(spec)[0])
     _, central = split_document(RuleContext(spec), doc)
     groups = {g["name"].removeprefix(f"trainsignals-{spec.name}-"): g for g in central["groups"]}
-    assert "interval" not in groups[PER_UNIT_GROUP] and "interval" not in groups["recording"]
-    per_unit = {r["record"] for r in groups[PER_UNIT_GROUP]["rules"]}
-    assert {COST, CLOCK_RATIO_LOW, CLOCK_MEDIAN, SUSPECT} <= per_unit
+    for name in (PER_UNIT_GROUP, PER_RANK_GROUP, "recording"):
+        assert "interval" not in groups[name], name
+    per_gpu = {r["record"] for r in groups[PER_UNIT_GROUP]["rules"]}
+    per_rank = {r["record"] for r in groups[PER_RANK_GROUP]["rules"]}
+    assert {CLOCK_RATIO_LOW, CLOCK_MEDIAN} <= per_gpu and {COST, SUSPECT} <= per_rank
+    per_unit = per_gpu | per_rank
     assert not [r["record"] for r in groups["recording"]["rules"] if reads_per_unit(r["expr"])]
     # Every fast record of the unsplit file that the global ruler records is in one of them.
     edge, _ = split_document(RuleContext(spec), doc)

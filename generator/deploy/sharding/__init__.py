@@ -17,6 +17,7 @@ from trainsignals.generator.deploy.sharding.nodes import sharded_nodes_files
 from trainsignals.generator.deploy.sharding.split import ShardingError
 from trainsignals.generator.deploy.sharding.topology import (
     HEARTBEAT,
+    PER_RANK_GROUP,
     PER_UNIT_GROUP,
     REPORTING,
     SHARD_LABEL,
@@ -31,6 +32,7 @@ from trainsignals.generator.deploy.sharding.topology import (
 __all__ = [
     "HEARTBEAT",
     "META_FILE",
+    "PER_RANK_GROUP",
     "PER_UNIT_GROUP",
     "REPORTING",
     "SHARD_ALERTS",

@@ -52,8 +52,9 @@ SHARD_LABEL = "shard"
 STALE_SECONDS = 150
 README_ANCHOR = "#sharding-131072-gpus"
 WRITTEN = ".+:.+|ALERTS"  # what a shard remote-writes (__name__)
-# The global ruler's group of the fast rules that read one series per GPU, rank or port
-# (_per_unit_group), and the levels of those series' names.
+# The global ruler's groups of the fast rules that read one series per rank (the straggler,
+# the hang suspects), or per GPU, MIG slice or node/port (the hardware peers): _per_unit_groups.
+PER_RANK_GROUP = "per-rank"
 PER_UNIT_GROUP = "per-gpu"
 PER_UNIT_LEVELS = frozenset({"gpu", "rank", "mig", "node"})
 
@@ -110,7 +111,7 @@ def split_document(
         "labels": ctx.job_label,
     }
     global_groups[0]["rules"].insert(0, reporting)
-    global_groups.insert(1, _per_unit_group(global_groups[0], job))
+    global_groups[1:1] = _per_unit_groups(global_groups[0], job)
     alerts = next(g for g in global_groups if g["name"].endswith("-alerts"))
     alerts["rules"].append(_shard_alert(ctx, stale, monitoring or DEFAULT_SETTINGS))
     edge_groups = [{"name": f"trainsignals-{job}-edge", "rules": fast_edge}]
@@ -137,17 +138,34 @@ def reads_per_unit(expr: str) -> bool:
     )
 
 
-def _per_unit_group(fast: dict, job: str) -> dict:
-    """The fast global rules that read a series per GPU, rank or port (the medians, ratios and
-    costs of the culprit signals, the hang suspects), moved out of `fast` into a group of their
-    own at the same interval. At 131,072 GPUs these passes over every GPU and rank were most
-    of the fast group's minute (bench/culprit_cost.md); a ruler evaluates groups side by side,
-    so the job-level rules (goodput, progress, the durable timestamps) keep their schedule.
-    Across the two groups a rule reads the other's latest evaluation (at most one interval
-    old): each reads 5m rates or longer windows, and the alerts read both."""
+def reads_per_rank(expr: str) -> bool:
+    """Whether `expr` reads a series per rank: a `rank:` record or a per-rank part the shards
+    record whole (the hang suspects' inputs)."""
+    return any(
+        name.startswith("rank:") or (name.startswith("edge:") and ":local_" in name)
+        for name in name_tokens(expr)
+        if name.count(":") == 2
+    )
+
+
+def _per_unit_groups(fast: dict, job: str) -> list[dict]:
+    """The fast global rules that read a series per rank, GPU or port (the medians, ratios
+    and costs of the culprit signals, the hang suspects), moved out of `fast` into two groups
+    of their own at the same interval: per rank, and per GPU or port. At 131,072 GPUs these
+    passes over every rank and GPU were most of the fast group's minute
+    (bench/culprit_cost.md). A ruler evaluates its groups side by side (Prometheus and vmalert
+    both), so the job-level rules (goodput, progress, the durable timestamps) keep their
+    schedule and no group's evaluation nears its interval. Across groups a rule reads the
+    other's latest evaluation (at most one interval old): each reads 5m rates or longer
+    windows, and the alerts read them all."""
     moved = [rule for rule in fast["rules"] if reads_per_unit(rule["expr"])]
     fast["rules"] = [rule for rule in fast["rules"] if rule not in moved]
-    return {"name": f"trainsignals-{job}-{PER_UNIT_GROUP}", "rules": moved}
+    per_rank = [rule for rule in moved if reads_per_rank(rule["expr"])]
+    per_gpu = [rule for rule in moved if rule not in per_rank]
+    named = ((PER_RANK_GROUP, per_rank), (PER_UNIT_GROUP, per_gpu))
+    return [
+        {"name": f"trainsignals-{job}-{name}", "rules": rules} for name, rules in named if rules
+    ]
 
 
 def _canonical(expr: str) -> str:
