@@ -12,6 +12,7 @@ from trainsignals.generator.alerts.definitions.failslow import GPU_FAIL_SLOW
 from trainsignals.generator.deploy.sharding import (
     PER_RANK_GROUP,
     PER_UNIT_GROUP,
+    SUSPECTS_GROUP,
     reads_per_unit,
     split_document,
 )
@@ -120,12 +121,14 @@ def test_global_per_gpu_passes_run_beside_the_job_level_rules() -> None:
     doc = yaml.safe_load(generated_files(spec)[0])
     _, central = split_document(RuleContext(spec), doc)
     groups = {g["name"].removeprefix(f"trainsignals-{spec.name}-"): g for g in central["groups"]}
-    for name in (PER_UNIT_GROUP, PER_RANK_GROUP, "recording"):
+    for name in (PER_UNIT_GROUP, PER_RANK_GROUP, SUSPECTS_GROUP, "recording"):
         assert "interval" not in groups[name], name
     per_gpu = {r["record"] for r in groups[PER_UNIT_GROUP]["rules"]}
     per_rank = {r["record"] for r in groups[PER_RANK_GROUP]["rules"]}
-    assert {CLOCK_RATIO_LOW, CLOCK_MEDIAN} <= per_gpu and {COST, SUSPECT} <= per_rank
-    per_unit = per_gpu | per_rank
+    suspects = {r["record"] for r in groups[SUSPECTS_GROUP]["rules"]}
+    assert {CLOCK_RATIO_LOW, CLOCK_MEDIAN} <= per_gpu and COST in per_rank
+    assert suspects == {SUSPECT} and len(groups[SUSPECTS_GROUP]["rules"]) == 4
+    per_unit = per_gpu | per_rank | suspects
     assert not [r["record"] for r in groups["recording"]["rules"] if reads_per_unit(r["expr"])]
     # Every fast record of the unsplit file that the global ruler records is in one of them.
     edge, _ = split_document(RuleContext(spec), doc)

@@ -34,6 +34,7 @@ from trainsignals.generator.deploy.sharding.split import (
     rewrite_global,
 )
 from trainsignals.generator.meta.rule import Scale
+from trainsignals.generator.signals.hang_suspects import SUSPECT
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.signals.recording import SLOW_INTERVAL, name_tokens
 from trainsignals.generator.spec.durations import format_duration
@@ -55,6 +56,9 @@ WRITTEN = ".+:.+|ALERTS"  # what a shard remote-writes (__name__)
 # The global ruler's groups of the fast rules that read one series per rank (the straggler,
 # the hang suspects), or per GPU, MIG slice or node/port (the hardware peers): _per_unit_groups.
 PER_RANK_GROUP = "per-rank"
+# The hang suspects apart from the straggler: they read every rank only while a job is stopped,
+# and then their evaluation must not hold back the straggler's (nor the reverse).
+SUSPECTS_GROUP = "hang-suspects"
 PER_UNIT_GROUP = "per-gpu"
 PER_UNIT_LEVELS = frozenset({"gpu", "rank", "mig", "node"})
 
@@ -150,9 +154,9 @@ def reads_per_rank(expr: str) -> bool:
 
 def _per_unit_groups(fast: dict, job: str) -> list[dict]:
     """The fast global rules that read a series per rank, GPU or port (the medians, ratios
-    and costs of the culprit signals, the hang suspects), moved out of `fast` into two groups
-    of their own at the same interval: per rank, and per GPU or port. At 131,072 GPUs these
-    passes over every rank and GPU were most of the fast group's minute
+    and costs of the culprit signals, the hang suspects), moved out of `fast` into groups of
+    their own at the same interval: per rank, the hang suspects, and per GPU or port. At
+    131,072 GPUs these passes over every rank and GPU were most of the fast group's minute
     (bench/culprit_cost.md). A ruler evaluates its groups side by side (Prometheus and vmalert
     both), so the job-level rules (goodput, progress, the durable timestamps) keep their
     schedule and no group's evaluation nears its interval. Across groups a rule reads the
@@ -160,9 +164,10 @@ def _per_unit_groups(fast: dict, job: str) -> list[dict]:
     windows, and the alerts read them all."""
     moved = [rule for rule in fast["rules"] if reads_per_unit(rule["expr"])]
     fast["rules"] = [rule for rule in fast["rules"] if rule not in moved]
-    per_rank = [rule for rule in moved if reads_per_rank(rule["expr"])]
-    per_gpu = [rule for rule in moved if rule not in per_rank]
-    named = ((PER_RANK_GROUP, per_rank), (PER_UNIT_GROUP, per_gpu))
+    suspects = [rule for rule in moved if rule.get("record") == SUSPECT]
+    per_rank = [r for r in moved if reads_per_rank(r["expr"]) and r not in suspects]
+    per_gpu = [rule for rule in moved if rule not in per_rank and rule not in suspects]
+    named = ((PER_RANK_GROUP, per_rank), (SUSPECTS_GROUP, suspects), (PER_UNIT_GROUP, per_gpu))
     return [
         {"name": f"trainsignals-{job}-{name}", "rules": rules} for name, rules in named if rules
     ]
