@@ -11,7 +11,7 @@ setup: $(VENV)/.installed-test tools
 
 # Two stamps, one venv. The base package is all generating needs (`make dashboards`: ~0.2 GB);
 # the test extras add torch, transformers and lightning (~1.5 GB) for the callback tests.
-$(VENV)/.installed-base: pyproject.toml setup.py
+$(VENV)/.installed-base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e .
@@ -52,8 +52,11 @@ check: $(VENV)/.installed-base tools
 	cd alerts && ls -S *.test.yaml | xargs -P "$$(nproc)" -n 1 promtool test rules
 	@if [ -f alerts/alertmanager.yaml ]; then amtool check-config alerts/alertmanager.yaml; fi
 
+# lint-imports from the root: trainsignals/ is the package (its generator, exporters and
+# simulator are links to the top-level folders), so it reads the modules Python imports.
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/hadolint Containerfile
 
 # Three workers on two cores: the real-stack tests (Prometheus, Alertmanager, simulator; mostly
