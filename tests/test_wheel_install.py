@@ -35,14 +35,15 @@ pytestmark = pytest.mark.xdist_group("wheel")
 def test_wheel_holds_every_module_and_template(installed: Installed) -> None:
     wheel = zipfile.ZipFile(installed.wheel)
     names = set(wheel.namelist())
+    folders = package_folders()
+    assert {"trainsignals.generator", "trainsignals.exporters"} <= folders.keys()
     expected = set()
-    for package, folder in package_folders().items():
+    for package, folder in folders.items():
         prefix = package.replace(".", "/")
         for path in folder.rglob("*"):  # rglob does not follow links: each folder once
             relative = path.relative_to(folder).as_posix()
             if path.suffix in (".py", ".j2") and "__pycache__" not in relative:
                 expected.add(f"{prefix}/{relative}")
-    assert {"trainsignals.generator", "trainsignals.exporters"} <= package_folders().keys()
     missing = sorted(expected - names)
     assert not missing, f"the wheel lacks {missing}: pyproject's packages.find or package-data"
     # Real files where the checkout has links (a link in a wheel is a dangling name).

@@ -71,11 +71,12 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     ).stdout.decode().split("\0")  # fmt: skip
     for relative in filter(None, listed):
         path, copy = ROOT / relative, source / relative
-        if path.is_symlink():  # trainsignals/generator etc.: links in a clone too
-            copy.parent.mkdir(parents=True, exist_ok=True)
+        if not (path.is_symlink() or path.is_file()):  # a file deleted in the working tree
+            continue
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        if path.is_symlink():  # trainsignals/generator etc.: links, as in a clone
             copy.symlink_to(os.readlink(path))
-        elif path.is_file():  # not a file deleted in the working tree
-            copy.parent.mkdir(parents=True, exist_ok=True)
+        else:
             shutil.copy2(path, copy)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     build = subprocess.run(
