@@ -1,15 +1,14 @@
-"""The import layering of pyproject.toml's [tool.importlinter] contracts, on the tree as installed.
+"""The import layering of pyproject.toml's [tool.importlinter] contracts, on the checkout itself.
 
-setup.py maps generator/, exporters/ and simulator/ under `trainsignals`; the editable install
-hides that from an import graph (grimp sees trainsignals/ alone). So the mapped folders are
-copied into one `trainsignals` package in a temporary folder and import-linter checks it there:
-no import circle at any depth, and each layer imports only the layers below it. README.md
-"Layout" and CONTRIBUTING.md say where a change belongs and what it may import.
+The checkout is the package: trainsignals/generator, trainsignals/exporters and
+trainsignals/simulator are links to the top-level folders, so `lint-imports` run from the
+repository root (as `make lint` runs it) sees the modules Python imports. It checks that no
+import circle exists at any depth and that each layer imports only the layers below it.
+README.md "Layout" and CONTRIBUTING.md say where a change belongs and what it may import.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -18,42 +17,34 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-# Import name -> repository folder, as setup.py maps them.
-MAPPED = {"": "trainsignals", "generator": "generator", "exporters": "exporters",
-          "simulator": "simulator"}  # fmt: skip
 
 
-def installed_tree(into: Path) -> Path:
-    """The `trainsignals` package as a wheel lays it out, sources only."""
-    package = into / "trainsignals"
-    for sub, folder in MAPPED.items():
-        shutil.copytree(
-            ROOT / folder,
-            package / sub if sub else package,
-            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
-            dirs_exist_ok=True,
-        )
-    return into
-
-
-def lint_imports(tree: Path) -> subprocess.CompletedProcess:
+def lint_imports(cwd: Path) -> subprocess.CompletedProcess:
+    """`lint-imports` as `make lint` runs it: from `cwd`, which it puts first on the path."""
     lint = Path(sys.executable).with_name("lint-imports")
     if not lint.exists():
         pytest.skip("import-linter is not installed (pip install -e '.[dev]')")
     return subprocess.run(
         [str(lint), "--config", str(ROOT / "pyproject.toml"), "--no-cache"],
-        cwd=tree,
-        env={**os.environ, "PYTHONPATH": str(tree)},
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=120,
     )
 
 
-def test_contracts_kept(tmp_path: Path) -> None:
-    result = lint_imports(installed_tree(tmp_path))
+def test_contracts_kept() -> None:
+    result = lint_imports(ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 broken" in result.stdout
+
+
+def test_the_links_make_the_checkout_the_package() -> None:
+    """What setuptools packages and what lint-imports reads: the links, not copies."""
+    for folder in ("generator", "exporters", "simulator"):
+        link = ROOT / "trainsignals" / folder
+        assert link.is_symlink(), f"{link} must be a link to ../{folder}"
+        assert link.resolve() == ROOT / folder
 
 
 @pytest.mark.parametrize(
@@ -80,11 +71,16 @@ def test_contracts_kept(tmp_path: Path) -> None:
     ],
 )
 def test_a_breach_fails(tmp_path: Path, module: str, line: str, broken: str) -> None:
-    """The check can fail: one forbidden import added to the copy breaks a contract."""
-    tree = installed_tree(tmp_path)
+    """The check can fail: one forbidden import added to a copy breaks a contract (a copy, so
+    the tests beside this one keep reading the real tree)."""
+    shutil.copytree(  # the links followed: a plain package, as a wheel holds it
+        ROOT / "trainsignals",
+        tmp_path / "trainsignals",
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+    )
     sub, _, rest = module.partition("/")
-    target = tree / "trainsignals" / (rest if sub == "trainsignals" else module)
+    target = tmp_path / "trainsignals" / (rest if sub == "trainsignals" else module)
     target.write_text(target.read_text() + "\n" + line + "\n")
-    result = lint_imports(tree)
+    result = lint_imports(tmp_path)
     assert result.returncode != 0
     assert broken in " ".join(result.stdout.split()), result.stdout

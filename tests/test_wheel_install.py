@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shutil
 import socket
+import stat
 import subprocess
 import time
 import urllib.request
@@ -26,22 +27,32 @@ from trainsignals import __version__
 from trainsignals.stacks import reaper
 
 from .conftest import ROOT
-from .wheel_build import Installed, _roots
+from .wheel_build import Installed, package_folders
 
 pytestmark = pytest.mark.xdist_group("wheel")
 
 
 def test_wheel_holds_every_module_and_template(installed: Installed) -> None:
-    names = set(zipfile.ZipFile(installed.wheel).namelist())
+    wheel = zipfile.ZipFile(installed.wheel)
+    names = set(wheel.namelist())
+    folders = package_folders()
+    assert {"trainsignals.generator", "trainsignals.exporters"} <= folders.keys()
     expected = set()
-    for package, folder in _roots().items():
+    for package, folder in folders.items():
         prefix = package.replace(".", "/")
-        for path in (ROOT / folder).rglob("*"):
-            relative = path.relative_to(ROOT / folder).as_posix()
+        for path in folder.rglob("*"):  # rglob does not follow links: each folder once
+            relative = path.relative_to(folder).as_posix()
             if path.suffix in (".py", ".j2") and "__pycache__" not in relative:
                 expected.add(f"{prefix}/{relative}")
     missing = sorted(expected - names)
-    assert not missing, f"the wheel lacks {missing}: setup.py's discovery or package-data"
+    assert not missing, f"the wheel lacks {missing}: pyproject's packages.find or package-data"
+    # Real files where the checkout has links (a link in a wheel is a dangling name).
+    links = [i.filename for i in wheel.infolist() if stat.S_ISLNK(i.external_attr >> 16)]
+    assert not links, links
+    top = {name.split("/")[0] for name in names}
+    assert top == {"trainsignals", f"trainsignals-{__version__}.dist-info"}, (
+        "no generic top-level name in site-packages (DESIGN.md)"
+    )
     assert installed.wheel.name == f"trainsignals-{__version__}-py3-none-any.whl"
     assert installed.sdist.name == f"trainsignals-{__version__}.tar.gz"
 

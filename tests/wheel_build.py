@@ -7,7 +7,6 @@ user's path with it. `python -m build` makes the sdist and, from the unpacked sd
 
 from __future__ import annotations
 
-import ast
 import os
 import shutil
 import subprocess
@@ -49,13 +48,14 @@ class Installed:
         return self.run("python", "-c", "; ".join(lines))
 
 
-def _roots() -> dict[str, str]:
-    """setup.py's import-name -> folder map, read without running setup()."""
-    tree = ast.parse((ROOT / "setup.py").read_text(encoding="utf-8"))
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "ROOTS":
-            return ast.literal_eval(node.value)
-    raise AssertionError("setup.py has no ROOTS")
+def package_folders() -> dict[str, Path]:
+    """Import name -> repository folder: trainsignals/ and the folders its links point to."""
+    package = ROOT / "trainsignals"
+    folders = {"trainsignals": package}
+    for child in sorted(package.iterdir()):
+        if child.is_symlink():
+            folders[f"trainsignals.{child.name}"] = child.resolve()
+    return folders
 
 
 @pytest.fixture(scope="session")
@@ -70,9 +70,14 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
         cwd=ROOT, capture_output=True, check=True,
     ).stdout.decode().split("\0")  # fmt: skip
     for relative in filter(None, listed):
-        if (ROOT / relative).is_file():  # not a file deleted in the working tree
-            (source / relative).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / relative, source / relative)
+        path, copy = ROOT / relative, source / relative
+        if not (path.is_symlink() or path.is_file()):  # a file deleted in the working tree
+            continue
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        if path.is_symlink():  # trainsignals/generator etc.: links, as in a clone
+            copy.symlink_to(os.readlink(path))
+        else:
+            shutil.copy2(path, copy)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     build = subprocess.run(
         [sys.executable, "-m", "build", "--outdir", str(dist), str(source)],

@@ -4,8 +4,8 @@ The rules are the ones the Prometheus e2e loads (same generator, same time scale
 run unchanged on vmalert; the expected notifications at the Alertmanager webhook are the
 scenario table's, exactly as tests/e2e/test_scenarios.py asserts them on Prometheus.
 
-The suite runs the short page scenarios (about a minute of real time, next to the Prometheus
-e2e on the other xdist worker); `make e2e-vm` runs every page scenario
+The suite runs the short page scenarios (about a minute of real time, after the Prometheus
+e2e on its xdist worker); `make e2e-vm` runs every page scenario
 (TRAINSIGNALS_VM_SCENARIOS=all, or a comma-separated list of names).
 """
 
@@ -17,11 +17,13 @@ import pytest
 from trainsignals.generator.loader import load_specs
 from trainsignals.simulator.scenarios import SCENARIOS, Scenario
 
-from tests.conftest import JOBS, require_tool
+from tests.conftest import JOBS, MATRIX_GROUP, require_tool
 from tests.e2e.matrix import GPUS_PER_NODE, NODES, Results, run_matrix
 from tests.stacks.vm import BINARIES, VmStack
 
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]
+# On the scenario matrix's worker, after it (tests/conftest.py MATRIX_GROUP): never beside it,
+# and its ~75 s balance the two stack workers.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group(MATRIX_GROUP)]
 
 # Short page scenarios (<= 50 simulated minutes: under a minute of real time at scale 60).
 SUITE_MAX_DURATION = 50 * 60
