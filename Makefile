@@ -101,7 +101,7 @@ bench: setup
 # 54 days of a 2,048-node job's fault history against the generated rules on a real
 # Prometheus (trainsignals/fleet/); FLEET_DAYS=3 for a quick run.
 FLEET_DAYS ?= 54
-# FLEET_SHARDS > 1: through the sharded rule split (edge + global rules, generator/deploy/sharding.py).
+# FLEET_SHARDS > 1: through the sharded rule split (edge + global rules, generator/deploy/sharding/).
 FLEET_SHARDS ?= 1
 # FLEET_MODE: the spec's recovery.mode, auto_restart or manual (every interruption pages once).
 FLEET_MODE ?= auto_restart
