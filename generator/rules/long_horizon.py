@@ -22,13 +22,13 @@ from trainsignals.generator.alerts.definitions.training import (
 )
 from trainsignals.generator.alerts.rules import severity
 from trainsignals.generator.rules.reads import Reads, alert_reads, keeps
-from trainsignals.generator.signals.faults import FAULT_ONSET, JobTimeline, restart, stall
-from trainsignals.generator.signals.gpu_sources import RawSeries
-from trainsignals.generator.signals.job_series import job_series, target_series
 from trainsignals.generator.signals.promql import RuleContext, matchers, regex
 from trainsignals.generator.signals.recording import group_names, record_tokens, records_read
-from trainsignals.generator.signals.series_notation import encode
-from trainsignals.generator.signals.test_inputs import TestInputs
+from trainsignals.generator.testkit.faults import FAULT_ONSET, JobTimeline, restart, stall
+from trainsignals.generator.testkit.input_series import RawSeries
+from trainsignals.generator.testkit.job_series import job_series, target_series
+from trainsignals.generator.testkit.series_notation import encode
+from trainsignals.generator.testkit.test_inputs import TestInputs
 
 STEP = 3  # minutes between samples and between evaluations
 DEAD_FOR = 8 * 60  # a dead job: pods Pending for 8 hours

@@ -16,9 +16,6 @@ from trainsignals.generator.alerts.definitions.straggler import (
     TRAINING_STRAGGLER,
     own_work_series,
 )
-from trainsignals.generator.signals.faults import FAULT_ONSET, JobTimeline, restart
-from trainsignals.generator.signals.gpu_sources import RawSeries
-from trainsignals.generator.signals.job_series import HEALTHY_OWN_SHARE
 from trainsignals.generator.signals.promql import RuleContext, matchers
 from trainsignals.generator.signals.straggler import (
     FOR_SECONDS,
@@ -28,7 +25,10 @@ from trainsignals.generator.signals.straggler import (
     STEP_SECONDS,
     straggler_enabled,
 )
-from trainsignals.generator.signals.test_inputs import TestInputs
+from trainsignals.generator.testkit.faults import FAULT_ONSET, JobTimeline, restart
+from trainsignals.generator.testkit.input_series import RawSeries
+from trainsignals.generator.testkit.job_series import HEALTHY_OWN_SHARE
+from trainsignals.generator.testkit.test_inputs import TestInputs
 
 # What the rules read of the reporting ranks: own work, step seconds, start time, time accounts
 # (stepping).

@@ -10,11 +10,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from trainsignals.generator.signals.fabric_series import FABRIC_PORT, LINK_RATE
-from trainsignals.generator.signals.faults import FAULT_ONSET, FaultCase
 from trainsignals.generator.signals.gpu import gpu_source
-from trainsignals.generator.signals.gpu_sources import RawSeries
 from trainsignals.generator.signals.promql import RuleContext
+from trainsignals.generator.testkit.fabric_series import FABRIC_PORT, LINK_RATE
+from trainsignals.generator.testkit.faults import FAULT_ONSET, FaultCase
+from trainsignals.generator.testkit.gpu_series import gpu_test_series
+from trainsignals.generator.testkit.input_series import RawSeries
 
 BOOST_HZ = 1.98e9  # a busy healthy GPU's SM clock
 IDLE_HZ = 0.345e9  # an idle one's
@@ -73,7 +74,7 @@ def gpu_case(
                 signals: dict[str, list] = {"utilization": util, "sm_clock": clock}
                 if source.reports_gpu_up:
                     signals["up"] = [1] * (minutes + 1)
-                out += source.gpu_test_series(f"node-{n}", gpu, signals)
+                out += gpu_test_series(source, f"node-{n}", gpu, signals)
         return out
 
     return FaultCase(

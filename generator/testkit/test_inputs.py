@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from trainsignals.generator.signals.faults import JobTimeline
-from trainsignals.generator.signals.gpu_sources import RawSeries
-from trainsignals.generator.signals.job_series import (
+from trainsignals.generator.signals.promql import RuleContext, matchers
+from trainsignals.generator.testkit.faults import JobTimeline
+from trainsignals.generator.testkit.input_series import RawSeries
+from trainsignals.generator.testkit.job_series import (
     REPORTING_RANKS,
     SIGNAL_GROUPS,
     incarnations,
@@ -27,8 +28,7 @@ from trainsignals.generator.signals.job_series import (
     progress_once,
     xid_series,
 )
-from trainsignals.generator.signals.promql import RuleContext, matchers
-from trainsignals.generator.signals.series_notation import (
+from trainsignals.generator.testkit.series_notation import (
     Prefixes,
     encode_shared,
     exact_key,

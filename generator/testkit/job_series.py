@@ -2,7 +2,7 @@
 
 The promtool tests (generator/rules/unit_tests.py) and the fault cases of the alert
 definitions (generator/alerts/definitions/) feed these to the rules: a healthy job from
-generator/signals/faults.py's JobTimeline, bent by each fault.
+generator/testkit/faults.py's JobTimeline, bent by each fault.
 """
 
 from __future__ import annotations
@@ -13,14 +13,15 @@ from itertools import accumulate, repeat
 from operator import mul, truediv
 
 from trainsignals.exporters.training.metrics import STEP_BUCKETS
-from trainsignals.generator.signals.faults import (
+from trainsignals.generator.signals.gpu import gpu_source
+from trainsignals.generator.signals.promql import RuleContext, le_label
+from trainsignals.generator.testkit.faults import (
     GPU_HEALTHY,
     JobTimeline,
 )
-from trainsignals.generator.signals.goodput_tests import timeline_series
-from trainsignals.generator.signals.gpu import gpu_source
-from trainsignals.generator.signals.gpu_sources import RawSeries
-from trainsignals.generator.signals.promql import RuleContext, le_label
+from trainsignals.generator.testkit.goodput_tests import timeline_series
+from trainsignals.generator.testkit.gpu_series import gpu_test_series, test_series
+from trainsignals.generator.testkit.input_series import RawSeries
 
 from trainsignals.metrics.training import PHASES
 
@@ -315,7 +316,7 @@ def one_gpu_series(
             values[signal] = [bend(m) for m in range(minutes + 1)]
         else:
             values[signal] = [GPU_HEALTHY[signal]] * (minutes + 1)
-    return source.gpu_test_series("node-0", gpu, values)
+    return gpu_test_series(source, "node-0", gpu, values)
 
 
 def xid_series(
@@ -328,5 +329,7 @@ def xid_series(
     series: list[RawSeries] = []
     for signal, bend in (overrides or {}).items():
         if signal.startswith("xid:"):
-            series += source.test_series(signal, "node-0", 0, [bend(m) for m in range(minutes + 1)])
+            series += test_series(
+                source, signal, "node-0", 0, [bend(m) for m in range(minutes + 1)]
+            )
     return series
