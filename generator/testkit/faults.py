@@ -4,6 +4,7 @@ the ways an alert's definition bends it (generator/alerts/definitions/ names one
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -101,6 +102,12 @@ class JobTimeline:
             for minute in range(self.minutes + 1):
                 self.fault(self, minute)
         return self
+
+    def first(self, length: int) -> JobTimeline:
+        """The timeline's first `length` minutes (every series is a prefix: none looks ahead)."""
+        columns = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        cut = {name: value[:length] for name, value in columns.items() if isinstance(value, list)}
+        return dataclasses.replace(self, minutes=length - 1, **cut)
 
 
 # Phases a job steps in, and its speed there (warm-up runs at 0.6x).

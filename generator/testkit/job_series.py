@@ -65,6 +65,10 @@ def step_buckets(t: JobTimeline) -> dict[str, tuple[float, float]]:
 
 def job_series(ctx: RuleContext, t: JobTimeline) -> list[RawSeries]:
     """Series of the ranks that report; each carries 1/REPORTING_RANKS of the job's work."""
+    if t.completed is not None and t.outage is None:
+        # The ranks exited cleanly: their series end there, and none looks ahead (a finished
+        # job watched for days is worked out for its first minutes only).
+        t = t.first(t.completed + 1)
     # Every rank reports the same values: computed once, each rank's series gets a copy.
     signals = _rank_signals(t)
     series: list[RawSeries] = []

@@ -15,8 +15,6 @@ agree (one throughput objective, one fault vocabulary) encode each group once.
 
 from __future__ import annotations
 
-import dataclasses
-
 from trainsignals.generator.signals.promql import RuleContext, matchers
 from trainsignals.generator.testkit.faults import JobTimeline
 from trainsignals.generator.testkit.input_series import RawSeries
@@ -167,7 +165,7 @@ class _Computed:
         t, length = self._t, self._length
         if self._progress is None:
             if length <= t.minutes and t.outage is None:  # a job that ended: its first minutes
-                self._t = t = _first(t, length)
+                self._t = t = t.first(length)
             self._progress = progress_once(t)
         return [
             (name, extra, encode_shared(incarnations(t, name, values)[:length]))
@@ -222,13 +220,6 @@ def _prefixes(values: list, distinct: dict[object, Prefixes]) -> Prefixes:
     if prefixes is None:
         prefixes = distinct[key] = Prefixes(values)
     return prefixes
-
-
-def _first(t: JobTimeline, length: int) -> JobTimeline:
-    """The timeline's first `length` minutes (every series is a prefix: none looks ahead)."""
-    columns = {f.name: getattr(t, f.name) for f in dataclasses.fields(t)}
-    cut = {name: value[:length] for name, value in columns.items() if isinstance(value, list)}
-    return dataclasses.replace(t, minutes=length - 1, **cut)
 
 
 Fingerprint = bytes | tuple[bytes, bytes] | tuple | bool
