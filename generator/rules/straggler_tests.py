@@ -50,9 +50,12 @@ def _rank(rank: int) -> dict[str, str]:
 
 def _ranks(t: JobTimeline, factors: dict[int, Factor]) -> list[RawSeries]:
     """PEERS healthy extra ranks (2..) plus the ranks of `factors` (rank -> factor)."""
+    # The healthy extra ranks differ in their labels alone: their samples worked out once.
+    healthy = own_work_series(t, {}, [1.0] * (t.minutes + 1))
     series: list[RawSeries] = []
     for rank in range(2, 2 + PEERS):
-        series += own_work_series(t, _rank(rank), [1.0] * (t.minutes + 1))
+        labels = {**t.ctx.spec.selector_labels, **_rank(rank)}  # as own_work_series labels
+        series += [RawSeries(s.name, labels, s.values) for s in healthy]
     for rank, factor in factors.items():
         series += own_work_series(t, _rank(rank), [factor(m) for m in range(t.minutes + 1)])
     return series

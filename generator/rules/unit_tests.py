@@ -381,7 +381,7 @@ def _rule_tests(
     tests.append(completion_test(ctx, inputs, fabric=fabric))
     if any(a.name == CHECKPOINT_TOO_OLD for a in alerts):
         tests.append(checkpoint_restart_test(ctx, inputs))
-    tests.append(slow_first_step_test(ctx))
+    tests.append(slow_first_step_test(ctx, inputs))
     tests += [*(fault_test(ctx, c, inputs, r) for c, r in cases), *goodput_tests(ctx)]
     tests += straggler_tests(ctx, inputs, [a.name for a in alerts])
     return promtool_suite(ctx, rule_file, tests)
