@@ -82,7 +82,7 @@ def _inputs(
             for s in targets
         ]
     inputs = []
-    for s in job_series(ctx, t) + targets:
+    for s in job_series(ctx, t, reads) + targets:
         selector = s.name + matchers(s.labels)
         if keeps(reads, selector):
             inputs.append({"series": selector, "values": encode(s.values[::STEP])})

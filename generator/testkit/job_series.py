@@ -63,14 +63,18 @@ def step_buckets(t: JobTimeline) -> dict[str, tuple[float, float]]:
     return shares | {"+Inf": (1.0, 1.0)}
 
 
-def job_series(ctx: RuleContext, t: JobTimeline) -> list[RawSeries]:
-    """Series of the ranks that report; each carries 1/REPORTING_RANKS of the job's work."""
+def job_series(
+    ctx: RuleContext, t: JobTimeline, names: frozenset[str] | None = None
+) -> list[RawSeries]:
+    """Series of the ranks that report; each carries 1/REPORTING_RANKS of the job's work.
+    `names`: only series of these names (None: all); a group with none of them is not worked
+    out once its names are known."""
     if t.completed is not None and t.outage is None:
         # The ranks exited cleanly: their series end there, and none looks ahead (a finished
         # job watched for days is worked out for its first minutes only).
         t = t.first(t.completed + 1)
     # Every rank reports the same values: computed once, each rank's series gets a copy.
-    signals = _rank_signals(t)
+    signals = _rank_signals(t, names)
     series: list[RawSeries] = []
     for rank in range(REPORTING_RANKS):
         labels = {**ctx.spec.selector_labels, "node": "node-0", "rank": str(rank)}
@@ -92,11 +96,23 @@ def progress_once(t: JobTimeline) -> Progress:
     return cache(partial(progress_series, t))
 
 
-def _rank_signals(t: JobTimeline) -> list[Signal]:
-    """(name, labels beyond the rank's, values) of every series one reporting rank has."""
+def _rank_signals(t: JobTimeline, names: frozenset[str] | None = None) -> list[Signal]:
+    """(name, labels beyond the rank's, values) of every series one reporting rank has (of
+    `names` only, when given)."""
     progress = progress_once(t)
-    signals = [signal for _, group in SIGNAL_GROUPS for signal in group(t, progress)]
+    signals: list[Signal] = []
+    for index, (_, group) in enumerate(SIGNAL_GROUPS):
+        known = _GROUP_NAMES.get(index)
+        if names is not None and known is not None and names.isdisjoint(known):
+            continue
+        computed = group(t, progress)
+        _GROUP_NAMES[index] = frozenset(name for name, _, _ in computed)
+        signals += [s for s in computed if names is None or s[0] in names]
     return [(name, extra, incarnations(t, name, values)) for name, extra, values in signals]
+
+
+# The series names of each group of SIGNAL_GROUPS (the same in every timeline), as seen.
+_GROUP_NAMES: dict[int, frozenset[str]] = {}
 
 
 def incarnations(t: JobTimeline, name: str, values: list) -> list:
