@@ -64,6 +64,8 @@ class TestInputs:
         ]
         self._healthy_fields = _fingerprints(healthy, horizon + 1)
         self._healthy_groups = _healthy_groups(healthy, self._healthy_fields)
+        # Each group's series names (the same in every timeline): `job(names=...)` asks.
+        self._group_names = [frozenset(name for name, _, _ in g) for g in self._healthy_groups]
 
     def raw(self, series: list[RawSeries]) -> list[Input]:
         """Series as built: each encoded (memoised) with its selector."""
@@ -102,7 +104,7 @@ class TestInputs:
         groups = [
             (index, healthy)
             for index, healthy in enumerate(self._healthy_groups)
-            if names is None or not names.isdisjoint(name for name, _, _ in healthy)
+            if names is None or not names.isdisjoint(self._group_names[index])
         ]
         fields_read = {field for index, _ in groups for field in SIGNAL_GROUPS[index][0]}
         prints = _fingerprints(t, length, fields_read)
