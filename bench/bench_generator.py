@@ -12,8 +12,9 @@ Specs are copies of jobs/llama-8b-finetune.yaml with distinct names (training_jo
 every selector). What the generator memoises lives for one spec, except bounded caches keyed
 on what jobs of one shape share: parsed selector texts; the healthy test timeline's phases,
 rates and loss per length; the test job's encoded series groups, keyed on the exact samples
-of the timeline fields each group reads (signals/test_inputs.py); the two goodput test
-replays and their encodings (signals/goodput_tests.py: the same for every spec); the YAML
+of the timeline fields each group reads (testkit/test_inputs.py); the two goodput test
+replays and their encodings (testkit/goodput_tests.py: the same for every spec); the
+encoding of each distinct list of test samples (testkit/series_notation.py); the YAML
 text of each string (output/yaml.py: it follows from the string alone); and what each PromQL
 expression reads, parsed once per *template* (the expression with its string literals, the
 job name among them, as placeholders: generator/signals/promql_inputs.py). Renamed copies

@@ -19,8 +19,8 @@ from trainsignals.generator.signals.durable import (
     carry,
 )
 from trainsignals.generator.signals.promql import RuleContext, matchers
-from trainsignals.generator.signals.series_notation import encode
 from trainsignals.generator.spec.job import JobSpec
+from trainsignals.generator.testkit.series_notation import encode
 
 from .test_promtool import promtool
 

@@ -21,9 +21,9 @@ from trainsignals.generator.signals.feasibility import (
     mttf_hours,
 )
 from trainsignals.generator.signals.promql import RuleContext
-from trainsignals.generator.signals.series_notation import shared_encodings
-from trainsignals.generator.signals.test_inputs import TestInputs
 from trainsignals.generator.spec.job import JobSpec
+from trainsignals.generator.testkit.series_notation import shared_encodings
+from trainsignals.generator.testkit.test_inputs import TestInputs
 
 from trainsignals.cli.main import main
 

@@ -13,7 +13,7 @@ from trainsignals.generator.loader import load_specs
 from trainsignals.generator.output.yaml import dump
 from trainsignals.generator.pipeline import Options, generate_job
 from trainsignals.generator.signals.promql import matchers
-from trainsignals.generator.signals.series_notation import encode
+from trainsignals.generator.testkit.series_notation import encode
 
 from .conftest import JOBS, run_tool
 

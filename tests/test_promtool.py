@@ -14,10 +14,10 @@ from trainsignals.generator.loader import load_specs, spec_files
 from trainsignals.generator.output.yaml import dump
 from trainsignals.generator.pipeline import generate_all
 from trainsignals.generator.rules.unit_tests import job_series, promtool_suite
-from trainsignals.generator.signals.faults import FAULT_ONSET, JobTimeline
 from trainsignals.generator.signals.promql import RuleContext
-from trainsignals.generator.signals.series_notation import encode
 from trainsignals.generator.spec.durations import parse_duration
+from trainsignals.generator.testkit.faults import FAULT_ONSET, JobTimeline
+from trainsignals.generator.testkit.series_notation import encode
 
 from .conftest import JOBS, ROOT, run_tool
 

@@ -16,8 +16,8 @@ from trainsignals.generator.pipeline import rules_document
 from trainsignals.generator.rules.reads import alert_reads, keeps
 from trainsignals.generator.rules.unit_tests import HEALTHY_HORIZON, fault_test
 from trainsignals.generator.signals.promql import RuleContext
-from trainsignals.generator.signals.series_notation import shared_encodings
-from trainsignals.generator.signals.test_inputs import TestInputs
+from trainsignals.generator.testkit.series_notation import shared_encodings
+from trainsignals.generator.testkit.test_inputs import TestInputs
 
 from trainsignals.metrics.series_check import parse_selectors
 

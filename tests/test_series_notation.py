@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from trainsignals.generator.signals.series_notation import (
+from trainsignals.generator.testkit.series_notation import (
     STALE,
     Prefixes,
     encode,

@@ -1,4 +1,4 @@
-"""The promtool tests' encoded job series (generator/signals/test_inputs.py) are what the plain
+"""The promtool tests' encoded job series (generator/testkit/test_inputs.py) are what the plain
 path writes: every series of job_series(), encoded in full. (The whole test files are compared
 with the committed ones by `trainsignals check`.)"""
 
@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from trainsignals.generator.alerts.rules import alert_rules
 from trainsignals.generator.loader import load_specs
-from trainsignals.generator.signals.faults import FaultCase, JobTimeline, restart
-from trainsignals.generator.signals.job_series import SIGNAL_GROUPS, gpu_series, job_series
 from trainsignals.generator.signals.promql import RuleContext
-from trainsignals.generator.signals.series_notation import encode, shared_encodings
-from trainsignals.generator.signals.test_inputs import TestInputs
+from trainsignals.generator.testkit.faults import FaultCase, JobTimeline, restart
+from trainsignals.generator.testkit.job_series import SIGNAL_GROUPS, gpu_series, job_series
+from trainsignals.generator.testkit.series_notation import encode, shared_encodings
+from trainsignals.generator.testkit.test_inputs import TestInputs
 
 from trainsignals.metrics.training import PHASES
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from trainsignals.generator.signals.faults import FaultCase
 from trainsignals.generator.signals.promql import RuleContext
+from trainsignals.generator.testkit.faults import FaultCase
 
 MODES = ("manual", "auto_restart")
 SEVERITIES = ("page", "ticket", "off")

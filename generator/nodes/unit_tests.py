@@ -28,8 +28,8 @@ from trainsignals.generator.signals.node_incidents import (
     WINDOW_SECONDS,
 )
 from trainsignals.generator.signals.promql import matchers
-from trainsignals.generator.signals.series_notation import STALE, encode
 from trainsignals.generator.spec.job import Links
+from trainsignals.generator.testkit.series_notation import STALE, encode
 
 START = 30  # minute of the first incident in every test
 APART = 60  # minutes between separate incidents (more than the merge window)

@@ -19,7 +19,7 @@ from trainsignals.generator.oncall.policy import (
     OncallPolicy,
 )
 from trainsignals.generator.signals.promql import matchers
-from trainsignals.generator.signals.series_notation import encode
+from trainsignals.generator.testkit.series_notation import encode
 
 PAGED_TEAM = "paged-team"
 QUIET_TEAM = "quiet-team"

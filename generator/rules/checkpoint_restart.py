@@ -11,15 +11,11 @@ which the spec's checkpoint_max_age is checked to allow: CheckpointTooOld must s
 from __future__ import annotations
 
 from trainsignals.generator.alerts.definitions.loss_checkpoint import CHECKPOINT_TOO_OLD
-from trainsignals.generator.signals.faults import (
-    HEALTHY_DATA_WAIT,
-    JobTimeline,
-    healthy_pattern,
-    restart,
-)
-from trainsignals.generator.signals.job_series import target_series
+from trainsignals.generator.signals.healthy_job import HEALTHY_DATA_WAIT, healthy_pattern
 from trainsignals.generator.signals.promql import RuleContext, matchers
-from trainsignals.generator.signals.test_inputs import TestInputs
+from trainsignals.generator.testkit.faults import JobTimeline, restart
+from trainsignals.generator.testkit.job_series import target_series
+from trainsignals.generator.testkit.test_inputs import TestInputs
 
 STARTUP = 2  # minutes the new incarnation starts up before its first step
 ALERT_FOR = 10  # minutes: CheckpointTooOld's `for`, and some more to look past it

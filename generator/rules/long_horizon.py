@@ -21,14 +21,14 @@ from trainsignals.generator.alerts.definitions.training import (
     TRAINING_TARGETS_DOWN,
 )
 from trainsignals.generator.alerts.rules import severity
-from trainsignals.generator.rules.reads import Reads, alert_reads, keeps
-from trainsignals.generator.signals.faults import FAULT_ONSET, JobTimeline, restart, stall
-from trainsignals.generator.signals.gpu_sources import RawSeries
-from trainsignals.generator.signals.job_series import job_series, target_series
+from trainsignals.generator.rules.reads import Reads, alert_reads, document_tokens, keeps
 from trainsignals.generator.signals.promql import RuleContext, matchers, regex
-from trainsignals.generator.signals.recording import group_names, record_tokens, records_read
-from trainsignals.generator.signals.series_notation import encode
-from trainsignals.generator.signals.test_inputs import TestInputs
+from trainsignals.generator.signals.recording import group_names, records_read
+from trainsignals.generator.testkit.faults import FAULT_ONSET, JobTimeline, restart, stall
+from trainsignals.generator.testkit.input_series import RawSeries
+from trainsignals.generator.testkit.job_series import job_series, target_series
+from trainsignals.generator.testkit.series_notation import encode
+from trainsignals.generator.testkit.test_inputs import TestInputs
 
 STEP = 3  # minutes between samples and between evaluations
 DEAD_FOR = 8 * 60  # a dead job: pods Pending for 8 hours
@@ -54,13 +54,12 @@ def progress_page(ctx: RuleContext) -> str:
 
 
 def _reads(document: dict, alerts: list[str], records: tuple[str, ...] = ()) -> Reads:
-    reads = alert_reads(document)
+    reads, tokens = alert_reads(document), document_tokens(document)
     found: set[str] = set()
     for alert in alerts:
         if reads.get(alert) is None:
             return None
         found |= reads[alert]
-    tokens = record_tokens(r for g in document["groups"] for r in g["rules"] if "record" in r)
     for name in records_read(set(records), tokens):
         found |= tokens[name] | {name}
     return frozenset(found)
@@ -83,7 +82,7 @@ def _inputs(
             for s in targets
         ]
     inputs = []
-    for s in job_series(ctx, t) + targets:
+    for s in job_series(ctx, t, reads) + targets:
         selector = s.name + matchers(s.labels)
         if keeps(reads, selector):
             inputs.append({"series": selector, "values": encode(s.values[::STEP])})
@@ -360,10 +359,11 @@ def long_suite(ctx: RuleContext, rule_file: str, document: dict) -> dict:
 EVAL_AT, EVAL_FOR, FIRST_STEP = 200, 10, 3  # a 10m eval at 3h20, a slow first step after it
 
 
-def slow_first_step_test(ctx: RuleContext) -> dict:
+def slow_first_step_test(ctx: RuleContext, inputs: TestInputs | None = None) -> dict:
     """A 10-minute eval, then a first step that takes FIRST_STEP minutes (a recompile, the data
     loader restarting): no TrainingStalled, whose limit runs from the end of the pause (issue
-    26: it counted the eval). At full resolution, in the job's own test file."""
+    26: it counted the eval). At full resolution, in the job's own test file (`inputs`: its
+    TestInputs, whose healthy series it shares)."""
     minutes = EVAL_AT + EVAL_FOR + FIRST_STEP + 10
     t = JobTimeline(ctx, minutes).build()
     for m in range(EVAL_AT, EVAL_AT + EVAL_FOR + FIRST_STEP):
@@ -373,12 +373,9 @@ def slow_first_step_test(ctx: RuleContext) -> dict:
     return {
         "name": f"a {EVAL_FOR}m eval then a {FIRST_STEP}m first step raises no {TRAINING_STALLED}",
         "interval": "1m",
-        "input_series": [
-            s
-            for s in TestInputs(ctx, minutes).job(t)
-            if s["series"].partition("{")[0]
-            in ("trainsignals_last_step_timestamp_seconds", "trainsignals_phase")
-        ],
+        "input_series": (inputs or TestInputs(ctx, minutes)).job(
+            t, frozenset(("trainsignals_last_step_timestamp_seconds", "trainsignals_phase"))
+        ),
         "promql_expr_test": [
             {
                 "expr": f"count_over_time({stalled}[{minutes}m])",

@@ -23,9 +23,31 @@ _OPEN_ENDED = frozenset({"ALERTS", "ALERTS_FOR_STATE", "__name__"})
 Reads = frozenset[str] | None  # None: any series may count
 
 
+# The last document analysed, its alert_reads and its record_tokens: a job's short and long
+# test files ask for them seven times, and tokenising a document costs ~2 ms. (Kept by
+# identity: the pipeline never changes a rules document once built.)
+_analysed: tuple[dict, dict[str, Reads], dict[str, set[str]]] | None = None
+
+
 def alert_reads(document: dict) -> dict[str, Reads]:
     """{alert name: the names its rules read} for a Prometheus rules document (the union
-    over an alert's rules where several share its name)."""
+    over an alert's rules where several share its name). Not to be changed: it is shared."""
+    return _analysis(document)[1]
+
+
+def document_tokens(document: dict) -> dict[str, set[str]]:
+    """record_tokens of the document's recording rules. Not to be changed: it is shared."""
+    return _analysis(document)[2]
+
+
+def _analysis(document: dict) -> tuple[dict, dict[str, Reads], dict[str, set[str]]]:
+    global _analysed
+    if _analysed is None or _analysed[0] is not document:
+        _analysed = (document, *_analyse(document))
+    return _analysed
+
+
+def _analyse(document: dict) -> tuple[dict[str, Reads], dict[str, set[str]]]:
     groups = document["groups"]
     tokens = record_tokens(r for g in groups for r in g["rules"] if "record" in r)
     alerts: dict[str, set[str]] = {}  # an alert's tokens, over every rule of that name
@@ -37,7 +59,7 @@ def alert_reads(document: dict) -> dict[str, Reads]:
     for alert, found in alerts.items():
         found = found.union(*(tokens[name] for name in records_read(found, tokens)))
         reads[alert] = None if found & _OPEN_ENDED else frozenset(found)
-    return reads
+    return reads, tokens
 
 
 def keeps(reads: Reads, series: str) -> bool:

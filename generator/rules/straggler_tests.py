@@ -16,9 +16,6 @@ from trainsignals.generator.alerts.definitions.straggler import (
     TRAINING_STRAGGLER,
     own_work_series,
 )
-from trainsignals.generator.signals.faults import FAULT_ONSET, JobTimeline, restart
-from trainsignals.generator.signals.gpu_sources import RawSeries
-from trainsignals.generator.signals.job_series import HEALTHY_OWN_SHARE
 from trainsignals.generator.signals.promql import RuleContext, matchers
 from trainsignals.generator.signals.straggler import (
     FOR_SECONDS,
@@ -28,7 +25,10 @@ from trainsignals.generator.signals.straggler import (
     STEP_SECONDS,
     straggler_enabled,
 )
-from trainsignals.generator.signals.test_inputs import TestInputs
+from trainsignals.generator.testkit.faults import FAULT_ONSET, JobTimeline, restart
+from trainsignals.generator.testkit.input_series import RawSeries
+from trainsignals.generator.testkit.job_series import HEALTHY_OWN_SHARE
+from trainsignals.generator.testkit.test_inputs import TestInputs
 
 # What the rules read of the reporting ranks: own work, step seconds, start time, time accounts
 # (stepping).
@@ -50,9 +50,12 @@ def _rank(rank: int) -> dict[str, str]:
 
 def _ranks(t: JobTimeline, factors: dict[int, Factor]) -> list[RawSeries]:
     """PEERS healthy extra ranks (2..) plus the ranks of `factors` (rank -> factor)."""
+    # The healthy extra ranks differ in their labels alone: their samples worked out once.
+    healthy = own_work_series(t, {}, [1.0] * (t.minutes + 1))
     series: list[RawSeries] = []
     for rank in range(2, 2 + PEERS):
-        series += own_work_series(t, _rank(rank), [1.0] * (t.minutes + 1))
+        labels = {**t.ctx.spec.selector_labels, **_rank(rank)}  # as own_work_series labels
+        series += [RawSeries(s.name, labels, s.values) for s in healthy]
     for rank, factor in factors.items():
         series += own_work_series(t, _rank(rank), [factor(m) for m in range(t.minutes + 1)])
     return series

@@ -22,27 +22,28 @@ from trainsignals.generator.rules.checkpoint_restart import checkpoint_restart_t
 from trainsignals.generator.rules.long_horizon import slow_first_step_test
 from trainsignals.generator.rules.reads import Reads, alert_reads, keeps
 from trainsignals.generator.rules.straggler_tests import straggler_tests
-from trainsignals.generator.signals.fabric_series import FABRIC_PORT, ib_series
-from trainsignals.generator.signals.faults import (
+from trainsignals.generator.signals.promql import RuleContext, matchers
+from trainsignals.generator.signals.recording import group_names
+from trainsignals.generator.signals.xid_catalog import action_of
+from trainsignals.generator.testkit.fabric_series import FABRIC_PORT, ib_series
+from trainsignals.generator.testkit.faults import (
     FAULT_ONSET,
     FaultCase,
     JobTimeline,
     restart,
 )
-from trainsignals.generator.signals.goodput_tests import goodput_tests
-from trainsignals.generator.signals.gpu_sources import RawSeries, test_uuid
-from trainsignals.generator.signals.job_series import (
+from trainsignals.generator.testkit.goodput_tests import goodput_tests
+from trainsignals.generator.testkit.gpu_series import test_uuid
+from trainsignals.generator.testkit.input_series import RawSeries
+from trainsignals.generator.testkit.job_series import (
     job_series,
     target_series,
 )
-from trainsignals.generator.signals.promql import RuleContext, matchers
-from trainsignals.generator.signals.recording import group_names
-from trainsignals.generator.signals.series_notation import shared_encodings
-from trainsignals.generator.signals.test_inputs import TestInputs
-from trainsignals.generator.signals.xid_catalog import action_of
+from trainsignals.generator.testkit.series_notation import shared_encodings
+from trainsignals.generator.testkit.test_inputs import TestInputs
 
 HEALTHY_HORIZON = 600  # minutes the healthy test covers
-# The fault vocabulary lives in generator/signals/faults.py; these names are part of this
+# The fault vocabulary lives in generator/testkit/faults.py; these names are part of this
 # module's API.
 __all__ = [
     "FAULT_ONSET",
@@ -380,7 +381,7 @@ def _rule_tests(
     tests.append(completion_test(ctx, inputs, fabric=fabric))
     if any(a.name == CHECKPOINT_TOO_OLD for a in alerts):
         tests.append(checkpoint_restart_test(ctx, inputs))
-    tests.append(slow_first_step_test(ctx))
+    tests.append(slow_first_step_test(ctx, inputs))
     tests += [*(fault_test(ctx, c, inputs, r) for c, r in cases), *goodput_tests(ctx)]
     tests += straggler_tests(ctx, inputs, [a.name for a in alerts])
     return promtool_suite(ctx, rule_file, tests)

@@ -26,12 +26,9 @@ from trainsignals.generator.signals.gpu_sources import (
     MIG_TENSOR,
     NVLINK_ERRORS,
     GpuSource,
-    RawSeries,
     either_positive,
-    test_uuid,
 )
 from trainsignals.generator.signals.promql import Op
-from trainsignals.generator.signals.series_notation import is_gap
 from trainsignals.generator.signals.xid_catalog import with_xid_action
 
 # NVML clocks-event (throttle) reason bits: 0x20 sw thermal, 0x40 hw thermal slowdown;
@@ -226,10 +223,6 @@ class DcgmExporter(GpuSource):
             MIG_TENSOR: mig("PROF_PIPE_TENSOR_ACTIVE"),
         }
 
-    def _labels(self, node: str, gpu: int) -> dict[str, str]:
-        labels = {**self.ctx.spec.selector_labels, "Hostname": node, "gpu": str(gpu)}
-        return labels | {"UUID": test_uuid(node, gpu)}
-
     def identity(self, seen_within: str | None = None) -> str:
         def field(name: str, instances: bool | None = None) -> str:
             raw = self._raw(name, instances)
@@ -238,55 +231,3 @@ class DcgmExporter(GpuSource):
         present = f"{field('DEV_GPU_UTIL')} or {field('DEV_FB_USED', True)}"
         uuid = f'label_replace({present}, "uuid", "$1", "UUID", "(.+)")'
         return f"group by (node, gpu, uuid) ({uuid})"
-
-    def gpu_test_series(self, node: str, gpu: int, signals: dict[str, list]) -> list[RawSeries]:
-        # Thermal and power throttling share one bitmask series: add their bits.
-        signals = dict(signals)
-        thermal = signals.pop("thermal_throttle", None)
-        power = signals.pop("power_throttle", None)
-        series = super().gpu_test_series(node, gpu, signals)
-        if thermal is not None or power is not None:
-            length = len(thermal if thermal is not None else power)
-            thermal = thermal or [0] * length
-            power = power or [0] * length
-            mask = [0x20 * (t or 0) + 0x4 * (p or 0) for t, p in zip(thermal, power, strict=True)]
-            series.append(
-                RawSeries("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", self._labels(node, gpu), mask)
-            )
-        return series
-
-    def test_series(self, signal: str, node: str, gpu: int, values: list) -> list[RawSeries]:
-        labels = self._labels(node, gpu)
-
-        def scaled(factor: float, offset: float = 0.0) -> list:
-            return [v if is_gap(v) else offset + v * factor for v in values]
-
-        if signal == "memory_used_ratio":
-            total = 81559
-            return [
-                RawSeries("DCGM_FI_DEV_FB_USED", labels, scaled(total)),
-                RawSeries(
-                    "DCGM_FI_DEV_FB_FREE",
-                    labels,
-                    scaled(-total, offset=total),
-                ),
-            ]
-        if signal.startswith("xid:"):
-            code = signal.removeprefix("xid:")
-            # The gauge shows the code once an event arrived (values are event counts here).
-            return [
-                RawSeries(
-                    "DCGM_FI_DEV_XID_ERRORS",
-                    {**labels, "err_code": code},
-                    [None if v is None else (int(code) if v else 0) for v in values],
-                )
-            ]
-        name, factor = {
-            "utilization": ("DCGM_FI_DEV_GPU_UTIL", 100.0),
-            "temperature": ("DCGM_FI_DEV_GPU_TEMP", 1.0),
-            "sm_clock": ("DCGM_FI_DEV_SM_CLOCK", 1e-6),  # MHz
-            "remapped_rows_pending": ("DCGM_FI_DEV_ROW_REMAP_PENDING", 1.0),
-            "remapped_rows_failed": ("DCGM_FI_DEV_ROW_REMAP_FAILURE", 1.0),
-            "ecc_uncorrected": ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", 1.0),
-        }[signal]
-        return [RawSeries(name, labels, scaled(factor))]

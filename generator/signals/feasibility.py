@@ -22,8 +22,8 @@ rate is the more pessimistic, and the one used. The restart time is recovery.res
 (the longest an ordinary restart may take).
 
 The expected figure is not enough: the burn-rate alerts judge windows, and a young job's
-long windows are its whole life. The healthy job (generator/signals/faults.py, the same minutes
-the generated tests feed promtool) is replayed through the SLO's windows too
+long windows are its whole life. The healthy job (generator/signals/healthy_job.py, the same
+minutes the generated tests feed promtool) is replayed through the SLO's windows too
 (`healthy_floor`): the highest objective its slow and fast burns stay silent for.
 """
 
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from itertools import accumulate
 
-from trainsignals.generator.signals.faults import (
+from trainsignals.generator.signals.healthy_job import (
     HEALTHY_DATA_WAIT,
     Pattern,
     healthy_pattern,

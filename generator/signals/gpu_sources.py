@@ -7,10 +7,7 @@ read the same recorded series either way.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from trainsignals.generator.signals.promql import Op, RuleContext, matchers, not_regex, regex
-from trainsignals.generator.signals.series_notation import is_gap
+from trainsignals.generator.signals.promql import Op, RuleContext, not_regex, regex
 from trainsignals.generator.signals.xid_catalog import with_xid_action
 
 from trainsignals.metrics.gpu_exporter import POWER_THROTTLE_REASONS, THERMAL_THROTTLE_REASONS
@@ -23,18 +20,6 @@ MIG_TENSOR = "mig:trainsignals_mig_tensor_active:ratio"
 NVLINK_ERRORS = "gpu:trainsignals_gpu_nvlink_errors:rate5m"
 
 
-@dataclass(frozen=True)
-class RawSeries:
-    """One input series for a promtool test: name, labels and per-interval values."""
-
-    name: str
-    labels: dict[str, str]
-    values: list[float | None]
-
-    def selector(self) -> str:
-        return self.name + matchers(self.labels)
-
-
 def either_positive(a: str, b: str) -> str:
     """Per GPU: `a` where it is positive, else `b` where that is, else `a` (or `b`) as is.
 
@@ -45,13 +30,9 @@ def either_positive(a: str, b: str) -> str:
     return f"({a} > 0) or ({b} > 0) or {a} or {b}"
 
 
-def test_uuid(node: str, gpu: int) -> str:
-    """The UUID a GPU carries in the generated tests."""
-    return f"GPU-{node}-{gpu}"
-
-
 class GpuSource:
-    """Recording expressions and test series of one GPU metric source."""
+    """Recording expressions of one GPU metric source (its promtool test series:
+    generator/testkit/gpu_series.py)."""
 
     name = ""
     node_label = "node"
@@ -83,15 +64,6 @@ class GpuSource:
         """1 per GPU with its `uuid`: joined into per-GPU alerts to name the board. With
         `seen_within` (a range), every GPU reported in that window (last_over_time)."""
         raise NotImplementedError
-
-    def test_series(self, signal: str, node: str, gpu: int, values: list) -> list[RawSeries]:
-        raise NotImplementedError
-
-    def gpu_test_series(self, node: str, gpu: int, signals: dict[str, list]) -> list[RawSeries]:
-        """Input series of one GPU for several signals at once."""
-        return [
-            s for name, values in signals.items() for s in self.test_series(name, node, gpu, values)
-        ]
 
 
 class OwnExporter(GpuSource):
@@ -174,52 +146,3 @@ class OwnExporter(GpuSource):
             MIG_BUSY: self.by_mig(m("mig_sm_active_ratio")),
             MIG_TENSOR: self.by_mig(m("mig_tensor_active_ratio")),
         }
-
-    def test_series(self, signal: str, node: str, gpu: int, values: list) -> list[RawSeries]:
-        labels = {**self.ctx.spec.selector_labels, "node": node, "gpu": str(gpu)}
-        labels["uuid"] = test_uuid(node, gpu)
-        simple = {
-            "up": "trainsignals_gpu_up",
-            "utilization": "trainsignals_gpu_utilization_ratio",
-            "memory_used_ratio": None,
-            "temperature": "trainsignals_gpu_temperature_celsius",
-            "sm_clock": "trainsignals_gpu_sm_clock_hertz",
-            "remapped_rows_pending": "trainsignals_gpu_remapped_rows_pending",
-            "remapped_rows_failed": "trainsignals_gpu_remapped_rows_failed",
-            "ecc_uncorrected": "trainsignals_gpu_ecc_errors_total",
-            "nvml_errors": "trainsignals_gpu_exporter_nvml_errors_total",
-        }
-        if signal == "memory_used_ratio":
-            total = 80 * 2**30
-            return [
-                RawSeries(
-                    "trainsignals_gpu_memory_used_bytes",
-                    labels,
-                    [v if is_gap(v) else v * total for v in values],
-                ),
-                RawSeries(
-                    "trainsignals_gpu_memory_total_bytes",
-                    labels,
-                    [v if is_gap(v) else total for v in values],
-                ),
-            ]
-        if signal in ("thermal_throttle", "power_throttle"):
-            reason = (
-                THERMAL_THROTTLE_REASONS if signal == "thermal_throttle" else POWER_THROTTLE_REASONS
-            )[0]
-            return [
-                RawSeries("trainsignals_gpu_throttle_active", {**labels, "reason": reason}, values)
-            ]
-        if signal.startswith("xid:"):
-            return [
-                RawSeries(
-                    "trainsignals_gpu_xid_errors_total",
-                    {**labels, "xid": signal.removeprefix("xid:")},
-                    values,
-                )
-            ]
-        if signal == "ecc_uncorrected":
-            labels = {**labels, "error_type": "uncorrected"}
-        if signal == "nvml_errors":
-            labels = {**labels, "function": "nvmlDeviceGetPowerUsage", "error": "timeout"}
-        return [RawSeries(simple[signal], labels, values)]

@@ -20,10 +20,10 @@ from trainsignals.generator.signals.fabric import (
     PORT_UP,
     fabric_enabled,
 )
-from trainsignals.generator.signals.fabric_series import port_down_fault, port_flapping_fault
-from trainsignals.generator.signals.faults import FAULT_ONSET, FaultCase
-from trainsignals.generator.signals.gpu_sources import RawSeries
 from trainsignals.generator.signals.promql import RuleContext
+from trainsignals.generator.testkit.fabric_series import port_down_fault, port_flapping_fault
+from trainsignals.generator.testkit.faults import FAULT_ONSET, FaultCase
+from trainsignals.generator.testkit.input_series import RawSeries
 
 GROUP = AlertGroup()
 # Names other modules import (no module outside a definition types an alert's name).

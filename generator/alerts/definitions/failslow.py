@@ -31,12 +31,12 @@ from trainsignals.generator.signals.peers import (
     persists_above,
     persists_below,
 )
-from trainsignals.generator.signals.peers_series import (
+from trainsignals.generator.signals.promql import RuleContext
+from trainsignals.generator.testkit.peers_series import (
     gpu_case,
     link_case,
     pause_and_restart,
 )
-from trainsignals.generator.signals.promql import RuleContext
 
 GROUP = AlertGroup()
 # Names other modules import (no module outside a definition types an alert's name).

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from trainsignals.generator.alerts.definitions.gpu_labels import GPU_ID, named_gpu
 from trainsignals.generator.alerts.model import AlertGroup, Rule
-from trainsignals.generator.signals.faults import FAULT_ONSET, FaultCase, after
 from trainsignals.generator.signals.gpu import gpu_source
 from trainsignals.generator.signals.promql import RuleContext
+from trainsignals.generator.testkit.faults import FAULT_ONSET, FaultCase, after
 
 GROUP = AlertGroup()
 GPU_EXPORTER_NVML_ERRORS = "GpuExporterNvmlErrors"  # explained by a lost GPU

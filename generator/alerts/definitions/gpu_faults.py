@@ -9,11 +9,11 @@ from trainsignals.generator.alerts.definitions.gpu_conditions import GPU_EXPORTE
 from trainsignals.generator.alerts.definitions.gpu_labels import GPU_ID, named_gpu
 from trainsignals.generator.alerts.definitions.training import TRAINING_TARGETS_DOWN
 from trainsignals.generator.alerts.model import PROGRESS_SYMPTOM, AlertGroup, Explains, Rule
-from trainsignals.generator.signals.faults import FAULT_ONSET, GPU_HEALTHY, FaultCase, after
 from trainsignals.generator.signals.gpu import gpu_source
 from trainsignals.generator.signals.promql import RuleContext
-from trainsignals.generator.signals.series_notation import STALE
 from trainsignals.generator.spec.durations import format_duration
+from trainsignals.generator.testkit.faults import FAULT_ONSET, GPU_HEALTHY, FaultCase, after
+from trainsignals.generator.testkit.series_notation import STALE
 
 GROUP = AlertGroup()
 # Names other modules import (no module outside a definition types an alert's name).

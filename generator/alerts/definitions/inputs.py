@@ -15,12 +15,12 @@ from collections.abc import Sequence
 
 from trainsignals.generator.alerts.model import AlertGroup, AlertRule, Rule, firing_expr
 from trainsignals.generator.signals.fabric import NODE_EXPORTER_JOB
-from trainsignals.generator.signals.fabric_series import ib_series
-from trainsignals.generator.signals.faults import FAULT_ONSET, FaultCase
-from trainsignals.generator.signals.job_series import gpu_series, target_series
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.signals.promql_inputs import firm_inputs
 from trainsignals.generator.signals.recording import recorded_exprs
+from trainsignals.generator.testkit.fabric_series import ib_series
+from trainsignals.generator.testkit.faults import FAULT_ONSET, FaultCase
+from trainsignals.generator.testkit.job_series import gpu_series, target_series
 
 GROUP = AlertGroup()
 NAME = "AlertInputMissing"

@@ -6,9 +6,9 @@ import math
 
 from trainsignals.generator.alerts.definitions.recovery import completed
 from trainsignals.generator.alerts.model import CHECKPOINT_INCIDENT, AlertGroup, Rule
-from trainsignals.generator.signals.faults import FAULT_ONSET, FaultCase, JobTimeline, from_onset
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.spec.durations import format_duration
+from trainsignals.generator.testkit.faults import FAULT_ONSET, FaultCase, JobTimeline, from_onset
 
 GROUP = AlertGroup()
 # Names other modules import (no module outside a definition types an alert's name).

@@ -15,11 +15,11 @@ from trainsignals.generator.alerts.model import (
     Explains,
     Rule,
 )
-from trainsignals.generator.signals.faults import FAULT_ONSET, FaultCase
-from trainsignals.generator.signals.gpu_sources import RawSeries
-from trainsignals.generator.signals.job_series import target_series
 from trainsignals.generator.signals.promql import RuleContext, matchers
-from trainsignals.generator.signals.series_notation import STALE
+from trainsignals.generator.testkit.faults import FAULT_ONSET, FaultCase
+from trainsignals.generator.testkit.input_series import RawSeries
+from trainsignals.generator.testkit.job_series import target_series
+from trainsignals.generator.testkit.series_notation import STALE
 
 GROUP = AlertGroup()
 # Names other modules import (no module outside a definition types an alert's name).

@@ -11,7 +11,13 @@ from trainsignals.generator.alerts.model import (
     Rule,
     incident_alerts,
 )
-from trainsignals.generator.signals.faults import (
+from trainsignals.generator.signals.goodput import HIGH_WATER_LOOKBACK
+from trainsignals.generator.signals.gpu import gpu_source
+from trainsignals.generator.signals.hang_suspects import suspects_annotation
+from trainsignals.generator.signals.promql import RuleContext, matchers, regex
+from trainsignals.generator.spec.durations import format_duration
+from trainsignals.generator.spec.job import CRASH_LOOP_RESTARTS
+from trainsignals.generator.testkit.faults import (
     FAULT_ONSET,
     GPU_HEALTHY,
     FaultCase,
@@ -19,12 +25,6 @@ from trainsignals.generator.signals.faults import (
     from_onset,
     restart,
 )
-from trainsignals.generator.signals.goodput import HIGH_WATER_LOOKBACK
-from trainsignals.generator.signals.gpu import gpu_source
-from trainsignals.generator.signals.hang_suspects import suspects_annotation
-from trainsignals.generator.signals.promql import RuleContext, matchers, regex
-from trainsignals.generator.spec.durations import format_duration
-from trainsignals.generator.spec.job import CRASH_LOOP_RESTARTS
 
 GROUP = AlertGroup()
 # Names other modules import (no module outside a definition types an alert's name).

@@ -16,9 +16,9 @@ from trainsignals.generator.alerts.model import (
     incident_alerts,
 )
 from trainsignals.generator.signals.durable import LAST_STEP, NEWEST_START, UNPLANNED_START
-from trainsignals.generator.signals.faults import FAULT_ONSET, FaultCase, JobTimeline, restart
 from trainsignals.generator.signals.promql import RuleContext, matchers, regex
 from trainsignals.generator.spec.durations import format_duration
+from trainsignals.generator.testkit.faults import FAULT_ONSET, FaultCase, JobTimeline, restart
 
 GROUP = AlertGroup()
 # Names other modules import (no module outside a definition types an alert's name).

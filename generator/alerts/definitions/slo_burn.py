@@ -5,8 +5,8 @@ from __future__ import annotations
 from trainsignals.generator.alerts.definitions.recovery import paged_incident_ended_within
 from trainsignals.generator.alerts.model import AlertGroup, Rule
 from trainsignals.generator.signals import slo
-from trainsignals.generator.signals.faults import FaultCase, from_onset, stall
 from trainsignals.generator.signals.promql import RuleContext
+from trainsignals.generator.testkit.faults import FaultCase, from_onset, stall
 
 GROUP = AlertGroup()
 # Names other modules import (no module outside a definition types an alert's name).

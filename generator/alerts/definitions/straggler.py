@@ -11,9 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from trainsignals.generator.alerts.model import AlertGroup, Rule
-from trainsignals.generator.signals.faults import FAULT_ONSET, FaultCase, JobTimeline
-from trainsignals.generator.signals.gpu_sources import RawSeries
-from trainsignals.generator.signals.job_series import HEALTHY_OWN_SHARE, incarnations
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.signals.straggler import (
     FOR_SECONDS,
@@ -25,6 +22,9 @@ from trainsignals.generator.signals.straggler import (
     straggler_enabled,
     straggler_expr,
 )
+from trainsignals.generator.testkit.faults import FAULT_ONSET, FaultCase, JobTimeline
+from trainsignals.generator.testkit.input_series import RawSeries
+from trainsignals.generator.testkit.job_series import HEALTHY_OWN_SHARE, incarnations
 
 GROUP = AlertGroup()
 # Names other modules import (no module outside a definition types an alert's name).

@@ -12,7 +12,11 @@ from trainsignals.generator.alerts.model import (
     Rule,
 )
 from trainsignals.generator.signals.durable import NEWEST_START
-from trainsignals.generator.signals.faults import (
+from trainsignals.generator.signals.gpu_activity import activity_now
+from trainsignals.generator.signals.hang_suspects import suspects_annotation
+from trainsignals.generator.signals.promql import RuleContext
+from trainsignals.generator.spec.durations import format_duration
+from trainsignals.generator.testkit.faults import (
     FAULT_ONSET,
     FaultCase,
     JobTimeline,
@@ -20,10 +24,6 @@ from trainsignals.generator.signals.faults import (
     slow,
     stall,
 )
-from trainsignals.generator.signals.gpu_activity import activity_now
-from trainsignals.generator.signals.hang_suspects import suspects_annotation
-from trainsignals.generator.signals.promql import RuleContext
-from trainsignals.generator.spec.durations import format_duration
 
 GROUP = AlertGroup()
 # Names other modules import (no module outside a definition types an alert's name).

@@ -15,9 +15,9 @@ from itertools import accumulate, groupby, repeat
 
 from trainsignals.exporters.training.timeaccount import ACTIVITIES
 from trainsignals.generator.signals.goodput import CATEGORIES, badput_name, goodput_name
-from trainsignals.generator.signals.gpu_sources import RawSeries
 from trainsignals.generator.signals.promql import RuleContext, matchers
-from trainsignals.generator.signals.series_notation import encode
+from trainsignals.generator.testkit.input_series import RawSeries
+from trainsignals.generator.testkit.series_notation import encode
 
 PHASE_ACTIVITY = {
     "startup": "startup",

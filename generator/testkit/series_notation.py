@@ -27,22 +27,26 @@ def is_gap(value: float | str | None) -> bool:
     return value is None or value == STALE
 
 
-# Encodings of one job's test file, keyed by the samples' exact bits (None: not collecting).
-# A job's fault tests repeat the healthy series (llama-8b: 1,970 series, 450 distinct), so each
-# distinct one is encoded once; the memo lives only as long as one `shared_encodings()` block.
-_memo: dict[bytes | tuple[bytes, bytes], str] | None = None
+# Encodings of test files, keyed by the samples' exact bits. A job's fault tests repeat the
+# healthy series (llama-8b: 1,970 series, 450 distinct), and jobs of one shape share their
+# GPUs', targets' and peers' series whatever their objectives: each distinct list is encoded
+# once. Used inside `shared_encodings()` blocks only; kept across them, cleared past a bound
+# (a miss only costs the encoding).
+_memo: dict[bytes | tuple[bytes, bytes], str] = {}
+_MEMO_MAX = 8192
+_sharing = False
 
 
 @contextmanager
 def shared_encodings() -> Iterator[None]:
     """Within this block `encode_shared` encodes each distinct list of samples once."""
-    global _memo
-    outer = _memo
-    _memo = {} if outer is None else outer
+    global _sharing
+    outer = _sharing
+    _sharing = True
     try:
         yield
     finally:
-        _memo = outer
+        _sharing = outer
 
 
 def encode_shared(values: Sequence[float | str | None]) -> str:
@@ -51,7 +55,7 @@ def encode_shared(values: Sequence[float | str | None]) -> str:
     # A constant (most test series): one run. (Not NaN or inf: their steps are NaN.)
     if type(first) in (int, float) and isfinite(first) and values.count(first) == len(values):
         return _run(first, 0, len(values) - 1)
-    if _memo is None:
+    if not _sharing:
         return encode(values)
     try:
         key = exact_key(values)
@@ -60,6 +64,8 @@ def encode_shared(values: Sequence[float | str | None]) -> str:
     text = _memo.get(key)
     if text is None:  # numbers only (a key of their bits alone): no gaps to look for
         text = " ".join(_runs(list(values))) if isinstance(key, bytes) else encode(values)
+        if len(_memo) >= _MEMO_MAX:
+            _memo.clear()
         _memo[key] = text
     return text
 

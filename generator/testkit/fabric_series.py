@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from trainsignals.generator.signals.gpu_sources import RawSeries
 from trainsignals.generator.signals.promql import RuleContext
+from trainsignals.generator.testkit.input_series import RawSeries
 
 if TYPE_CHECKING:
-    from trainsignals.generator.signals.faults import FaultCase
+    from trainsignals.generator.testkit.faults import FaultCase
 
 FABRIC_PORT = {"device": "mlx5_0", "port": "1"}  # the port the fault cases break
 SPARE = {"device": "mlx5_1", "port": "1"}  # a healthy port next to it
@@ -56,7 +56,7 @@ def ib_series(
 
 def port_down_fault() -> FaultCase:
     """mlx5_0/1 of node-0 goes down at onset and stays down."""
-    from trainsignals.generator.signals.faults import FAULT_ONSET, FaultCase
+    from trainsignals.generator.testkit.faults import FAULT_ONSET, FaultCase
 
     onset = FAULT_ONSET
     return FaultCase(
@@ -71,7 +71,7 @@ def port_down_fault() -> FaultCase:
 
 def port_flapping_fault() -> FaultCase:
     """Down for a minute at onset and 10 minutes later: never long enough for PortDown."""
-    from trainsignals.generator.signals.faults import FAULT_ONSET, FaultCase
+    from trainsignals.generator.testkit.faults import FAULT_ONSET, FaultCase
 
     onset = FAULT_ONSET
     return FaultCase(

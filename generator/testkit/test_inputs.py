@@ -15,11 +15,10 @@ agree (one throughput objective, one fault vocabulary) encode each group once.
 
 from __future__ import annotations
 
-import dataclasses
-
-from trainsignals.generator.signals.faults import JobTimeline
-from trainsignals.generator.signals.gpu_sources import RawSeries
-from trainsignals.generator.signals.job_series import (
+from trainsignals.generator.signals.promql import RuleContext, matchers
+from trainsignals.generator.testkit.faults import JobTimeline
+from trainsignals.generator.testkit.input_series import RawSeries
+from trainsignals.generator.testkit.job_series import (
     REPORTING_RANKS,
     SIGNAL_GROUPS,
     incarnations,
@@ -27,8 +26,7 @@ from trainsignals.generator.signals.job_series import (
     progress_once,
     xid_series,
 )
-from trainsignals.generator.signals.promql import RuleContext, matchers
-from trainsignals.generator.signals.series_notation import (
+from trainsignals.generator.testkit.series_notation import (
     Prefixes,
     encode_shared,
     exact_key,
@@ -66,6 +64,8 @@ class TestInputs:
         ]
         self._healthy_fields = _fingerprints(healthy, horizon + 1)
         self._healthy_groups = _healthy_groups(healthy, self._healthy_fields)
+        # Each group's series names (the same in every timeline): `job(names=...)` asks.
+        self._group_names = [frozenset(name for name, _, _ in g) for g in self._healthy_groups]
 
     def raw(self, series: list[RawSeries]) -> list[Input]:
         """Series as built: each encoded (memoised) with its selector."""
@@ -104,7 +104,7 @@ class TestInputs:
         groups = [
             (index, healthy)
             for index, healthy in enumerate(self._healthy_groups)
-            if names is None or not names.isdisjoint(name for name, _, _ in healthy)
+            if names is None or not names.isdisjoint(self._group_names[index])
         ]
         fields_read = {field for index, _ in groups for field in SIGNAL_GROUPS[index][0]}
         prints = _fingerprints(t, length, fields_read)
@@ -167,7 +167,7 @@ class _Computed:
         t, length = self._t, self._length
         if self._progress is None:
             if length <= t.minutes and t.outage is None:  # a job that ended: its first minutes
-                self._t = t = _first(t, length)
+                self._t = t = t.first(length)
             self._progress = progress_once(t)
         return [
             (name, extra, encode_shared(incarnations(t, name, values)[:length]))
@@ -222,13 +222,6 @@ def _prefixes(values: list, distinct: dict[object, Prefixes]) -> Prefixes:
     if prefixes is None:
         prefixes = distinct[key] = Prefixes(values)
     return prefixes
-
-
-def _first(t: JobTimeline, length: int) -> JobTimeline:
-    """The timeline's first `length` minutes (every series is a prefix: none looks ahead)."""
-    columns = {f.name: getattr(t, f.name) for f in dataclasses.fields(t)}
-    cut = {name: value[:length] for name, value in columns.items() if isinstance(value, list)}
-    return dataclasses.replace(t, minutes=length - 1, **cut)
 
 
 Fingerprint = bytes | tuple[bytes, bytes] | tuple | bool

@@ -4,42 +4,24 @@ the ways an alert's definition bends it (generator/alerts/definitions/ names one
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from trainsignals.generator.signals.healthy_job import (
+    HEALTHY_DATA_WAIT,
+    Pattern,
+    healthy_pattern,
+    healthy_phase,
+)
 from trainsignals.generator.signals.promql import RuleContext
-from trainsignals.generator.spec.sections import Cadence
 
 # A healthy job runs close to its step-time bound: 3% of its steps are slower than the bound
 # (p95 under it), the rest between half the bound and the bound.
 HEALTHY_SLOW_STEPS = 0.03
-HEALTHY_DATA_WAIT = 0.02  # share of a stepping minute spent waiting for data (a fed loader)
 FAULT_ONSET = 40  # minutes: startup and warm-up are over, the job trains
-STARTUP_MINUTES, WARMUP_END = 5, 30  # the healthy job's first start-up, then its warm-up
-
-# The cadence in whole minutes (the tests' resolution): checkpoint interval, save time, eval
-# interval (0: no evals), eval time.
-Pattern = tuple[int, int, int, int]
-
-
-def _minutes(seconds: int) -> int:
-    return max(1, round(seconds / 60))
-
-
-def healthy_pattern(cadence: Cadence) -> Pattern:
-    """The spec's cadence as the healthy job's minutes."""
-    evals = cadence.eval_interval
-    return (
-        _minutes(cadence.checkpoint_interval),
-        _minutes(cadence.checkpoint_save_time),
-        _minutes(evals) if evals else 0,
-        _minutes(cadence.eval_time),
-    )
-
-
-DEFAULT_PATTERN = healthy_pattern(Cadence())
 
 
 @dataclass
@@ -121,6 +103,12 @@ class JobTimeline:
                 self.fault(self, minute)
         return self
 
+    def first(self, length: int) -> JobTimeline:
+        """The timeline's first `length` minutes (every series is a prefix: none looks ahead)."""
+        columns = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        cut = {name: value[:length] for name, value in columns.items() if isinstance(value, list)}
+        return dataclasses.replace(self, minutes=length - 1, **cut)
+
 
 # Phases a job steps in, and its speed there (warm-up runs at 0.6x).
 _SPEED = {"warmup": 0.6, "train": 1.0}
@@ -146,26 +134,6 @@ def _at_speed(rate: float, count: int, pattern: Pattern, flat: bool = False) -> 
 @lru_cache(maxsize=256)
 def _healthy_loss(count: int) -> tuple[float | None, ...]:
     return tuple(2 + 8 / math.sqrt(minute + 10) if minute >= 5 else None for minute in range(count))
-
-
-def healthy_phase(minute: int, pattern: Pattern = DEFAULT_PATTERN) -> str:
-    """Startup 5m, warm-up to 30m, then the spec's cadence: a save every checkpoint interval,
-    an eval every eval interval (the first halfway through it). A save wins a minute both
-    claim (an eval that meets a save is cut short, never longer)."""
-    every, save, eval_every, eval_time = pattern
-    if minute < STARTUP_MINUTES:
-        return "startup"
-    if minute < WARMUP_END:
-        return "warmup"
-    if minute >= every and minute % every < save:
-        return "checkpoint"
-    if (
-        eval_every
-        and minute >= eval_every // 2
-        and (minute - eval_every // 2) % eval_every < (eval_time)
-    ):
-        return "eval"
-    return "train"
 
 
 def restart(t: JobTimeline, first: int, last: int, startup: int = 2) -> None:

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import lru_cache
 
-from trainsignals.generator.signals.fabric_series import FABRIC_PORT, LINK_RATE
-from trainsignals.generator.signals.faults import FAULT_ONSET, FaultCase
 from trainsignals.generator.signals.gpu import gpu_source
-from trainsignals.generator.signals.gpu_sources import RawSeries
 from trainsignals.generator.signals.promql import RuleContext
+from trainsignals.generator.testkit.fabric_series import FABRIC_PORT, LINK_RATE
+from trainsignals.generator.testkit.faults import FAULT_ONSET, FaultCase
+from trainsignals.generator.testkit.gpu_series import gpu_test_series
+from trainsignals.generator.testkit.input_series import RawSeries
 
 BOOST_HZ = 1.98e9  # a busy healthy GPU's SM clock
 IDLE_HZ = 0.345e9  # an idle one's
@@ -43,6 +45,27 @@ def pause_and_restart(minute: int) -> bool:
     )
 
 
+# The same for every spec (only the labels differ): each GPU's samples worked out once. The
+# lists are shared: a case's series are encoded, never bent, after it builds them.
+@lru_cache(maxsize=1024)
+def _gpu_samples(
+    ratio: float, idle: Idle, idle_ratio: float | None, n: int, gpu: int, minutes: int
+) -> tuple[list, list]:
+    """GPU `gpu` of node-`n`: utilization and SM clock per minute (gpu_case)."""
+    peer = n * 8 + gpu
+    broken = n == 0 and gpu == 0
+    util, clock = [], []
+    for m in range(minutes + 1):
+        if idle(m):
+            util.append(0.0)
+            clock.append(IDLE_HZ * (idle_ratio if broken and idle_ratio else 1))
+            continue
+        util.append(0.95)
+        slow = ratio if broken and m >= FAULT_ONSET else 1.0
+        clock.append(round(BOOST_HZ * slow * wobble(peer, m)))
+    return util, clock
+
+
 def gpu_case(
     what: str,
     ratio: float,
@@ -59,21 +82,11 @@ def gpu_case(
         out: list[RawSeries] = []
         for n in range(2):
             for gpu in range(ctx.spec.shape.gpus_per_node):
-                peer = n * 8 + gpu
-                broken = n == 0 and gpu == 0
-                util, clock = [], []
-                for m in range(minutes + 1):
-                    if idle(m):
-                        util.append(0.0)
-                        clock.append(IDLE_HZ * (idle_ratio if broken and idle_ratio else 1))
-                        continue
-                    util.append(0.95)
-                    slow = ratio if broken and m >= FAULT_ONSET else 1.0
-                    clock.append(round(BOOST_HZ * slow * wobble(peer, m)))
+                util, clock = _gpu_samples(ratio, idle, idle_ratio, n, gpu, minutes)
                 signals: dict[str, list] = {"utilization": util, "sm_clock": clock}
                 if source.reports_gpu_up:
                     signals["up"] = [1] * (minutes + 1)
-                out += source.gpu_test_series(f"node-{n}", gpu, signals)
+                out += gpu_test_series(source, f"node-{n}", gpu, signals)
         return out
 
     return FaultCase(
