@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Protocol
 
 import yaml
+from rule_timing import Spread, fit, fit_spread, percent
 from trainsignals.generator.alerts.definitions.failslow import GPU_FAIL_SLOW, NODE_LINK_DEGRADED
 from trainsignals.generator.alerts.definitions.straggler import TRAINING_STRAGGLER
 from trainsignals.generator.deploy.sharding import split_document
@@ -218,14 +219,11 @@ def _per_group(text: str, metric: str) -> dict[str, float]:
 
 class Measured(Protocol):
     gpus: int
-    cpu: dict[str, float]
-    culprit_cpu: dict[str, float]
+    seconds: dict[str, Spread]
+    culprit_seconds: dict[str, Spread]
     culprit_series: dict[str, int]
     culprit_rules: dict[str, dict[str, float]]
     history: int
-
-
-Project = Callable[[list[tuple[int, float]], float], float]
 
 
 def report(
@@ -235,56 +233,54 @@ def report(
     edge_groups: list[str],
     shard_count: int,
     gpus: int,
-    project: Project,
     goal: float,
 ) -> None:
     """Per group (edge groups at `shard_count` shards, global groups at `gpus`): its share of
-    its interval and its culprit rules' part; the culprit series per GPU; the costliest
-    culprit rules."""
+    its interval (median, p25-p75) and its culprit rules' part; the culprit series per GPU;
+    the costliest culprit rules."""
     per_shard = gpus / shard_count
     print(
         f"\nculprit signals (issue 28) at {gpus:,} GPUs, {shard_count} shards "
-        f"({per_shard:,.0f} GPUs each): CPU per evaluation / interval, projected; goal: every "
-        f"group < {goal:.0%}"
+        f"({per_shard:,.0f} GPUs each): evaluation time / interval, projected, median "
+        f"(p25-p75); goal: every group < {goal:.0%}"
     )
-    print(f"{'group':<16}{'runs on':>9}{'interval':>9}{'group':>8}{'culprit':>9}  rules  goal")
+    print(f"{'group':<16}{'runs on':>9}{'interval':>9}{'group':>20}{'culprit':>9}  rules  goal")
     worst = 0.0
     last = shards[-1]
-    for group in sorted(last.cpu, key=lambda g: (g not in edge_groups, g)):
+    none = Spread(0.0, 0.0, 0.0)
+    for group in sorted(last.seconds, key=lambda g: (g not in edge_groups, g)):
         at = per_shard if group in edge_groups else gpus
-        # The culprit rules and the others projected apart (a projection's slope is never
-        # negative: summed after, the culprit part stays within the group's).
-        mine = project([(s.gpus, s.culprit_cpu.get(group, 0.0)) for s in shards], at)
-        rest = [(s.gpus, s.cpu[group] - s.culprit_cpu.get(group, 0.0)) for s in shards]
-        share = (project(rest, at) + mine) / intervals[group]
+        cost = fit_spread([(s.gpus, s.seconds[group]) for s in shards], at)
+        # The culprit part never read above the group's (noise falls on both).
+        mine = fit([(s.gpus, s.culprit_seconds.get(group, none).median) for s in shards], at)
+        mine = min(mine, cost.median)
+        share = cost.median / intervals[group]
         rules = len(last.culprit_rules.get(group, {}))
         worst = max(worst, share)
         print(
             f"{group:<16}{'shard' if group in edge_groups else 'global':>9}"
-            f"{intervals[group]:>8}s{share:>8.1%}{mine / intervals[group]:>9.1%}  {rules:>5}"
-            f"  {'met' if share < goal else 'NOT met'}"
+            f"{intervals[group]:>8}s{percent(cost, intervals[group]):>20}"
+            f"{mine / intervals[group]:>9.1%}  {rules:>5}  {'met' if share < goal else 'NOT met'}"
         )
     print(
         f"culprit goal (every group < {goal:.0%} of its interval, culprit rules included): "
         f"{'met' if worst < goal else 'NOT met'} (worst {worst:.1%})"
     )
-    _costliest(shards, edge_groups, per_shard, gpus, project)
+    _costliest(shards, edge_groups, per_shard, gpus)
     _series(last, owner, gpus)
 
 
-def _costliest(
-    shards: list[Measured], edge_groups: list[str], per_shard: float, gpus: int, project: Project
-) -> None:
-    """The culprit rules' own costs (wall time of one instant query each, best of three)."""
+def _costliest(shards: list[Measured], edge_groups: list[str], per_shard: float, gpus: int) -> None:
+    """The culprit rules' own costs (median engine time per evaluation, projected)."""
     projected = []
     for group, rules in shards[-1].culprit_rules.items():
         at = per_shard if group in edge_groups else gpus
-        for name, _ in rules.items():
+        for name in rules:
             points = [(s.gpus, s.culprit_rules.get(group, {}).get(name, 0.0)) for s in shards]
-            projected.append((project(points, at), group, name))
+            projected.append((fit(points, at), group, name))
     top = sorted(projected, reverse=True)[:5]
     print(
-        "costliest culprit rules (wall time of one query, projected): "
+        "costliest culprit rules (engine time per evaluation, median, projected): "
         + ", ".join(f"{name} ({group}) {seconds:.2f} s" for seconds, group, name in top)
     )
 

@@ -8,10 +8,13 @@ and the global groups loaded (every group evaluated every 15 s so each runs seve
 remote write of the recorded series to a real VictoriaMetrics 1.79.5. Measured at two shard
 sizes:
 
-- edge and global CPU per evaluation (each group's rules as instant queries, less idle CPU);
-  the edge cost is projected linearly to the GPUs one shard holds at 131,072 GPUs / N, the
-  global cost to all 131,072 GPUs (it reads every node's partials and every GPU's series);
-  the global ruler is measured on Prometheus, as a stand-in for vmalert on the store;
+- each group's evaluation time (rule_timing.py): every rule replayed as an instant query at its
+  group's last real evaluation, ROUNDS times, timed by Prometheus's engine (`stats=all`); the
+  group's median and p25-p75 over the rounds; the edge cost is fitted (least squares over the
+  measured sizes) to the GPUs one shard holds at 131,072 GPUs / N, the global cost to all
+  131,072 GPUs (it reads every node's partials and every GPU's series); the global ruler is
+  measured on Prometheus, as a stand-in for vmalert on the store; `--all-rules` ranks every
+  global rule by its projected cost;
 - series and samples/s per shard: raw series per GPU and rank (the exporters' own counts,
   bench_gpu_exporter.py) over 15 s;
 - remote-written series per GPU (the edge rules' output series) and bytes per sample
@@ -33,6 +36,7 @@ remote-write delay (batch_send_deadline 5s by default) late.
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import shutil
@@ -53,7 +57,6 @@ sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 from bench_culprit import (
     count,
     culprit,
-    culprit_groups,
     instant,
     record_history,
     report,
@@ -63,14 +66,25 @@ from bench_fleet_cost import (
     EVAL_S,
     GPUS_PER_NODE,
     MINUTES,
-    group_cpu,
     healthy_minutes,
     rank_series,
-    rule_costs,
     short_name,
     spawn_prometheus,
 )
 from bench_gpu_exporter import CollectOptions, own_series_per_gpu
+from rule_timing import (
+    ROUNDS,
+    Spread,
+    fit,
+    fit_spread,
+    group_spread,
+    last_evaluations,
+    percent,
+    print_ranked,
+    replay,
+    rule_name,
+    unload_rules,
+)
 from trainsignals.generator.deploy.sharding import single_store_rules, split_document
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.signals.straggler import OWN_WORK
@@ -84,29 +98,31 @@ from trainsignals.stacks import reaper
 from trainsignals.stacks.stack import HOST, PROMETHEUS, free_port
 
 GPUS = 131_072
-SHARD_NODES = (16, 64)  # nodes on the measured shard
+# Nodes on the measured shard: 512 and 1,024 GPUs, where every group but the baseline takes
+# tens to thousands of ms (far above the timer's noise). 2,048 GPUs would take 7 more minutes
+# writing series; `--nodes 32 64 128` fits a line through three sizes (about 3 min more).
+SHARD_NODES = (64, 128)
 SHARD_CHOICES = (4, 8, 16, 32, 64)
 SCRAPE_S = 15
 SHARDS = 8  # the split's shard count (the rules do not depend on it but for the shard guard)
 INTERVAL_S = 60  # production interval of groups that set none
 GOAL = 0.10
 SERIES_BUDGET = 2_000_000  # head series one Prometheus shard comfortably holds (~4-8 GiB RSS)
-# Each group's rules run this often for its CPU: a 512-GPU shard's global groups cost tens of
-# ms, projected 256-fold, and 5 rounds left runs of the same commit 10-20 points apart.
-CPU_ROUNDS = 20
 
 
 @dataclass
 class Shard:
     gpus: int
-    cpu: dict[str, float]  # group -> CPU seconds per evaluation
+    seconds: dict[str, Spread]  # group -> engine seconds per evaluation (replayed)
+    real: dict[str, float]  # group -> its last real evaluation, seconds (groups concurrent)
     edge_series: dict[str, int]  # edge group -> series it writes
     bytes_per_sample: float
     delay_s: float  # remote-write delay, most seen
     write_s: float  # seconds writing the series took
-    culprit_cpu: dict[str, float]  # group -> CPU seconds per evaluation of its culprit rules
+    culprit_seconds: dict[str, Spread]  # group -> seconds per evaluation of its culprit rules
     culprit_series: dict[str, int]  # culprit record or raw metric -> its series on the shard
-    culprit_rules: dict[str, dict[str, float]]  # group -> culprit rule -> one query, seconds
+    culprit_rules: dict[str, dict[str, float]]  # group -> culprit rule -> median seconds
+    rules: dict[str, dict[str, Spread]]  # group -> rule -> seconds per evaluation
     history: int  # samples of recorded history backfilled for the rules' range reads
     age_s: float  # how old the raw series were at the evaluation measured (5m windows)
 
@@ -148,7 +164,7 @@ def write_data(spec: JobSpec, rules_text: str, nodes: int, work: Path, lead: flo
     return time.monotonic() - started
 
 
-def measure(nodes: int, work: Path, lead: float) -> Shard:
+def measure(nodes: int, work: Path, lead: float, rounds: int) -> Shard:
     spec, _ = fleet_spec(nodes)
     spec = spec.model_copy(update={"deploy": spec.deploy.model_copy(update={"shards": SHARDS})})
     rules_text, _, _ = generated_files(spec)
@@ -213,10 +229,11 @@ def measure(nodes: int, work: Path, lead: float) -> Shard:
         reaper.stop([store], timeout=30)
         raise
     try:
-        # Two evaluations of each group suffice (what the CPU figures read is at the last):
+        # Two evaluations of each group suffice (the replay reads each group's last one):
         # the raw series end before Prometheus starts, and the 5m windows empty as time goes.
         evaluated = wait_evaluated(port, len(groups), 2)
         stamps = {short_name(g.split(";")[-1]): t for g, t in evaluated.items()}
+        real = last_evaluations(port, short_name)
         text = _metrics(port)
         delay = _value(text, "prometheus_remote_storage_highest_timestamp_in_seconds") - _value(
             text, "prometheus_remote_storage_queue_highest_sent_timestamp_seconds"
@@ -233,7 +250,7 @@ def measure(nodes: int, work: Path, lead: float) -> Shard:
             )
             for group in edge["groups"]
         }
-        # At the latest evaluation measured (the CPU figures read each group's last one).
+        # At the latest evaluation measured.
         at = max(stamps.values())
         last = instant(port, f"max(timestamp({OWN_WORK}))", at)
         age = at - float(last[0]["value"][1]) if last else float("inf")
@@ -241,47 +258,58 @@ def measure(nodes: int, work: Path, lead: float) -> Shard:
             name: count(port, f'{name}{{training_job="{spec.name}"}}', at)
             for name in sorted(owner.records | owner.raw)
         }
-        # Each group's culprit rules and its other rules measured apart: the group costs their
-        # sum, and its culprit part is never read above it (noise falls on both).
-        mine = culprit_groups(groups, owner)
-        rest = culprit_groups(groups, owner, keep=False)
-        culprit_cpu = group_cpu(
-            port, process.pid, {"groups": mine, "config": str(config)}, stamps, CPU_ROUNDS
-        )
-        cpu = group_cpu(
-            port, process.pid, {"groups": rest, "config": str(config)}, stamps, CPU_ROUNDS
-        )
-        for group, seconds in culprit_cpu.items():
-            cpu[group] = cpu.get(group, 0.0) + seconds
-        culprit_rules = rule_costs(port, yaml.safe_dump({"groups": mine}))
+        unload_rules(port, config)
+        timings = replay(port, groups, stamps, short_name, rounds)
     finally:
         reaper.stop([process, store], timeout=30)
+    mine = {
+        short_name(g["name"]): {rule_name(r) for r in g["rules"] if owner.owns(r)} for g in groups
+    }
+    rules = {g: {r: Spread.of(runs) for r, runs in rs.items()} for g, rs in timings.items()}
     return Shard(
         nodes * GPUS_PER_NODE,
-        cpu,
+        {g: group_spread(rs) for g, rs in timings.items()},
+        real,
         edge_series,
         sent_bytes / max(sent, 1),
         max(0.0, delay),
         write_s,
-        culprit_cpu,
+        {g: group_spread(rs, mine[g].__contains__) for g, rs in timings.items() if mine[g]},
         culprit_series,
-        culprit_rules,
+        {g: {r: rules[g][r].median for r in mine[g]} for g in timings if mine[g]},
+        rules,
         history,
         age,
     )
 
 
-def project(points: list[tuple[int, float]], gpus: float) -> float:
-    (x1, y1), (x2, y2) = points[0], points[-1]
-    slope = max(0.0, (y2 - y1) / (x2 - x1))
-    return y2 + slope * (gpus - x2)
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument(
+        "--nodes",
+        type=int,
+        nargs="+",
+        default=SHARD_NODES,
+        help=f"nodes on the measured shard, one run each (default {SHARD_NODES})",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=ROUNDS, help=f"replays of every rule (default {ROUNDS})"
+    )
+    parser.add_argument(
+        "--all-rules",
+        action="store_true",
+        help="also rank every global rule by its cost at 131,072 GPUs (median, p25-p75)",
+    )
+    return parser.parse_args()
 
 
 def main() -> None:
+    args = arguments()
     for tool in ("promtool", PROMETHEUS, VICTORIA_METRICS):
         if shutil.which(tool) is None:
             sys.exit(f"{tool} not found: run `make setup`")
     load = os.getloadavg()
+    began = time.monotonic()
     own_mean, _, own_node = own_series_per_gpu(CollectOptions())
     per_rank = rank_series()
     spec, _ = fleet_spec(2)
@@ -293,37 +321,48 @@ def main() -> None:
     }
     edge_groups = [short_name(g["name"]) for g in edge["groups"]]
     shards: list[Shard] = []
-    for nodes in SHARD_NODES:
+    for nodes in sorted(args.nodes):
         # Half the writing time the previous (smaller) run took, scaled to this one: the
         # series end a little before Prometheus starts, never after (it would refuse the
         # rules' output older than its blocks).
         lead = 0.5 * shards[-1].write_s * nodes * GPUS_PER_NODE / shards[-1].gpus if shards else 0
         with tempfile.TemporaryDirectory(prefix="bench-sharded-") as tmp:
-            shards.append(measure(nodes, Path(tmp), lead))
+            shards.append(measure(nodes, Path(tmp), lead, args.rounds))
     print(
         f"\nsharded: one job of {GPUS:,} GPUs, {SCRAPE_S} s scrape; measured on one shard of "
         + ", ".join(f"{s.gpus} GPUs" for s in shards)
-        + " (Prometheus 2.42 -> VictoriaMetrics 1.79.5), projected linearly"
+        + " (Prometheus 2.42 -> VictoriaMetrics 1.79.5), fitted linearly (least squares)"
+    )
+    print(
+        f"  evaluation time: the engine's evalTotalTime of every rule replayed {args.rounds} "
+        "times at its group's last evaluation, summed per group; median (p25-p75) over rounds"
     )
     for shard in shards:
         print(
-            f"  measured {shard.gpus} GPUs: CPU per evaluation "
-            + ", ".join(f"{g} {s * 1000:.0f} ms" for g, s in sorted(shard.cpu.items()))
+            f"  measured {shard.gpus} GPUs: evaluation time "
+            + ", ".join(
+                f"{g} {t.median * 1000:.0f} ms ({t.low * 1000:.0f}-{t.high * 1000:.0f})"
+                for g, t in sorted(shard.seconds.items())
+            )
+            + "; last real evaluation (groups concurrent) "
+            + ", ".join(f"{g} {t * 1000:.0f} ms" for g, t in sorted(shard.real.items()))
             + f"; remote-written series {shard.edge_series}; "
             f"{shard.bytes_per_sample:.2f} B/sample; remote-write delay {shard.delay_s:.1f} s; "
-            f"raw series {shard.age_s:.0f} s old at the evaluation measured"
+            f"raw series {shard.age_s:.0f} s old at the evaluation replayed; "
+            f"writing the series took {shard.write_s:.0f} s"
         )
     raw_per_gpu = own_mean + per_rank + own_node / GPUS_PER_NODE
-    global_share = {
-        g: project([(s.gpus, s.cpu[g]) for s in shards], GPUS) / intervals[g]
-        for g in shards[-1].cpu
+    global_cost = {
+        g: fit_spread([(s.gpus, s.seconds[g]) for s in shards], GPUS)
+        for g in shards[-1].seconds
         if g not in edge_groups
     }
+    global_share = {g: cost.median / intervals[g] for g, cost in global_cost.items()}
     print(
-        "global ruler at 131,072 GPUs (CPU per evaluation / interval): "
-        + ", ".join(f"{g} {share:.1%}" for g, share in sorted(global_share.items()))
+        "global ruler at 131,072 GPUs (evaluation time / interval, median (p25-p75)): "
+        + ", ".join(f"{g} {percent(c, intervals[g])}" for g, c in sorted(global_cost.items()))
     )
-    print("per shard (edge groups: CPU per evaluation / interval):")
+    print("per shard (edge groups: evaluation time / interval, median):")
     print(
         f"{'shards':>6} {'GPUs/shard':>11} {'series/shard':>13} {'samples/s':>10} "
         + "".join(f"{g:>12}" for g in edge_groups)
@@ -334,7 +373,7 @@ def main() -> None:
         gpus = GPUS / n
         series = raw_per_gpu * gpus
         share = {
-            g: project([(s.gpus, s.cpu[g]) for s in shards], gpus) / intervals[g]
+            g: fit([(s.gpus, s.seconds[g].median) for s in shards], gpus) / intervals[g]
             for g in edge_groups
         }
         per_gpu_written = {
@@ -367,11 +406,24 @@ def main() -> None:
         print(f"no shard count up to {SHARD_CHOICES[-1]} meets the per-shard goals")
     owner = culprit(RuleContext(spec), yaml.safe_load(generated_files(spec)[0]))
     count = recommended or SHARD_CHOICES[-1]
-    report(shards, owner, intervals, edge_groups, count, GPUS, project, GOAL)
+    report(shards, owner, intervals, edge_groups, count, GPUS, GOAL)
+    if args.all_rules:
+        print_ranked(
+            {
+                (group, rule): [(s.gpus, s.rules.get(group, {}).get(rule)) for s in shards]
+                for group, rules in shards[-1].rules.items()
+                if group not in edge_groups
+                for rule in rules
+            },
+            GPUS,
+            intervals,
+            {r for rules in shards[-1].culprit_rules.values() for r in rules},
+        )
     # The machine may be shared: its load says how far CPU figures can be trusted.
     print(
         f"load average (1/5/15 min) at start {' '.join(f'{x:.1f}' for x in load)}, at end "
-        f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}, on {os.cpu_count()} CPUs"
+        f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}, on {os.cpu_count()} CPUs; "
+        f"bench took {(time.monotonic() - began) / 60:.1f} min"
     )
 
 

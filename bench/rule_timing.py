@@ -1,0 +1,172 @@
+"""Rule cost as Prometheus's own query engine times it, over many evaluations at one moment.
+
+Why not the running rule manager's `evaluationTime` over many real evaluations: the benches'
+raw series are blocks written before Prometheus starts, so each later evaluation reads staler
+data (5m windows empty within minutes) and costs less. Writing the blocks to reach into the
+future does not help on Prometheus 2.42: the head refuses samples older than the newest
+block's end, so every recording rule fails "out of bounds" (tested); with an out-of-order
+window the rules record, but into the out-of-order head, which reads slower and is not
+remote-written. And the real groups run concurrently on a shared 2-core box, so each one's
+duration includes waiting for the others.
+
+So each rule's expression is evaluated again, as an instant query at the timestamp of its
+group's last real evaluation (it reads exactly what that evaluation read, recorded inputs
+included), with the rule groups unloaded and one query at a time, many rounds, the rules of
+every group interleaved in each round (a slow minute on the machine falls on all of them).
+The time counted is the engine's `evalTotalTime` from `stats=all`: what a rule evaluation
+spends in the engine, without HTTP and JSON encoding of the answer. A group's cost in a round
+is the sum of its rules' (a group runs its rules one after another); the figures are the
+median over rounds and the spread p25-p75.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from trainsignals.stacks.stack import HOST
+
+ROUNDS = 11  # replays of every rule; median and p25-p75 over them
+
+Timings = dict[str, dict[str, list[float]]]  # group -> rule -> seconds, one per round
+
+
+@dataclass(frozen=True)
+class Spread:
+    median: float
+    low: float  # p25
+    high: float  # p75
+
+    @classmethod
+    def of(cls, values: Iterable[float]) -> Spread:
+        data = sorted(values)
+        if len(data) < 2:
+            value = data[0] if data else 0.0
+            return cls(value, value, value)
+        low, median, high = statistics.quantiles(data, n=4, method="inclusive")
+        return cls(median, low, high)
+
+    def scaled(self, factor: float) -> Spread:
+        return Spread(self.median * factor, self.low * factor, self.high * factor)
+
+
+def engine_seconds(port: int, expr: str, at: float) -> float:
+    """The query engine's evalTotalTime for `expr` as an instant query at `at`."""
+    args = urllib.parse.urlencode({"query": expr, "time": f"{at:.3f}", "stats": "all"})
+    with urllib.request.urlopen(f"http://{HOST}:{port}/api/v1/query?{args}", timeout=120) as r:
+        answer = json.load(r)
+    return float(answer["data"]["stats"]["timings"]["evalTotalTime"])
+
+
+def unload_rules(port: int, config: Path) -> None:
+    """Stop the rule manager's own evaluations (they would compete with the replay)."""
+    document = yaml.safe_load(config.read_text())
+    document["rule_files"] = []
+    config.write_text(yaml.safe_dump(document))
+    request = urllib.request.Request(f"http://{HOST}:{port}/-/reload", method="POST")
+    urllib.request.urlopen(request, timeout=60).read()
+
+
+def rule_name(rule: dict) -> str:
+    return rule.get("record") or rule["alert"]
+
+
+def replay(
+    port: int,
+    groups: list[dict],
+    stamps: dict[str, float],
+    name: Callable[[str], str],
+    rounds: int = ROUNDS,
+) -> Timings:
+    """{group (`name` of its full name): {rule: [seconds per round]}} for `groups` (rule
+    file groups), each group's rules at `stamps[group]`; rules of one name in a group (the
+    hang suspects' arms) are summed."""
+    timings: Timings = {name(g["name"]): {} for g in groups}
+    for round_ in range(rounds):
+        for group in groups:
+            short = name(group["name"])
+            mine = timings[short]
+            for rule in group["rules"]:
+                runs = mine.setdefault(rule_name(rule), [])
+                if len(runs) == round_:
+                    runs.append(0.0)
+                runs[round_] += engine_seconds(port, rule["expr"], stamps[short])
+    return timings
+
+
+def group_spread(rules: dict[str, list[float]], keep: Callable[[str], bool] = bool) -> Spread:
+    """A group's (or the part of its rules `keep` says) cost per round: median, p25-p75."""
+    chosen = [runs for rule, runs in rules.items() if keep(rule)]
+    if not chosen:
+        return Spread(0.0, 0.0, 0.0)
+    return Spread.of(sum(column) for column in zip(*chosen, strict=True))
+
+
+def fit(points: list[tuple[float, float]], at: float) -> float:
+    """Least squares line through the measured (GPUs, seconds) points, read at `at` GPUs; a
+    falling slope counts as flat (the value at the largest size)."""
+    if len(points) < 2:
+        return points[-1][1]
+    xs, ys = [x for x, _ in points], [y for _, y in points]
+    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / sum((x - mean_x) ** 2 for x in xs)
+    if slope <= 0:
+        return max(points)[1]
+    return mean_y + slope * (at - mean_x)
+
+
+def fit_spread(points: list[tuple[float, Spread]], at: float) -> Spread:
+    """The median projected by `fit`; p25 and p75 around it as far (relatively) as at the
+    largest size measured (quantile lines fitted apart could cross)."""
+    median = fit([(x, s.median) for x, s in points], at)
+    largest = max(points, key=lambda point: point[0])[1]
+    if largest.median <= 0:
+        return Spread(median, median, median)
+    return largest.scaled(median / largest.median)
+
+
+def percent(spread: Spread, interval: float) -> str:
+    """`12.3% (11.9-12.8)`: median and p25-p75 as shares of `interval`."""
+    share = spread.scaled(1 / interval)
+    return f"{share.median:.1%} ({share.low * 100:.1f}-{share.high * 100:.1f})"
+
+
+def last_evaluations(port: int, name: Callable[[str], str]) -> dict[str, float]:
+    """{group: seconds its last real evaluation took} (the rule manager's evaluationTime)."""
+    with urllib.request.urlopen(f"http://{HOST}:{port}/api/v1/rules", timeout=60) as answer:
+        groups = json.load(answer)["data"]["groups"]
+    return {name(g["name"]): float(g["evaluationTime"]) for g in groups}
+
+
+def print_ranked(
+    points: dict[tuple[str, str], list[tuple[int, Spread | None]]],
+    at: int,
+    intervals: dict[str, int],
+    marked: set[str],
+) -> None:
+    """Every (group, rule) of `points` (measured sizes: GPUs, its seconds) projected to `at`
+    GPUs and ranked, costliest first: median and p25-p75 seconds, and the median's share of
+    its group's interval; rules in `marked` (the culprit rules) flagged."""
+    rows = []
+    for (group, rule), measured in points.items():
+        none = Spread(0.0, 0.0, 0.0)
+        cost = fit_spread([(gpus, s or none) for gpus, s in measured], at)
+        rows.append((cost, group, rule))
+    rows.sort(key=lambda row: -row[0].median)
+    print(
+        f"\nevery global rule at {at:,} GPUs, costliest first (engine seconds per evaluation, "
+        "median (p25-p75), projected; share of its group's interval; * a culprit rule):"
+    )
+    for rank, (cost, group, rule) in enumerate(rows, 1):
+        print(
+            f"{rank:>4} {cost.median:>7.3f} s ({cost.low:.3f}-{cost.high:.3f}) "
+            f"{cost.median / intervals[group]:>6.2%} {group:<15} {rule}"
+            f"{' *' if rule in marked else ''}"
+        )
