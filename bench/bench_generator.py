@@ -37,6 +37,7 @@ from trainsignals.generator.output.workers import worker_count
 from trainsignals.generator.pipeline import Options, generate, generate_all
 
 ROOT = Path(__file__).resolve().parent.parent
+PEAK_SPECS = 100  # rows up to this many specs get a traced rerun for their peak memory
 
 
 def specs(count: int, distinct_objectives: bool = False) -> list:
@@ -73,8 +74,10 @@ def measure(
     count: int, options: Options, distinct: bool = False, every_file: bool = False
 ) -> tuple[float, float, float]:
     """(wall ms per spec, CPU ms per spec, peak MiB). Timed alone (tracemalloc slows Python
-    several-fold); the peak is measured in one process, up to 300 specs (nan otherwise).
-    Memory grows with the specs because every file is held until the end (atomic writes)."""
+    several-fold); the peak is measured in one process, up to PEAK_SPECS specs (nan
+    otherwise). Memory grows with the specs because every file is held until the end (atomic
+    writes): linearly, so the 100-spec rows give it per spec, and a traced rerun of 300 specs
+    (minutes on a loaded machine) told nothing more."""
     batch = specs(count, distinct)
     run = generate_all if every_file else generate
     elapsed = cpu = float("inf")
@@ -88,7 +91,7 @@ def measure(
         elapsed = min(elapsed, time.perf_counter() - started)
         cpu = min(cpu, _cpu_seconds() - cpu_before)
         assert len(files) >= count
-    if options.workers != 1 or count > 300:  # (tracemalloc: minutes, or not the workers')
+    if options.workers != 1 or count > PEAK_SPECS:  # (tracemalloc: minutes, or not the workers')
         return elapsed * 1000 / count, cpu * 1000 / count, float("nan")
     tracemalloc.start()
     run(batch, options)
@@ -130,6 +133,7 @@ def reference_ms(repeats: int = 3) -> float:
 
 
 def main() -> None:
+    load, began = os.getloadavg(), time.monotonic()
     generate_all(specs(1), Options())  # imports and template compilation are not per-spec cost
     cores = len(os.sched_getaffinity(0))
     print(f"generator: cost per spec (copies of llama-8b-finetune), {cores} cores")
@@ -147,6 +151,12 @@ def main() -> None:
             f"{count:>6} {label:<29} {workers:>7} {wall:>8.2f} {cpu:>7.2f} {limit:>6}"
             f" {ref:>7.0f} {cpu / ref:>8.3f} {peak:>9.1f}"
         )
+    # The machine may be shared: its load says how far wall times can be trusted.
+    print(
+        f"load average (1/5/15 min) at start {' '.join(f'{x:.1f}' for x in load)}, at end "
+        f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}; bench took "
+        f"{(time.monotonic() - began) / 60:.1f} min"
+    )
 
 
 if __name__ == "__main__":
