@@ -104,6 +104,7 @@ GPUS = 131_072
 SHARD_NODES = (64, 128)
 SHARD_CHOICES = (4, 8, 16, 32, 64)
 SCRAPE_S = 15
+WRITE_S_PER_GPU = 0.3  # writing the series: 0.37 s per GPU at load 12 here, 0.2 at load 6
 SHARDS = 8  # the split's shard count (the rules do not depend on it but for the shard guard)
 INTERVAL_S = 60  # production interval of groups that set none
 GOAL = 0.10
@@ -139,17 +140,9 @@ def _value(text: str, name: str) -> float:
     return total
 
 
-def _count(port: int, expr: str) -> int:
-    from urllib.parse import urlencode
-
-    url = f"http://{HOST}:{port}/api/v1/query?{urlencode({'query': f'count({expr})'})}"
-    with urllib.request.urlopen(url, timeout=60) as answer:
-        result = __import__("json").load(answer)["data"]["result"]
-    return int(float(result[0]["value"][1])) if result else 0
-
-
 def write_data(spec: JobSpec, rules_text: str, nodes: int, work: Path, lead: float) -> float:
-    """Write and import the raw series (15 s resolution); returns the seconds it took."""
+    """Write and import the raw series (15 s resolution), ending `lead` seconds from now, and
+    wait until they end; returns the seconds writing took."""
     started = time.monotonic()
     epoch = int(time.time() + lead) // 60 * 60 - MINUTES * 60
     for quarter in range(60 // SCRAPE_S):  # a 15 s scrape: each minute's values 4 times
@@ -161,7 +154,11 @@ def write_data(spec: JobSpec, rules_text: str, nodes: int, work: Path, lead: flo
             epoch,
             offset=-quarter * SCRAPE_S,
         ).write_blocks(work / f"om-{quarter}", work / "data")
-    return time.monotonic() - started
+    written = time.monotonic() - started
+    # Never start Prometheus before the series end: it would refuse the rules' output (older
+    # than its newest block) as out of bounds.
+    time.sleep(max(0.0, epoch + MINUTES * 60 - time.time()))
+    return written
 
 
 def measure(nodes: int, work: Path, lead: float, rounds: int) -> Shard:
@@ -181,8 +178,8 @@ def measure(nodes: int, work: Path, lead: float, rounds: int) -> Shard:
     rules = work / "rules.yaml"
     rules.write_text(yaml.safe_dump({"groups": groups}, sort_keys=False))
     # Writing 4 x 70 minutes of series takes minutes: the data must end about when Prometheus
-    # starts, or the rules (evaluated at "now") read stale series. The series are shifted by
-    # part of the writing time (`lead`, from the previous, smaller run).
+    # starts, or the rules (evaluated at "now") read stale series (raw series gone after 5
+    # minutes). The series are shifted by the writing time expected (`lead`).
     data = work / "data"
     write_s = write_data(spec, rules_text, nodes, work, lead)
     vm_port, port = free_port(), free_port()
@@ -244,7 +241,7 @@ def measure(nodes: int, work: Path, lead: float, rounds: int) -> Shard:
         # the edge alerts write ALERTS only while firing: none on healthy series).
         edge_series = {
             short_name(group["name"]): sum(
-                _count(port, f'{rule["record"]}{{training_job="{spec.name}"}}')
+                count(port, f'{rule["record"]}{{training_job="{spec.name}"}}')
                 for rule in group["rules"]
                 if "record" in rule
             )
@@ -322,10 +319,10 @@ def main() -> None:
     edge_groups = [short_name(g["name"]) for g in edge["groups"]]
     shards: list[Shard] = []
     for nodes in sorted(args.nodes):
-        # Half the writing time the previous (smaller) run took, scaled to this one: the
-        # series end a little before Prometheus starts, never after (it would refuse the
-        # rules' output older than its blocks).
-        lead = 0.5 * shards[-1].write_s * nodes * GPUS_PER_NODE / shards[-1].gpus if shards else 0
+        # The writing time the previous (smaller) run took, scaled to this one, or a guess;
+        # write_data waits out a guess too long.
+        per_gpu = shards[-1].write_s / shards[-1].gpus if shards else WRITE_S_PER_GPU
+        lead = per_gpu * nodes * GPUS_PER_NODE
         with tempfile.TemporaryDirectory(prefix="bench-sharded-") as tmp:
             shards.append(measure(nodes, Path(tmp), lead, args.rounds))
     print(
