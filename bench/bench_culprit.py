@@ -241,7 +241,7 @@ def report(
     per_shard = gpus / shard_count
     print(
         f"\nculprit signals (issue 28) at {gpus:,} GPUs, {shard_count} shards "
-        f"({per_shard:,.0f} GPUs each): evaluation time / interval, projected, median "
+        f"({per_shard:,.0f} GPUs each): CPU per evaluation / interval, projected, median "
         f"(p25-p75); goal: every group < {goal:.0%}"
     )
     print(f"{'group':<16}{'runs on':>9}{'interval':>9}{'group':>20}{'culprit':>9}  rules  goal")
@@ -271,7 +271,7 @@ def report(
 
 
 def _costliest(shards: list[Measured], edge_groups: list[str], per_shard: float, gpus: int) -> None:
-    """The culprit rules' own costs (median engine time per evaluation, projected)."""
+    """The culprit rules' own costs (median CPU per evaluation, projected)."""
     projected = []
     for group, rules in shards[-1].culprit_rules.items():
         at = per_shard if group in edge_groups else gpus
@@ -280,7 +280,7 @@ def _costliest(shards: list[Measured], edge_groups: list[str], per_shard: float,
             projected.append((fit(points, at), group, name))
     top = sorted(projected, reverse=True)[:5]
     print(
-        "costliest culprit rules (engine time per evaluation, median, projected): "
+        "costliest culprit rules (CPU per evaluation, median, projected): "
         + ", ".join(f"{name} ({group}) {seconds:.2f} s" for seconds, group, name in top)
     )
 

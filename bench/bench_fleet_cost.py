@@ -12,8 +12,8 @@ the fleet replay writes them, one sample a minute, backfilled with promtool; the
 are full; the recorded per-rank, per-GPU and per-node series the rules read over a window get
 that window's history, up to 6h, bench_culprit.py), loads the generated rule file with every
 group evaluated every 15 s, and after EVALUATIONS real evaluations of each group every rule is
-replayed ROUNDS times at its group's last evaluation, timed by the query engine (`stats=all`;
-bench/rule_timing.py says why): each group's cost is its median over the rounds (p25-p75
+replayed ROUNDS times at its group's second evaluation, Prometheus's CPU while it runs
+(bench/rule_timing.py says why): each group's cost is its median over the rounds (p25-p75
 printed), over the group's own interval in the generated file (the global default, 1 minute,
 where it sets none). The real evaluations' `prometheus_rule_group_last_duration_seconds`
 (median, groups running concurrently, data ageing) are printed beside them. The goal: every
@@ -185,11 +185,11 @@ def group_durations(port: int) -> tuple[dict[str, list[float]], dict[str, float]
 class Scale:
     gpus: int
     real: dict[str, Spread]  # group -> its real evaluations, seconds
-    seconds: dict[str, Spread]  # group -> engine seconds per evaluation (replayed)
+    seconds: dict[str, Spread]  # group -> Prometheus CPU seconds per evaluation (replayed)
     peak_mib: float
     samples: int
     write_s: float  # seconds writing the series took
-    costs: dict[str, dict[str, float]]  # group -> rule -> median engine seconds
+    costs: dict[str, dict[str, float]]  # group -> rule -> median CPU seconds
 
 
 def measure(nodes: int, work: Path, lead: float, rounds: int = ROUNDS) -> Scale:
@@ -241,7 +241,7 @@ def measure(nodes: int, work: Path, lead: float, rounds: int = ROUNDS) -> Scale:
     try:
         real, stamps = group_durations(port)
         unload_rules(port, config)
-        timings = replay(port, document["groups"], stamps, short_name, rounds)
+        timings, _ = replay(port, process.pid, document["groups"], stamps, short_name, rounds)
         status = Path(f"/proc/{process.pid}/status").read_text()
         peak_kib = int(re.search(r"VmHWM:\s+(\d+)", status).group(1))  # type: ignore[union-attr]
     finally:
@@ -296,7 +296,7 @@ def main() -> None:
 
     intervals = group_intervals(generated_files(spec)[0])
     print(
-        f"\nrule groups on Prometheus 2.42, {MINUTES} min of healthy series: engine time per "
+        f"\nrule groups on Prometheus 2.42, {MINUTES} min of healthy series: Prometheus CPU per "
         f"evaluation (every rule replayed {ROUNDS} times, median (p25-p75)) and the real "
         f"evaluations' duration (median of {EVALUATIONS}, groups concurrent), measured and "
         "projected"
@@ -308,7 +308,7 @@ def main() -> None:
             scales.append(measure(nodes, Path(tmp), per_gpu * nodes * GPUS_PER_NODE))
     last = scales[-1]
     sizes = "".join(f"{f'{s.gpus} GPUs':>11}" for s in scales)
-    print(f"{'':<25}{'engine time per evaluation (replayed)':^58}   {'real evaluations':^44}")
+    print(f"{'':<25}{'Prometheus CPU per evaluation (replayed)':^58}   {'real evaluations':^44}")
     row = f"{sizes}{'16,384 GPUs':>13}"
     print(f"{'group':<16}{'interval':>9}{row}{'ratio (p25-p75)':>22}   {row}{'ratio':>8}")
     worst = worst_real = 0.0
@@ -343,13 +343,13 @@ def main() -> None:
     for group, rules in sorted(costs.items()):
         top = sorted(rules.items(), key=lambda item: -item[1])[:4]
         print(
-            f"costliest in {group} at {SCALES[-1] * GPUS_PER_NODE:,} GPUs (engine time, median): "
+            f"costliest in {group} at {SCALES[-1] * GPUS_PER_NODE:,} GPUs (CPU, median): "
             + ", ".join(f"{name} {seconds * 1000:.0f} ms" for name, seconds in top)
         )
     verdict = "met" if worst < 0.10 else "NOT met"
     print(
         f"goal every group < 10% of its interval: {verdict} (worst projected {worst:.1%} in "
-        f"engine time per evaluation; {worst_real:.1%} in real evaluations on this machine now)"
+        f"CPU per evaluation; {worst_real:.1%} in real evaluations on this machine now)"
     )
     print(
         f"load average (1/5/15 min) at start {' '.join(f'{x:.1f}' for x in load)}, at end "

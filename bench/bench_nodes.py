@@ -9,7 +9,7 @@ for the last 20 minutes (`ALERTS`, what the start rule reads). Tickets (non-fata
 every node with TICKETS recorded ticket starts in 30 days, a lemon with LEMON_TICKETS, and
 TICKET_FIRING_SHARE of the nodes with a ticket firing for the last 20 minutes. Every group is
 evaluated every 15 s; after 5 real evaluations each group's rules are replayed at its last one
-(bench/rule_timing.py: the engine's time, median and p25-p75 over the rounds); that over its
+(bench/rule_timing.py: Prometheus's CPU, median and p25-p75 over the rounds); that over its
 production interval is its cost. Goal: every group under 10%.
 
 The incident starts are placed in a few two-hour blocks spread over the 30 days (the reads
@@ -112,7 +112,9 @@ def main() -> None:
         try:
             real, stamps = group_durations(port)
             unload_rules(port, config)
-            timings = replay(port, document["groups"], stamps, lambda name: name, ROUNDS)
+            timings, _ = replay(
+                port, process.pid, document["groups"], stamps, lambda name: name, ROUNDS
+            )
         finally:
             reaper.stop([process], timeout=30)
     print(
@@ -128,7 +130,7 @@ def main() -> None:
         share = cost.median / interval
         worst = max(worst, share)
         print(
-            f"  {name.removeprefix('trainsignals-'):<24} interval {interval:>4} s: engine "
+            f"  {name.removeprefix('trainsignals-'):<24} interval {interval:>4} s: CPU "
             f"{cost.median * 1000:.0f} ms ({cost.low * 1000:.0f}-{cost.high * 1000:.0f}) per "
             f"evaluation = {percent(cost, interval)} (real evaluations, median: "
             f"{Spread.of(real[name]).median * 1000:.0f} ms)"

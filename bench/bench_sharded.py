@@ -8,13 +8,13 @@ and the global groups loaded (every group evaluated every 15 s so each runs seve
 remote write of the recorded series to a real VictoriaMetrics 1.79.5. Measured at two shard
 sizes:
 
-- each group's evaluation time (rule_timing.py): every rule replayed as an instant query at its
-  group's last real evaluation, ROUNDS times, timed by Prometheus's engine (`stats=all`); the
-  group's median and p25-p75 over the rounds; the edge cost is fitted (least squares over the
-  measured sizes) to the GPUs one shard holds at 131,072 GPUs / N, the global cost to all
-  131,072 GPUs (it reads every node's partials and every GPU's series); the global ruler is
-  measured on Prometheus, as a stand-in for vmalert on the store; `--all-rules` ranks every
-  global rule by its projected cost;
+- each group's cost per evaluation (rule_timing.py): every rule replayed as an instant query
+  at its group's last real evaluation, ROUNDS times, Prometheus's CPU (and its engine's own
+  time, `stats=all`) while it runs; the group's median and p25-p75 over the rounds; the edge
+  cost is fitted (least squares over the measured sizes) to the GPUs one shard holds at
+  131,072 GPUs / N, the global cost to all 131,072 GPUs (it reads every node's partials and
+  every GPU's series); the global ruler is measured on Prometheus, as a stand-in for vmalert
+  on the store; `--all-rules` ranks every global rule by its projected cost;
 - series and samples/s per shard: raw series per GPU and rank (the exporters' own counts,
   bench_gpu_exporter.py) over 15 s;
 - remote-written series per GPU (the edge rules' output series) and bytes per sample
@@ -114,7 +114,8 @@ SERIES_BUDGET = 2_000_000  # head series one Prometheus shard comfortably holds 
 @dataclass
 class Shard:
     gpus: int
-    seconds: dict[str, Spread]  # group -> engine seconds per evaluation (replayed)
+    seconds: dict[str, Spread]  # group -> Prometheus CPU seconds per evaluation (replayed)
+    engine: dict[str, Spread]  # group -> the engine's own time per evaluation (replayed)
     real: dict[str, float]  # group -> its last real evaluation, seconds (groups concurrent)
     edge_series: dict[str, int]  # edge group -> series it writes
     bytes_per_sample: float
@@ -256,7 +257,7 @@ def measure(nodes: int, work: Path, lead: float, rounds: int) -> Shard:
             for name in sorted(owner.records | owner.raw)
         }
         unload_rules(port, config)
-        timings = replay(port, groups, stamps, short_name, rounds)
+        timings, engine = replay(port, process.pid, groups, stamps, short_name, rounds)
     finally:
         reaper.stop([process, store], timeout=30)
     mine = {
@@ -266,6 +267,7 @@ def measure(nodes: int, work: Path, lead: float, rounds: int) -> Shard:
     return Shard(
         nodes * GPUS_PER_NODE,
         {g: group_spread(rs) for g, rs in timings.items()},
+        {g: group_spread(rs) for g, rs in engine.items()},
         real,
         edge_series,
         sent_bytes / max(sent, 1),
@@ -331,15 +333,20 @@ def main() -> None:
         + " (Prometheus 2.42 -> VictoriaMetrics 1.79.5), fitted linearly (least squares)"
     )
     print(
-        f"  evaluation time: the engine's evalTotalTime of every rule replayed {args.rounds} "
-        "times at its group's last evaluation, summed per group; median (p25-p75) over rounds"
+        f"  cost per evaluation: Prometheus CPU while every rule is replayed ({args.rounds} "
+        "rounds) at its group's last evaluation, summed per group; median (p25-p75) over rounds"
     )
     for shard in shards:
         print(
-            f"  measured {shard.gpus} GPUs: evaluation time "
+            f"  measured {shard.gpus} GPUs: CPU "
             + ", ".join(
                 f"{g} {t.median * 1000:.0f} ms ({t.low * 1000:.0f}-{t.high * 1000:.0f})"
                 for g, t in sorted(shard.seconds.items())
+            )
+            + "; the engine's time (evalTotalTime) "
+            + ", ".join(
+                f"{g} {t.median * 1000:.0f} ms ({t.low * 1000:.0f}-{t.high * 1000:.0f})"
+                for g, t in sorted(shard.engine.items())
             )
             + "; last real evaluation (groups concurrent) "
             + ", ".join(f"{g} {t * 1000:.0f} ms" for g, t in sorted(shard.real.items()))
@@ -356,10 +363,10 @@ def main() -> None:
     }
     global_share = {g: cost.median / intervals[g] for g, cost in global_cost.items()}
     print(
-        "global ruler at 131,072 GPUs (evaluation time / interval, median (p25-p75)): "
+        "global ruler at 131,072 GPUs (CPU per evaluation / interval, median (p25-p75)): "
         + ", ".join(f"{g} {percent(c, intervals[g])}" for g, c in sorted(global_cost.items()))
     )
-    print("per shard (edge groups: evaluation time / interval, median):")
+    print("per shard (edge groups: CPU per evaluation / interval, median):")
     print(
         f"{'shards':>6} {'GPUs/shard':>11} {'series/shard':>13} {'samples/s':>10} "
         + "".join(f"{g:>12}" for g in edge_groups)

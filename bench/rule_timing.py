@@ -1,22 +1,26 @@
-"""Rule cost as Prometheus's own query engine times it, over many evaluations at one moment.
+"""Rule cost per evaluation, replayed many times at one moment: Prometheus's CPU while it runs
+(its engine's own time beside it), median and p25-p75.
 
 Why not the running rule manager's `evaluationTime` over many real evaluations: the benches'
 raw series are blocks written before Prometheus starts, so each later evaluation reads staler
 data (5m windows empty within minutes) and costs less. Writing the blocks to reach into the
 future does not help on Prometheus 2.42: the head refuses samples older than the newest
 block's end, so every recording rule fails "out of bounds" (tested); with an out-of-order
-window the rules record, but into the out-of-order head, which reads slower and is not
-remote-written. And the real groups run concurrently on a shared 2-core box, so each one's
-duration includes waiting for the others.
+window the rules record, but into the out-of-order head, another storage path than
+production's. And the real groups run concurrently, so each one's duration includes waiting
+for the others.
 
 So each rule's expression is evaluated again, as an instant query at the timestamp of its
 group's last real evaluation (it reads exactly what that evaluation read, recorded inputs
 included), with the rule groups unloaded and one query at a time, many rounds, the rules of
-every group interleaved in each round (a slow minute on the machine falls on all of them).
-The time counted is the engine's `evalTotalTime` from `stats=all`: what a rule evaluation
-spends in the engine, without HTTP and JSON encoding of the answer. A group's cost in a round
-is the sum of its rules' (a group runs its rules one after another); the figures are the
-median over rounds and the spread p25-p75.
+every group interleaved in each round. Two clocks per query: the engine's `evalTotalTime`
+(`stats=all`: the evaluation alone, no HTTP or JSON) and the CPU time of all of Prometheus's
+threads (/proc/PID/task/*/schedstat, ns). The cost is the CPU: on the shared 2-core box (load
+2 to 23 within one run) the engine's wall time of one rule swung 2-5x between rounds, and a
+512-GPU shard measured in a busy minute cost more than a 1,024-GPU one in a quiet minute; CPU
+time does not count the time other processes hold the cores. A group's cost in a round is
+the sum of its rules' (a group runs its rules one after another); the figures are the median
+over rounds and the spread p25-p75.
 """
 
 from __future__ import annotations
@@ -57,12 +61,26 @@ class Spread:
         return Spread(self.median * factor, self.low * factor, self.high * factor)
 
 
-def engine_seconds(port: int, expr: str, at: float) -> float:
-    """The query engine's evalTotalTime for `expr` as an instant query at `at`."""
+def cpu_seconds(pid: int) -> float:
+    """CPU time of every thread of process `pid` so far, in ns resolution (schedstat)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (FileNotFoundError, ProcessLookupError):  # a thread that just left
+            continue
+    return total / 1e9
+
+
+def engine_seconds(port: int, pid: int, expr: str, at: float) -> tuple[float, float]:
+    """(the query engine's evalTotalTime, Prometheus's CPU seconds) for `expr` as an instant
+    query at `at`."""
     args = urllib.parse.urlencode({"query": expr, "time": f"{at:.3f}", "stats": "all"})
+    before = cpu_seconds(pid)
     with urllib.request.urlopen(f"http://{HOST}:{port}/api/v1/query?{args}", timeout=120) as r:
         answer = json.load(r)
-    return float(answer["data"]["stats"]["timings"]["evalTotalTime"])
+    cpu = cpu_seconds(pid) - before
+    return float(answer["data"]["stats"]["timings"]["evalTotalTime"]), cpu
 
 
 def unload_rules(port: int, config: Path) -> None:
@@ -80,25 +98,29 @@ def rule_name(rule: dict) -> str:
 
 def replay(
     port: int,
+    pid: int,
     groups: list[dict],
     stamps: dict[str, float],
     name: Callable[[str], str],
     rounds: int = ROUNDS,
-) -> Timings:
-    """{group (`name` of its full name): {rule: [seconds per round]}} for `groups` (rule
-    file groups), each group's rules at `stamps[group]`; rules of one name in a group (the
-    hang suspects' arms) are summed."""
-    timings: Timings = {name(g["name"]): {} for g in groups}
+) -> tuple[Timings, Timings]:
+    """({group (`name` of its full name): {rule: [CPU seconds per round]}}, the same in
+    engine seconds) for `groups` (rule file groups) on the Prometheus `pid` at `port`, each
+    group's rules at `stamps[group]`; rules of one name in a group (the hang suspects' arms)
+    are summed."""
+    cpu: Timings = {name(g["name"]): {} for g in groups}
+    engine: Timings = {name(g["name"]): {} for g in groups}
     for round_ in range(rounds):
         for group in groups:
             short = name(group["name"])
-            mine = timings[short]
             for rule in group["rules"]:
-                runs = mine.setdefault(rule_name(rule), [])
-                if len(runs) == round_:
-                    runs.append(0.0)
-                runs[round_] += engine_seconds(port, rule["expr"], stamps[short])
-    return timings
+                wall, spent = engine_seconds(port, pid, rule["expr"], stamps[short])
+                for timings, seconds in ((engine, wall), (cpu, spent)):
+                    runs = timings[short].setdefault(rule_name(rule), [])
+                    if len(runs) == round_:
+                        runs.append(0.0)
+                    runs[round_] += seconds
+    return cpu, engine
 
 
 def group_spread(rules: dict[str, list[float]], keep: Callable[[str], bool] = bool) -> Spread:
@@ -161,7 +183,7 @@ def print_ranked(
         rows.append((cost, group, rule))
     rows.sort(key=lambda row: -row[0].median)
     print(
-        f"\nevery global rule at {at:,} GPUs, costliest first (engine seconds per evaluation, "
+        f"\nevery global rule at {at:,} GPUs, costliest first (CPU seconds per evaluation, "
         "median (p25-p75), projected; share of its group's interval; * a culprit rule):"
     )
     for rank, (cost, group, rule) in enumerate(rows, 1):
