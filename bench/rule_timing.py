@@ -192,3 +192,12 @@ def print_ranked(
             f"{cost.median / intervals[group]:>6.2%} {group:<15} {rule}"
             f"{' *' if rule in marked else ''}"
         )
+    sums: dict[str, float] = {}
+    for cost, group, _ in rows:
+        sums[group] = sums.get(group, 0.0) + cost.median
+    print(
+        "sums of the rules' medians: "
+        + ", ".join(f"{group} {total:.2f} s" for group, total in sorted(sums.items()))
+        + " (below the groups' figures: a group's round sums carry the garbage collection and "
+        "other lumps that land on one of its rules in most rounds; one rule's median does not)"
+    )
