@@ -5,7 +5,7 @@ bench_gpu_exporter.py), the series each training rank serves, the series the gen
 recording rules add per job, and each generated rule group's evaluation time and Prometheus'
 peak memory measured on a real Prometheus 2.42 (127.0.0.1).
 
-Rule evaluation is measured at two smaller scales and projected linearly to 16,384 GPUs (a
+Rule evaluation is measured at two smaller scales and projected to 16,384 GPUs (a
 full-size run needs ~750k series in memory, too much for a bounded bench on a shared
 machine): Prometheus gets 70 minutes of healthy series (the series the rules read, written as
 the fleet replay writes them, one sample a minute, backfilled with promtool; the 1h windows
@@ -56,7 +56,7 @@ from trainsignals.stacks.stack import HOST, PROMETHEUS, free_port
 
 NODES, GPUS_PER_NODE = 2048, 8
 GPUS = NODES * GPUS_PER_NODE
-SCALES = (32, 128)  # nodes measured; the projection is linear in GPUs
+SCALES = (32, 128)  # nodes measured; cost projected as proportional to GPUs
 MINUTES = 70  # the 1h windows read a full hour
 EVAL_S = 15
 DEFAULT_INTERVAL_S = 60  # Prometheus' default evaluation interval (groups that set none)

@@ -11,7 +11,7 @@ sizes:
 - each group's cost per evaluation (rule_timing.py): every rule replayed as an instant query
   at its group's last real evaluation, ROUNDS times, Prometheus's CPU (and its engine's own
   time, `stats=all`) while it runs; the group's median and p25-p75 over the rounds; the edge
-  cost is fitted (least squares over the measured sizes) to the GPUs one shard holds at
+  cost is fitted (proportional to GPUs, least squares) to the GPUs one shard holds at
   131,072 GPUs / N, the global cost to all 131,072 GPUs (it reads every node's partials and
   every GPU's series); the global ruler is measured on Prometheus, as a stand-in for vmalert
   on the store; `--all-rules` ranks every global rule by its projected cost;
@@ -330,7 +330,7 @@ def main() -> None:
     print(
         f"\nsharded: one job of {GPUS:,} GPUs, {SCRAPE_S} s scrape; measured on one shard of "
         + ", ".join(f"{s.gpus} GPUs" for s in shards)
-        + " (Prometheus 2.42 -> VictoriaMetrics 1.79.5), fitted linearly (least squares)"
+        + " (Prometheus 2.42 -> VictoriaMetrics 1.79.5), fitted proportional to GPUs"
     )
     print(
         f"  cost per evaluation: Prometheus CPU while every rule is replayed ({args.rounds} "

@@ -132,16 +132,11 @@ def group_spread(rules: dict[str, list[float]], keep: Callable[[str], bool] = bo
 
 
 def fit(points: list[tuple[float, float]], at: float) -> float:
-    """Least squares line through the measured (GPUs, seconds) points, read at `at` GPUs; a
-    falling slope counts as flat (the value at the largest size)."""
-    if len(points) < 2:
-        return points[-1][1]
-    xs, ys = [x for x, _ in points], [y for _, y in points]
-    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / sum((x - mean_x) ** 2 for x in xs)
-    if slope <= 0:
-        return max(points)[1]
-    return mean_y + slope * (at - mean_x)
+    """The measured (GPUs, seconds) points fitted as seconds proportional to GPUs (least
+    squares through the origin), read at `at` GPUs. An upper bound where a group has a fixed
+    part, but sturdy: a line through two sizes 512 GPUs apart, extrapolated 128-fold, turned
+    a 30% difference at the small size into 6.5% vs 23.3% of a minute between two runs."""
+    return sum(x * y for x, y in points) / sum(x * x for x, _ in points) * at
 
 
 def fit_spread(points: list[tuple[float, Spread]], at: float) -> Spread:
