@@ -29,6 +29,8 @@ from typing import Protocol
 
 import yaml
 from rule_timing import Spread, fit, fit_spread, percent
+
+from trainsignals.fleet.emit import import_openmetrics, referenced_metrics
 from trainsignals.generator.alerts.definitions.failslow import GPU_FAIL_SLOW, NODE_LINK_DEGRADED
 from trainsignals.generator.alerts.definitions.straggler import TRAINING_STRAGGLER
 from trainsignals.generator.deploy.sharding import split_document
@@ -37,8 +39,6 @@ from trainsignals.generator.signals.peers import peer_recordings
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.signals.straggler import OWN_WORK, straggler_recordings
 from trainsignals.generator.spec.durations import parse_duration
-
-from trainsignals.fleet.emit import import_openmetrics, referenced_metrics
 from trainsignals.stacks import reaper
 from trainsignals.stacks.stack import HOST
 

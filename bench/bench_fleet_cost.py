@@ -42,15 +42,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_culprit import record_history
 from bench_gpu_exporter import CollectOptions, dcgm_series_per_gpu, own_series_per_gpu
 from rule_timing import ROUNDS, Spread, fit_spread, group_spread, percent, replay, unload_rules
+
 from trainsignals.exporters.training.metrics import TrainingMetrics
 from trainsignals.exporters.training.timeaccount import ACTIVITIES
-from trainsignals.generator.spec.durations import format_duration, parse_duration
-
 from trainsignals.fleet.emit import Emitter, referenced_metrics
 from trainsignals.fleet.failslow import OWN_SHARE
 from trainsignals.fleet.history import DATA_WAIT_RATIO
 from trainsignals.fleet.spec import JOB, fleet_spec, generated_files
 from trainsignals.fleet.timeline import STEP_SECONDS, Minute
+from trainsignals.generator.spec.durations import format_duration, parse_duration
 from trainsignals.stacks import reaper
 from trainsignals.stacks.stack import HOST, PROMETHEUS, free_port
 

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from prometheus_client import generate_latest
+
 from trainsignals.exporters.gpu.collector import SEEDED_XIDS, CollectOptions
 from trainsignals.exporters.gpu.fake_backend import FakeBackend, plausible_gpus
 from trainsignals.exporters.gpu.server import build_exporter, serve

@@ -31,12 +31,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_fleet_cost import EVAL_S, group_durations, spawn_prometheus
 from rule_timing import ROUNDS, Spread, group_spread, percent, replay, unload_rules
-from trainsignals.generator.nodes.files import nodes_document
-from trainsignals.generator.signals.node_incidents import FAULT_START, INCIDENT_START, TICKET_START
-from trainsignals.generator.spec.durations import parse_duration
 
 from trainsignals.fleet.emit import import_openmetrics
 from trainsignals.fleet.spec import JOB, fleet_spec
+from trainsignals.generator.nodes.files import nodes_document
+from trainsignals.generator.signals.node_incidents import FAULT_START, INCIDENT_START, TICKET_START
+from trainsignals.generator.spec.durations import parse_duration
 from trainsignals.stacks import reaper
 from trainsignals.stacks.stack import PROMETHEUS, free_port
 

@@ -85,15 +85,15 @@ from rule_timing import (
     rule_name,
     unload_rules,
 )
+
+from tests.stacks.vm import VICTORIA_METRICS, binary
+from trainsignals.fleet.emit import Emitter, referenced_metrics
+from trainsignals.fleet.spec import fleet_spec, generated_files
 from trainsignals.generator.deploy.sharding import single_store_rules, split_document
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.signals.straggler import OWN_WORK
 from trainsignals.generator.spec.durations import parse_duration
 from trainsignals.generator.spec.job import JobSpec
-
-from tests.stacks.vm import VICTORIA_METRICS, binary
-from trainsignals.fleet.emit import Emitter, referenced_metrics
-from trainsignals.fleet.spec import fleet_spec, generated_files
 from trainsignals.stacks import reaper
 from trainsignals.stacks.stack import HOST, PROMETHEUS, free_port
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import yaml
 from pydantic import ValidationError
+
 from trainsignals.generator.alerts.catalog import suggest_alert_name
 from trainsignals.generator.routing.kubernetes import secret_reference_problems
 from trainsignals.generator.signals.feasibility import feasibility_problems

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from trainsignals import __version__
 from trainsignals.generator.alerts.rules import AlertRule, alert_rules, render_alert
 from trainsignals.generator.artifacts.job_files import DashboardKind, RulesKind, RuleTestsKind
 from trainsignals.generator.artifacts.kind import ArtifactKind, JobOutput, Run
@@ -48,8 +49,6 @@ from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.signals.recording import recording_groups
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS
-
-from trainsignals import __version__
 
 __all__ = [
     "GENERATED_MARK",

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import click
+
 from trainsignals.generator.alerts.definitions.training import TRAINING_TARGETS_DOWN
 from trainsignals.generator.loader import SpecError, load_specs
 from trainsignals.generator.spec.durations import format_duration, parse_duration

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from prometheus_client.exposition import generate_latest
+
 from trainsignals.exporters.gpu.server import serve
 
 from .cluster import Node, Rank

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+
 from trainsignals.exporters.gpu.server import Exporter
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]

@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 
 import pytest
-from trainsignals.generator.loader import load_specs
-from trainsignals.simulator.job import effective_spec
 
 from tests.conftest import JOBS
+from trainsignals.generator.loader import load_specs
+from trainsignals.simulator.job import effective_spec
 from trainsignals.stacks import reaper
 from trainsignals.stacks.stack import Stack, free_port
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from trainsignals.generator.alerts.catalog import BY_NAME
 from trainsignals.generator.alerts.model import (
     PROGRESS_INCIDENT,

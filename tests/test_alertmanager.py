@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from trainsignals.generator.loader import load_specs, spec_files
 from trainsignals.generator.routing.alertmanager import alertmanager_config, team_receivers
 from trainsignals.generator.routing.check import RoutingError

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from trainsignals.generator.artifacts import ArtifactKind, JobOutput, Registry, Run
 from trainsignals.generator.loader import load_specs
 from trainsignals.generator.output.files import GENERATED_MARK

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-from trainsignals.generator.spec.deploy import GPU_EXPORTER_PORT, NOBODY, GpuExporter
 
 from trainsignals import __version__
 from trainsignals.cli.main import main
+from trainsignals.generator.spec.deploy import GPU_EXPORTER_PORT, NOBODY, GpuExporter
 
 from .conftest import ROOT
 

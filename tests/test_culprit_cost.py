@@ -8,6 +8,9 @@ import re
 
 import pytest
 import yaml
+
+from tests.conftest import JOBS
+from trainsignals.fleet.spec import fleet_spec, generated_files
 from trainsignals.generator.alerts.definitions.failslow import GPU_FAIL_SLOW
 from trainsignals.generator.deploy.sharding import (
     PER_RANK_GROUP,
@@ -32,9 +35,6 @@ from trainsignals.generator.signals.peers import (
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.signals.straggler import COST, RATIO, dashboard_straggler_series
 from trainsignals.generator.spec.durations import format_duration
-
-from tests.conftest import JOBS
-from trainsignals.fleet.spec import fleet_spec, generated_files
 
 SPECS = [s for s in load_specs(spec_files(JOBS)) if s.shape.gpus >= 4]
 

@@ -20,16 +20,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from trainsignals.generator.routing.alertmanager import alertmanager_config
-from trainsignals.generator.spec.job import JobSpec
-from trainsignals.generator.spec.monitoring import MonitoringSettings
-from trainsignals.generator.spec.receivers import Receiver, Routing
-from trainsignals.generator.spec.secrets import SecretRef
 
 from tests.chaos.conftest import rules_file, wait_until
 from tests.conftest import require_tool
 from tests.pager_shaped import PagerShaped
 from tests.stacks.ha import HAStack
+from trainsignals.generator.routing.alertmanager import alertmanager_config
+from trainsignals.generator.spec.job import JobSpec
+from trainsignals.generator.spec.monitoring import MonitoringSettings
+from trainsignals.generator.spec.receivers import Receiver, Routing
+from trainsignals.generator.spec.secrets import SecretRef
 from trainsignals.stacks.stack import FAST_TIMING
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]

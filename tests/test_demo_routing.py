@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from trainsignals.generator.loader import load_specs
 
 from trainsignals.demo import destinations, print_notification
+from trainsignals.generator.loader import load_specs
 from trainsignals.stacks.stack import Stack
 
 from .live_alertmanager import LiveAlertmanager, wait_until

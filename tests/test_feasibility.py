@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
+
+from trainsignals.cli.main import main
 from trainsignals.generator.loader import SpecError, load_specs, spec_files
 from trainsignals.generator.output.yaml import dump
 from trainsignals.generator.pipeline import generate_all
@@ -24,8 +26,6 @@ from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.generator.testkit.series_notation import shared_encodings
 from trainsignals.generator.testkit.test_inputs import TestInputs
-
-from trainsignals.cli.main import main
 
 from .conftest import JOBS, run_tool
 

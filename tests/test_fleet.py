@@ -8,13 +8,6 @@ from collections import Counter
 
 import pytest
 import yaml
-from trainsignals.generator.alerts.definitions.gpu_faults import GPU_LOST, GPU_XID_CRITICAL
-from trainsignals.generator.alerts.definitions.restarts import TRAINING_RESTARTED
-from trainsignals.generator.alerts.definitions.slo_burn import SLO_ERROR_BUDGET_BURN_FAST
-from trainsignals.generator.alerts.definitions.training import (
-    TRAINING_STALLED,
-    TRAINING_TARGETS_DOWN,
-)
 
 from tests.conftest import require_tool
 from trainsignals.fleet.culprit import FAILSLOW_TICKET_S, judge
@@ -28,6 +21,13 @@ from trainsignals.fleet.run import EPOCH, Replay, run_replay
 from trainsignals.fleet.score import expected_pages, score
 from trainsignals.fleet.spec import fed_meta_groups, fleet_spec, generated_files
 from trainsignals.fleet.timeline import Truth, simulate
+from trainsignals.generator.alerts.definitions.gpu_faults import GPU_LOST, GPU_XID_CRITICAL
+from trainsignals.generator.alerts.definitions.restarts import TRAINING_RESTARTED
+from trainsignals.generator.alerts.definitions.slo_burn import SLO_ERROR_BUDGET_BURN_FAST
+from trainsignals.generator.alerts.definitions.training import (
+    TRAINING_STALLED,
+    TRAINING_TARGETS_DOWN,
+)
 
 # The shortest run the seven incidents and the interruptions between them fit in.
 REDUCED_DAYS = 2.8

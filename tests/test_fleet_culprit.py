@@ -7,9 +7,6 @@ from __future__ import annotations
 import statistics
 
 import pytest
-from trainsignals.generator.nodes.policy import hardware_tickets
-from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS
-from trainsignals.generator.spec.pipeline_alerts import NODE_INCIDENTS_ALERT as RECURRING
 
 from trainsignals.fleet.culprit import judge, score_reach, ticket_weight
 from trainsignals.fleet.emit import CLOCK_HZ, OWN_WORK, Emitter
@@ -26,6 +23,9 @@ from trainsignals.fleet.routing import Notification
 from trainsignals.fleet.run import EPOCH, Replay, ticket_episodes
 from trainsignals.fleet.spec import fleet_spec
 from trainsignals.fleet.timeline import STEP_SECONDS, Truth, simulate
+from trainsignals.generator.nodes.policy import hardware_tickets
+from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS
+from trainsignals.generator.spec.pipeline_alerts import NODE_INCIDENTS_ALERT as RECURRING
 
 REDUCED_DAYS = 2.8
 

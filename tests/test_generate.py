@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
+
+from trainsignals.cli.main import main
 from trainsignals.generator.loader import load_specs, spec_files
 from trainsignals.generator.pipeline import GENERATED_MARK, Options, generate_all
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.writer import drift, write_tree
-
-from trainsignals.cli.main import main
 from trainsignals.metrics.catalog import known_series_names
 from trainsignals.ops.lint import metric_names
 

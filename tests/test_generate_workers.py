@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from trainsignals.generator import pipeline
 from trainsignals.generator.loader import load_specs, spec_files
 from trainsignals.generator.output.workers import SPECS_PER_WORKER, worker_count

@@ -14,10 +14,10 @@ from __future__ import annotations
 import re
 
 import yaml
+
 from trainsignals.generator.alerts.catalog import ALERTS
 from trainsignals.generator.spec.monitoring import META_ALERT_NAMES
 from trainsignals.generator.spec.pipeline_alerts import ONCALL_ALERT, SHARD_ALERT
-
 from trainsignals.metrics.gpu_models import PEAK_DENSE_FLOPS
 
 from .conftest import ROOT

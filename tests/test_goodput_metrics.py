@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+
 from trainsignals.exporters.training import TrainingMetrics
 from trainsignals.exporters.training.timeaccount import ACTIVITIES
 

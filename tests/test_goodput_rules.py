@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-from trainsignals.generator.loader import load_specs
-from trainsignals.generator.signals.goodput import CATEGORIES, badput_name, goodput_name
-from trainsignals.generator.signals.slo import SHORT_ONLY, SLO_GOODPUT, SLO_STEPPING, WINDOWS
 
 from tests.conftest import JOBS, ROOT
 from trainsignals.cli.main import main
+from trainsignals.generator.loader import load_specs
+from trainsignals.generator.signals.goodput import CATEGORIES, badput_name, goodput_name
+from trainsignals.generator.signals.slo import SHORT_ONLY, SLO_GOODPUT, SLO_STEPPING, WINDOWS
 from trainsignals.ops.goodput import Breakdown, measure, table
 
 SPECS = load_specs(sorted(JOBS.glob("*.yaml")))

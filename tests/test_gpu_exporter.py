@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+
 from trainsignals.exporters.gpu.fake_backend import FakeBackend, FakeGpu, FakeMigInstance
 from trainsignals.exporters.gpu.server import Exporter, build_exporter, build_registry
-
 from trainsignals.metrics.catalog import METRICS
 from trainsignals.metrics.gpu_exporter import (
     POWER_THROTTLE_REASONS,

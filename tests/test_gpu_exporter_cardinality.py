@@ -11,7 +11,6 @@ from pathlib import Path
 from trainsignals.exporters.gpu.collector import SEEDED_XIDS, CollectOptions
 from trainsignals.exporters.gpu.fake_backend import FakeBackend, FakeMigInstance, plausible_gpus
 from trainsignals.exporters.gpu.server import Exporter, build_exporter
-
 from trainsignals.metrics.gpu_exporter import THROTTLE_REASONS
 
 from .gpu_samples import Samples, scrape, value

@@ -8,6 +8,7 @@ from typing import Any
 
 import pynvml
 import pytest
+
 from trainsignals.exporters.gpu.collector import CollectOptions
 from trainsignals.exporters.gpu.fake_backend import FakeBackend, FakeGpu, FakeMigInstance
 from trainsignals.exporters.gpu.nvml_backend import NvmlBackend

@@ -15,11 +15,11 @@ import pynvml
 import pytest
 from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
+
 from trainsignals.exporters.gpu.cli import main
 from trainsignals.exporters.gpu.fake_backend import FakeBackend, plausible_gpus
 from trainsignals.exporters.gpu.nvml_backend import process_name
 from trainsignals.exporters.gpu.server import build_registry, serve
-
 from trainsignals.stacks import reaper
 
 

@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.utils import floatToGoString
+
 from trainsignals.exporters.gpu.collector import CollectOptions
 from trainsignals.exporters.gpu.exposition import CONTENT_TYPE, TextWriter, format_value
 from trainsignals.exporters.gpu.fake_backend import FakeBackend, FakeGpu

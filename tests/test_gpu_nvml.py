@@ -6,6 +6,7 @@ import pynvml
 import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+
 from trainsignals.exporters.gpu.nvml_backend import NvmlBackend
 from trainsignals.exporters.gpu.server import build_exporter
 

@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import yaml
+
 from trainsignals.generator.loader import load_specs
 from trainsignals.generator.pipeline import job_output
 from trainsignals.generator.signals.hang_suspects import NO_SUSPECT, suspects_annotation

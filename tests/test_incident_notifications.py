@@ -16,12 +16,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+
 from trainsignals.generator.alerts.rules import alert_rules, render_alert
 from trainsignals.generator.routing.alertmanager import alertmanager_config
 from trainsignals.generator.rules.long_horizon import progress_page
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.spec.job import JobSpec
-
 from trainsignals.stacks.stack import FAST_TIMING, WebhookReceiver
 
 from .live_alertmanager import live_alertmanager, wait_until

@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
+
 from trainsignals.generator.alerts.rules import severity, team
 from trainsignals.generator.routing.alertmanager import alertmanager_config
 from trainsignals.generator.signals.promql import RuleContext
-
 from trainsignals.stacks.stack import WebhookReceiver
 
 from .live_alertmanager import live_alertmanager, wait_until

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from trainsignals.generator.deploy.scrape_config import NODE_EXPORTER_JOB
 from trainsignals.generator.loader import SpecError, load_specs, parse_spec, spec_files
 from trainsignals.generator.pipeline import generate_all

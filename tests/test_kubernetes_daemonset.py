@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from trainsignals.generator.deploy.daemonset import gpu_exporter_daemonset
 from trainsignals.generator.deploy.kubernetes import metadata
 from trainsignals.generator.loader import SpecError, parse_spec

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from trainsignals.exporters.training.metrics import TrainingMetrics
 
 from .conftest import ROOT

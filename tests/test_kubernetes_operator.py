@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 import yaml
+
 from trainsignals.generator.deploy.kubernetes import kubernetes_objects, node_exporter_pod_monitor
 from trainsignals.generator.deploy.operator_version import (
     FIELD_SINCE,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from trainsignals.generator.deploy.kube_prometheus_stack import fullname
 from trainsignals.generator.deploy.kubernetes_meta import release_settings, releases
 from trainsignals.generator.loader import load_specs, spec_files

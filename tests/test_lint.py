@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-from trainsignals.generator.loader import load_specs, spec_files
-from trainsignals.generator.pipeline import generate_all
 
 from trainsignals.cli.main import main
+from trainsignals.generator.loader import load_specs, spec_files
+from trainsignals.generator.pipeline import generate_all
 from trainsignals.ops.lint import has_burn_rate_windows, lint_rules, load_documents, rule_files
 
 FILE = "alerts/minimal.rules.yaml"

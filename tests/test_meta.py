@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from trainsignals.generator.loader import SpecError, load_specs, spec_files
 from trainsignals.generator.meta.files import meta_files
 from trainsignals.generator.meta.rules import DEFAULT_SEVERITIES, HEARTBEAT
@@ -22,7 +23,6 @@ from trainsignals.generator.spec.monitoring import (
     MonitoringSettings,
     load_monitoring,
 )
-
 from trainsignals.ops.lint import lint_rules
 
 from .conftest import JOBS, require_tool, run_tool

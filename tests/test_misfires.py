@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+
 from trainsignals.exporters.training.metrics import STEP_BUCKETS, TrainingMetrics
 from trainsignals.generator.output.yaml import dump
 from trainsignals.generator.pipeline import Options, generate_job

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from trainsignals.generator.alerts.catalog import ALERTS
 from trainsignals.generator.alerts.model import (
     hardware_fault_alerts,
@@ -29,7 +30,6 @@ from trainsignals.generator.spec.monitoring import (
     MonitoringSettings,
     load_monitoring,
 )
-
 from trainsignals.ops.lint import lint_rules
 
 from .conftest import JOBS, run_tool

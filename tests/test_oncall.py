@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 from jsonschema import Draft7Validator
+
 from trainsignals.generator.dashboards.kit import iter_panels, panel_queries
 from trainsignals.generator.loader import load_specs, spec_files
 from trainsignals.generator.oncall.dashboard import raw_dashboard
@@ -19,7 +20,6 @@ from trainsignals.generator.oncall.unit_tests import episodes
 from trainsignals.generator.output.yaml import dump
 from trainsignals.generator.pipeline import GENERATED_MARK, Options, generate_all
 from trainsignals.generator.spec.job import JobSpec, Links, Shape
-
 from trainsignals.ops.lint import lint_rules, metric_names
 
 from .conftest import JOBS, run_tool

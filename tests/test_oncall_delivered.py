@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from trainsignals.generator.loader import load_specs
 from trainsignals.generator.oncall.policy import ALERT, OncallPolicy
 from trainsignals.generator.output.yaml import dump

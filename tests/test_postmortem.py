@@ -19,15 +19,15 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-from trainsignals.generator.loader import load_specs
-from trainsignals.simulator.job import Simulation, effective_spec
-from trainsignals.simulator.scenarios import SCENARIOS
 
 from tests.conftest import JOBS, require_tool
 from trainsignals.cli.main import main
+from trainsignals.generator.loader import load_specs
 from trainsignals.ops.postmortem import build_timeline, detection, runs
 from trainsignals.ops.postmortem.plot import SIZE, PlotSpec, plot
 from trainsignals.ops.query import parse_when, step_for
+from trainsignals.simulator.job import Simulation, effective_spec
+from trainsignals.simulator.scenarios import SCENARIOS
 from trainsignals.stacks.stack import Stack, job_files
 
 

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-from trainsignals.generator.loader import load_specs
 
 from tests.conftest import JOBS, require_tool
 from trainsignals.cli.main import main
+from trainsignals.generator.loader import load_specs
 from trainsignals.ops.postmortem.delivery import from_alertmanager, mark_delivery
 from trainsignals.ops.postmortem.timeline import build_timeline
 from trainsignals.stacks.stack import Stack

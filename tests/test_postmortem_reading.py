@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trainsignals.generator.loader import load_specs
-
 from tests.test_postmortem import alert, matrix
+from trainsignals.generator.loader import load_specs
 from trainsignals.ops.postmortem import build_timeline, detection
 from trainsignals.ops.postmortem.impact import impact
 

@@ -10,6 +10,7 @@ from functools import cache
 from pathlib import Path
 
 import yaml
+
 from trainsignals.generator.deploy.prometheus_config import PATH, RULES_DIR
 from trainsignals.generator.loader import load_specs, spec_files
 from trainsignals.generator.pipeline import Options, generate_all

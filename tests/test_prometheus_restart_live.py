@@ -20,13 +20,13 @@ import time
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import JOBS, require_tool
+from tests.stacks.ha import HAStack
 from trainsignals.generator.alerts.definitions.training import TRAINING_STALLED
 from trainsignals.generator.loader import load_specs
 from trainsignals.simulator.job import Simulation
 from trainsignals.simulator.scenarios import SCENARIOS
-
-from tests.conftest import JOBS, require_tool
-from tests.stacks.ha import HAStack
 from trainsignals.stacks.stack import FAST_TIMING, Notification, job_files
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import promql_parser
 import pytest
+
 from trainsignals.generator.alerts.model import firing_expr
 from trainsignals.generator.alerts.rules import alert_rules
 from trainsignals.generator.loader import load_specs
@@ -14,7 +15,6 @@ from trainsignals.generator.signals import promql_inputs
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.signals.promql_inputs import firm_inputs
 from trainsignals.generator.signals.recording import recorded_exprs, recording_rules
-
 from trainsignals.metrics.series_check import parse_selectors
 
 ROOT = Path(__file__).resolve().parent.parent

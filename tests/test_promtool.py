@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from trainsignals.generator.loader import load_specs, spec_files
 from trainsignals.generator.output.yaml import dump
 from trainsignals.generator.pipeline import generate_all

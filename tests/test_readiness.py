@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from click.testing import CliRunner
-from trainsignals.generator.loader import load_specs, spec_files
 
 from tests.conftest import JOBS, ROOT, require_tool
 from trainsignals.cli.main import main
+from trainsignals.generator.loader import load_specs, spec_files
 from trainsignals.metrics.series_check import Matcher, dashboard_expr, selectors
 from trainsignals.ops.readiness import Job, check_routing, check_runbooks
 from trainsignals.ops.readiness.diagnose import _label_fix

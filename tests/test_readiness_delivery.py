@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-from trainsignals.generator.loader import load_specs
-from trainsignals.generator.routing.alertmanager import alertmanager_config
 
 from trainsignals.cli.main import main
+from trainsignals.generator.loader import load_specs
+from trainsignals.generator.routing.alertmanager import alertmanager_config
 from trainsignals.ops.readiness.delivery import check_notifications, check_secret_files
 from trainsignals.stacks.stack import FAST_TIMING
 

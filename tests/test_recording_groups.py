@@ -11,6 +11,8 @@ import re
 
 import pytest
 import yaml
+
+from tests.conftest import JOBS, ROOT
 from trainsignals.generator.loader import load_specs, spec_files
 from trainsignals.generator.pipeline import Options, generate_job
 from trainsignals.generator.signals.goodput import badput_name, goodput_name
@@ -27,8 +29,6 @@ from trainsignals.generator.signals.straggler import (
     straggler_enabled,
 )
 from trainsignals.generator.spec.durations import format_duration, parse_duration
-
-from tests.conftest import JOBS, ROOT
 
 SPECS = load_specs(spec_files(JOBS))
 IDS = [s.name for s in SPECS]

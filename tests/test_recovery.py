@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from trainsignals.exporters.training.metrics import TrainingMetrics
 from trainsignals.generator.alerts.catalog import ALERTS
 from trainsignals.generator.alerts.definitions.loss_checkpoint import CHECKPOINT_TOO_OLD

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from trainsignals.generator.alerts.catalog import ALERTS, BY_NAME
 from trainsignals.generator.alerts.definitions.reachability import NODE_DOWN
 from trainsignals.generator.alerts.definitions.recovery import (

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner, Result
+
+from trainsignals.cli.main import main
 from trainsignals.generator.loader import load_specs, spec_files
 from trainsignals.generator.pipeline import generate_all
 from trainsignals.generator.writer import write_tree
-
-from trainsignals.cli.main import main
 from trainsignals.ops.review import NO_ALERT_CHANGES, review
 
 RULES = "alerts/minimal.rules.yaml"

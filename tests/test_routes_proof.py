@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
+
+from trainsignals.cli.main import main
 from trainsignals.generator.loader import load_specs
 from trainsignals.generator.pipeline import Options, generate_all
 from trainsignals.generator.routing.check import RoutingError
-
-from trainsignals.cli.main import main
 
 from .conftest import ROOT, require_tool
 

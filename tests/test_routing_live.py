@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from trainsignals.generator.loader import load_specs
 from trainsignals.generator.routing.alertmanager import alertmanager_config
 from trainsignals.generator.spec.job import JobSpec

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from trainsignals.generator.alerts.rules import alert_rules
 from trainsignals.generator.loader import load_specs
 from trainsignals.generator.pipeline import rules_document
@@ -18,7 +19,6 @@ from trainsignals.generator.rules.unit_tests import HEALTHY_HORIZON, fault_test
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.testkit.series_notation import shared_encodings
 from trainsignals.generator.testkit.test_inputs import TestInputs
-
 from trainsignals.metrics.series_check import parse_selectors
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import jinja2
 import pytest
+
 from trainsignals.generator.alerts.catalog import ALERTS
 from trainsignals.generator.alerts.rules import alert_rules, render_alert
 from trainsignals.generator.loader import load_specs, spec_files

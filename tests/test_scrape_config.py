@@ -17,11 +17,11 @@ import pytest
 import yaml
 from click.testing import CliRunner
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
+
+from trainsignals.cli.main import main
 from trainsignals.generator.deploy.scrape_config import scrape_configs
 from trainsignals.generator.loader import load_specs, spec_files
 from trainsignals.generator.pipeline import generate_all
-
-from trainsignals.cli.main import main
 from trainsignals.stacks import reaper
 
 from .conftest import JOBS, require_tool

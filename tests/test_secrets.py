@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
+
+from trainsignals.cli.main import main
 from trainsignals.generator.loader import SpecError, load_specs, parse_spec, spec_files
 from trainsignals.generator.pipeline import generate_all
 from trainsignals.generator.routing.alertmanager import alertmanager_config
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.generator.spec.secrets import looks_secret
-
-from trainsignals.cli.main import main
 from trainsignals.stacks import reaper
 from trainsignals.stacks.stack import FAST_TIMING, free_port
 

@@ -10,6 +10,9 @@ from pathlib import Path
 import promql_parser
 import pytest
 import yaml
+
+from tests.conftest import JOBS, require_tool
+from tests.live_prometheus import live_prometheus
 from trainsignals.generator.deploy.sharding import (
     HEARTBEAT,
     META_FILE,
@@ -22,9 +25,6 @@ from trainsignals.generator.deploy.sharding.split import SplitState, is_raw, rew
 from trainsignals.generator.loader import load_specs
 from trainsignals.generator.pipeline import generate_job, spec_hash
 from trainsignals.generator.spec.pipeline_alerts import SHARD_ALERT
-
-from tests.conftest import JOBS, require_tool
-from tests.live_prometheus import live_prometheus
 from trainsignals.stacks.stack import free_port
 
 SPECS = sorted(JOBS.glob("*.yaml"))
@@ -135,9 +135,8 @@ def test_shard_configs_partition_the_nodes() -> None:
 
 
 def test_kubernetes_form_validates_against_the_crds() -> None:
-    from trainsignals.generator.pipeline import Options, generate_all
-
     from tests.kube_schemas import problems
+    from trainsignals.generator.pipeline import Options, generate_all
 
     spec = _sharded(JOBS / "gpt-70b-pretrain.yaml", shards=3)
     files = generate_all([(spec, "x")], Options(with_tests=False))
@@ -197,11 +196,10 @@ def test_the_node_record_runs_on_the_global_ruler_only() -> None:
 def test_shard_not_reporting_reaches_the_monitoring_team(tmp_path: Path) -> None:
     """A dead shard's Prometheus is the monitoring team's to restart: Alertmanager (amtool)
     routes its ticket to their ticket receiver, on the plain files and on Kubernetes."""
+    from tests.test_routes_proof import receiver_of
     from trainsignals.generator.pipeline import generate_all
     from trainsignals.generator.routing.meta import receiver_name
     from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS
-
-    from tests.test_routes_proof import receiver_of
 
     spec = _sharded(JOBS / "gpt-70b-pretrain.yaml", shards=2)
     assert spec.team != DEFAULT_SETTINGS.team  # else this proves nothing

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
+
 from trainsignals.generator.loader import load_specs
 from trainsignals.simulator import Simulation
 from trainsignals.simulator.cli import simulate

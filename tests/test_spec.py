@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from trainsignals.generator.loader import SpecError, load_specs, spec_files
-from trainsignals.simulator.profile import GPU_BOARDS
 
 from trainsignals.cli.main import main
+from trainsignals.generator.loader import SpecError, load_specs, spec_files
 from trainsignals.metrics.gpu_models import PEAK_DENSE_FLOPS
+from trainsignals.simulator.profile import GPU_BOARDS
 
 MINIMAL = """\
 name: demo

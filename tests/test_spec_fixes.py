@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+
+from trainsignals.cli.main import main
 from trainsignals.generator.loader import SpecError, load_specs
 from trainsignals.generator.spec.deploy import GPU_EXPORTER_IMAGE
 from trainsignals.generator.spec.placeholders import placeholder_warnings
-
-from trainsignals.cli.main import main
 
 PLAIN = """\
 name: demo

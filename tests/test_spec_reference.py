@@ -10,6 +10,7 @@ import jsonschema
 import pytest
 import yaml
 from pydantic import BaseModel
+
 from trainsignals.generator.docs.spec_reference import (
     DOC_PATH,
     MODELINE,

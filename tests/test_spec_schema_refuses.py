@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from trainsignals.generator.loader import SpecError, parse_spec
 
 from .conftest import ROOT

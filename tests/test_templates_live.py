@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from trainsignals.generator.loader import load_specs
 from trainsignals.generator.routing.alertmanager import alertmanager_config
 from trainsignals.generator.routing.receivers import SLACK_SHOWN
-
 from trainsignals.stacks.stack import FAST_TIMING
 
 from .live_alertmanager import live_alertmanager, wait_until

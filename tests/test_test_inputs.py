@@ -9,6 +9,7 @@ from dataclasses import fields
 from pathlib import Path
 
 import pytest
+
 from trainsignals.generator.alerts.rules import alert_rules
 from trainsignals.generator.loader import load_specs
 from trainsignals.generator.signals.promql import RuleContext
@@ -16,7 +17,6 @@ from trainsignals.generator.testkit.faults import FaultCase, JobTimeline, restar
 from trainsignals.generator.testkit.job_series import SIGNAL_GROUPS, gpu_series, job_series
 from trainsignals.generator.testkit.series_notation import encode, shared_encodings
 from trainsignals.generator.testkit.test_inputs import TestInputs
-
 from trainsignals.metrics.training import PHASES
 
 ROOT = Path(__file__).resolve().parent.parent

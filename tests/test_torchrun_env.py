@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from trainsignals.exporters.training import TrainingMetrics
 from trainsignals.exporters.training.torchrun import LaunchEnvError, read_env
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from trainsignals.exporters.training import DEFAULT_BASE_PORT, DiskUsage, TrainingMetrics
 
+from trainsignals.exporters.training import DEFAULT_BASE_PORT, DiskUsage, TrainingMetrics
 from trainsignals.metrics.catalog import METRICS
 from trainsignals.metrics.model import Component
 from trainsignals.metrics.training import PHASES

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from trainsignals.generator.writer import stale_files
 
 from trainsignals import __version__
+from trainsignals.generator.writer import stale_files
 from trainsignals.stacks import reaper
 
 from .conftest import ROOT

@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 import yaml
+
 from trainsignals.generator.loader import load_specs
 from trainsignals.generator.output.yaml import dump
 from trainsignals.generator.pipeline import Options, generate_job

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from trainsignals.generator.alerts.rules import alert_rules
 from trainsignals.generator.loader import load_specs
 from trainsignals.generator.output.yaml import _block_yaml, _Dumper, dump

@@ -11,6 +11,7 @@ import time
 from types import FrameType
 
 import click
+
 from trainsignals.exporters.gpu.backend import BackendError, GpuBackend
 from trainsignals.exporters.gpu.collector import SEEDED_XIDS, CollectOptions
 from trainsignals.exporters.gpu.server import DEFAULT_PORT, build_exporter, serve

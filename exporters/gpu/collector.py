@@ -18,6 +18,7 @@ from typing import Any
 
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
+
 from trainsignals.exporters.gpu.backend import (
     GPU_IS_LOST,
     NVML_FUNCTIONS,
@@ -32,7 +33,6 @@ from trainsignals.exporters.gpu.errors import ErrorTracker
 from trainsignals.exporters.gpu.exposition import TextWriter
 from trainsignals.exporters.gpu.families import Families
 from trainsignals.exporters.gpu.xid import XidWatcher
-
 from trainsignals.metrics.gpu_exporter import (
     POWER_THROTTLE_REASONS,
     THERMAL_THROTTLE_REASONS,

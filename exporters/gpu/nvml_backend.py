@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pynvml
+
 from trainsignals.exporters.gpu.backend import (
     GPU_IS_LOST,
     NO_PERMISSION,

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pynvml
+
 from trainsignals.exporters.gpu.backend import (
     NOT_SUPPORTED,
     UNSUPPORTED_CODES,

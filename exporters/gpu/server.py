@@ -26,6 +26,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, generate_latest, start_http_server
 from prometheus_client.registry import Collector
+
 from trainsignals.exporters.gpu.backend import GpuBackend
 from trainsignals.exporters.gpu.collector import CollectOptions, GpuCollector
 from trainsignals.exporters.gpu.exposition import CONTENT_TYPE

@@ -6,6 +6,7 @@ Series from generator/signals/goodput.py; the range figure averages the 1h ratio
 from __future__ import annotations
 
 from grafanalib import core as g
+
 from trainsignals.generator.dashboards.kit import GREEN, RED, PanelBuilder
 from trainsignals.generator.signals.goodput import badput_name, goodput_name
 

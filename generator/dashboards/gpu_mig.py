@@ -18,6 +18,7 @@ from trainsignals.generator.signals.gpu_sources import (
 
 if TYPE_CHECKING:  # dashboard_kit imports the alerts, which import this module
     import grafanalib.core as g
+
     from trainsignals.generator.dashboards.kit import PanelBuilder
 
 MIG_LEGEND = "{{node}}/{{gpu}} {{GPU_I_PROFILE}}#{{GPU_I_ID}}"

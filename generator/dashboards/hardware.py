@@ -5,6 +5,7 @@ generator/dashboards/job.py, which lays out the whole dashboard."""
 from __future__ import annotations
 
 from grafanalib import core as g
+
 from trainsignals.generator.alerts.definitions.loss_checkpoint import CHECKPOINT_DISK_FILLING_UP
 from trainsignals.generator.dashboards.gpu_mig import mig_panels, nvlink_panel
 from trainsignals.generator.dashboards.kit import PanelBuilder, red_above, red_below

@@ -9,6 +9,7 @@ spec fields the alerts compare against.
 from __future__ import annotations
 
 from grafanalib import core as g
+
 from trainsignals.generator.alerts.rules import AlertRule
 from trainsignals.generator.dashboards.goodput import goodput_panels
 from trainsignals.generator.dashboards.grafana_normalize import (

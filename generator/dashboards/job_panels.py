@@ -7,6 +7,7 @@ hardware and where-slow rows are; dashboards/job.py lays the rows out.
 from __future__ import annotations
 
 from grafanalib import core as g
+
 from trainsignals.generator.alerts.definitions.gpu_conditions import GPU_MEMORY_NEAR_FULL
 from trainsignals.generator.alerts.definitions.recovery import TRAINING_CRASH_LOOPING
 from trainsignals.generator.alerts.definitions.slo_burn import SLO_ERROR_BUDGET_BURN_FAST

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from grafanalib import core as g
+
 from trainsignals.generator.alerts.model import AlertRule
 from trainsignals.generator.signals.panels import PANEL_IDS
 from trainsignals.generator.signals.promql import RuleContext, regex

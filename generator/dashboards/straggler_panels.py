@@ -8,6 +8,7 @@ Panel ids 60-64 (signals/panels.py). Not placed by dashboards/job.py yet: the ca
 from __future__ import annotations
 
 from grafanalib import core as g
+
 from trainsignals.generator.alerts.definitions.straggler import TRAINING_STRAGGLER
 from trainsignals.generator.dashboards.kit import GREEN, RED, PanelBuilder
 from trainsignals.generator.signals.straggler import (

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import attr
 from grafanalib import core as g
+
 from trainsignals.generator.dashboards.kit import DATASOURCE, GREEN, RED, PanelBuilder, g_thresholds
 from trainsignals.generator.signals.hang_suspects import MAX_NAMED, NO_SUSPECT, SUSPECT
 from trainsignals.generator.signals.node_incidents import SCORE

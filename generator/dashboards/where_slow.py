@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from grafanalib import core as g
+
 from trainsignals.generator.alerts.definitions.failslow import GPU_FAIL_SLOW, NODE_LINK_DEGRADED
 from trainsignals.generator.dashboards.kit import PanelBuilder, red_below
 from trainsignals.generator.signals.fabric import fabric_enabled

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from trainsignals import __version__
 from trainsignals.generator.artifacts.kind import ArtifactKind, JobOutput, Run
 from trainsignals.generator.deploy.kubernetes import kubernetes_files
 from trainsignals.generator.deploy.kubernetes_meta import monitoring_files
@@ -29,8 +30,6 @@ from trainsignals.generator.oncall.files import oncall_document
 from trainsignals.generator.oncall.policy import NAME as ONCALL_NAME
 from trainsignals.generator.output.files import GENERATED_MARK
 from trainsignals.generator.output.yaml import dump
-
-from trainsignals import __version__
 
 
 class ScrapeConfigKind(ArtifactKind):

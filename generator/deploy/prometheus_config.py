@@ -15,12 +15,11 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
+from trainsignals import __version__
 from trainsignals.generator.deploy.scrape_config import scrape_configs
 from trainsignals.generator.output.files import GENERATED_MARK
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.generator.spec.monitoring import MonitoringSettings
-
-from trainsignals import __version__
 
 RULES_DIR = "/etc/prometheus/rules"  # where alerts/*.rules.yaml are installed
 SCRAPE_INTERVAL = "15s"

@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from trainsignals import __version__
 from trainsignals.generator.artifacts.kind import ArtifactKind, Run
 from trainsignals.generator.output.files import GENERATED_MARK
-
-from trainsignals import __version__
 from trainsignals.metrics.catalog import METRICS
 from trainsignals.metrics.dcgm import DCGM_METRICS
 from trainsignals.metrics.gpu_exporter import THROTTLE_REASONS

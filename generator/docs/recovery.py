@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from trainsignals import __version__
 from trainsignals.generator.alerts.catalog import ALERTS
 from trainsignals.generator.alerts.definitions.restarts import TRAINING_RESTARTED
 from trainsignals.generator.alerts.model import (
@@ -21,8 +22,6 @@ from trainsignals.generator.alerts.model import (
 )
 from trainsignals.generator.artifacts.kind import ArtifactKind, Run
 from trainsignals.generator.output.files import GENERATED_MARK
-
-from trainsignals import __version__
 
 PATH = "docs/recovery.md"
 BEGIN = "<!-- recovery table: generated from the alert declarations (docs/recovery.md) -->"

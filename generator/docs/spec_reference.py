@@ -13,6 +13,8 @@ from typing import Annotated, Any, get_args, get_origin
 
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
+
+from trainsignals import __version__
 from trainsignals.generator.artifacts.kind import ArtifactKind, Run
 from trainsignals.generator.output.files import GENERATED_MARK
 from trainsignals.generator.spec.deploy import K8S_LABEL_KEY, K8S_LABEL_VALUE
@@ -20,8 +22,6 @@ from trainsignals.generator.spec.durations import DURATION_PATTERN, format_durat
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.generator.spec.monitoring import MonitoringSettings
 from trainsignals.generator.spec.types import JOB_NAME, LABEL_NAME
-
-from trainsignals import __version__
 from trainsignals.metrics.gpu_models import PEAK_DENSE_FLOPS
 
 SCHEMA_PATH = "docs/spec.schema.json"

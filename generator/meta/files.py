@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from trainsignals import __version__
 from trainsignals.generator.artifacts.kind import ArtifactKind, Run
 from trainsignals.generator.meta.rules import (
     DEFAULT_SEVERITIES,
@@ -30,8 +31,6 @@ from trainsignals.generator.spec.monitoring import (
     META_ALERT_NAMES,
     MonitoringSettings,
 )
-
-from trainsignals import __version__
 
 
 @dataclass(frozen=True)

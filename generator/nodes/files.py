@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from trainsignals import __version__
 from trainsignals.generator.artifacts.kind import ArtifactKind, Run
 from trainsignals.generator.nodes.policy import (
     ALERT,
@@ -32,8 +33,6 @@ from trainsignals.generator.signals.node_incidents import (
 from trainsignals.generator.spec.durations import format_duration
 from trainsignals.generator.spec.job import JobSpec, Links
 from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS, MonitoringSettings
-
-from trainsignals import __version__
 
 RULES_FILE = f"{NAME}.rules.yaml"
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from grafanalib import core as g
+
+from trainsignals import __version__
 from trainsignals.generator.dashboards.grafana_normalize import grafanalib_json, normalize_dashboard
 from trainsignals.generator.dashboards.kit import DATASOURCE, multi_value_variable, over_count
 from trainsignals.generator.oncall.policy import (
@@ -16,8 +18,6 @@ from trainsignals.generator.oncall.policy import (
 )
 from trainsignals.generator.signals.promql import matchers, regex
 from trainsignals.generator.spec.job import Links
-
-from trainsignals import __version__
 
 SCHEMA_VERSION = 39  # as the job dashboards
 TEAM = regex("$team")

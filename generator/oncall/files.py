@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from trainsignals import __version__
 from trainsignals.generator.artifacts.kind import ArtifactKind, Run
 from trainsignals.generator.oncall.dashboard import build_dashboard
 from trainsignals.generator.oncall.policy import ALERT, NAME, OncallPolicy
@@ -14,8 +15,6 @@ from trainsignals.generator.oncall.unit_tests import rule_tests
 from trainsignals.generator.output.files import GENERATED_MARK, Options, dashboard_text
 from trainsignals.generator.output.yaml import dump
 from trainsignals.generator.spec.job import JobSpec, Links
-
-from trainsignals import __version__
 
 
 def default_policy(options: Options) -> OncallPolicy:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import jinja2
+
 from trainsignals.generator.signals.xid_catalog import action_of, codes_by_action
 
 TEMPLATES = Path(__file__).parent.parent / "templates"

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from trainsignals import __version__
 from trainsignals.generator.artifacts.kind import ArtifactKind, Run
 from trainsignals.generator.output.files import GENERATED_MARK
 from trainsignals.generator.output.yaml import dump
@@ -18,8 +19,6 @@ from trainsignals.generator.routing.receivers import receiver_config
 from trainsignals.generator.signals.recording import HARDWARE_FAULT_LABEL
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.generator.spec.receivers import Receiver, Routing
-
-from trainsignals import __version__
 
 if TYPE_CHECKING:  # only in annotations
     from trainsignals.generator.spec.monitoring import MonitoringSettings

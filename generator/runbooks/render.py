@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from trainsignals import __version__
 from trainsignals.generator.alerts.catalog import ALERTS, relations
 from trainsignals.generator.alerts.model import Explains
 from trainsignals.generator.alerts.rules import AlertRule, firing_expr, severity, team
@@ -19,8 +20,6 @@ from trainsignals.generator.output.files import GENERATED_MARK
 from trainsignals.generator.output.templates import environment
 from trainsignals.generator.signals.panels import PANEL_IDS, PANEL_TITLES, dashboard_uid
 from trainsignals.generator.signals.promql import RuleContext
-
-from trainsignals import __version__
 
 
 @dataclass(frozen=True)

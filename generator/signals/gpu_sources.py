@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from trainsignals.generator.signals.promql import Op, RuleContext, not_regex, regex
 from trainsignals.generator.signals.xid_catalog import with_xid_action
-
 from trainsignals.metrics.gpu_exporter import POWER_THROTTLE_REASONS, THERMAL_THROTTLE_REASONS
 
 # MIG GPU instances, labelled as dcgm-exporter labels them; the own exporter does the same.

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from prometheus_client.utils import floatToGoString
+
 from trainsignals.generator.spec.durations import format_duration
 from trainsignals.generator.spec.job import JobSpec
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
+
 from trainsignals.generator.spec.deploy import Deploy
 from trainsignals.generator.spec.receivers import Routing
 

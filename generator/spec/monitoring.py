@@ -20,6 +20,7 @@ from pathlib import Path
 
 import yaml
 from pydantic import Field, ValidationError, field_validator
+
 from trainsignals.generator.spec.errors import SpecError, problem_lines
 from trainsignals.generator.spec.job import Duration, Severity, StrictModel
 from trainsignals.generator.spec.pipeline_alerts import (

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
 from trainsignals.generator.spec.secrets import HOW_TO_REFERENCE, SecretRef, looks_secret
 
 _SECRET_MEANING = {

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
+
 from trainsignals.generator.spec.receivers import Routing
 from trainsignals.generator.spec.types import (
     UNSAFE_LABEL_VALUE,
@@ -17,7 +18,6 @@ from trainsignals.generator.spec.types import (
     Ratio,
     StrictModel,
 )
-
 from trainsignals.metrics.gpu_models import DTYPES, PEAK_DENSE_FLOPS, model_of_board_name
 
 

@@ -13,6 +13,7 @@ from pydantic import (
     PlainSerializer,
     WithJsonSchema,
 )
+
 from trainsignals.generator.spec.durations import DURATION_PATTERN, format_duration, parse_duration
 
 LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")

@@ -11,7 +11,6 @@ from trainsignals.generator.signals.dcgm_source import DcgmExporter
 from trainsignals.generator.signals.gpu_sources import GpuSource
 from trainsignals.generator.testkit.input_series import RawSeries
 from trainsignals.generator.testkit.series_notation import is_gap
-
 from trainsignals.metrics.gpu_exporter import POWER_THROTTLE_REASONS, THERMAL_THROTTLE_REASONS
 
 

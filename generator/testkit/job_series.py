@@ -21,7 +21,6 @@ from trainsignals.generator.testkit.faults import (
 from trainsignals.generator.testkit.goodput_tests import timeline_series
 from trainsignals.generator.testkit.gpu_series import gpu_test_series, test_series
 from trainsignals.generator.testkit.input_series import RawSeries
-
 from trainsignals.metrics.training import PHASES
 
 REPORTING_RANKS = 2  # ranks that carry job series in tests; rules aggregate over ranks

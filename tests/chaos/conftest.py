@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from trainsignals.generator.spec.job import JobSpec
 
 from tests.conftest import require_tool
 from tests.stacks.ha import GaugeTarget, HAStack
+from trainsignals.generator.spec.job import JobSpec
 from trainsignals.stacks.stack import FAST_TIMING
 
 JOB = "chaos"

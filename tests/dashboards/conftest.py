@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+
+from tests.dashboards.helpers import SPECS, build_job_dashboard
 from trainsignals.generator.alerts.rules import AlertRule
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.spec.job import JobSpec
-
-from tests.dashboards.helpers import SPECS, build_job_dashboard
 
 
 @pytest.fixture(params=SPECS, ids=[s.name for s in SPECS])

@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 
 from jsonschema import Draft7Validator
+
+from trainsignals import __version__
 from trainsignals.generator.alerts.rules import AlertRule, alert_rules
 from trainsignals.generator.dashboards.job import build_dashboard
 from trainsignals.generator.dashboards.kit import iter_panels
@@ -15,8 +17,6 @@ from trainsignals.generator.loader import load_specs, spec_files
 from trainsignals.generator.signals.panels import PANEL_IDS
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.spec.job import JobSpec, Objectives, Shape
-
-from trainsignals import __version__
 
 ROOT = Path(__file__).resolve().parents[2]
 # Grafana's own dashboard schemas, vendored unchanged (see schemas/grafana/SOURCE.md) so a

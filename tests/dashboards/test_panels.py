@@ -7,9 +7,6 @@ import re
 from urllib.parse import urlparse
 
 import pytest
-from trainsignals.generator.dashboards.kit import iter_panels, panel_queries
-from trainsignals.generator.signals.panels import PANEL_IDS
-from trainsignals.generator.spec.job import JobSpec
 
 from tests.dashboards.helpers import (
     DATASOURCE,
@@ -19,6 +16,9 @@ from tests.dashboards.helpers import (
     per_step_spec,
     stat_steps,
 )
+from trainsignals.generator.dashboards.kit import iter_panels, panel_queries
+from trainsignals.generator.signals.panels import PANEL_IDS
+from trainsignals.generator.spec.job import JobSpec
 
 # --- thresholds: the alerts' values from the same spec fields ---------------------------------
 

@@ -7,7 +7,6 @@ import re
 from trainsignals.generator.dashboards.kit import iter_panels, panel_queries
 from trainsignals.generator.nodes.files import nodes_document
 from trainsignals.generator.signals.recording import recording_rules
-
 from trainsignals.metrics.catalog import known_series_names
 from trainsignals.metrics.series_check import dashboard_expr, parse_selectors
 

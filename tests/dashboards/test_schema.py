@@ -8,12 +8,6 @@ import json
 import re
 
 from jsonschema import Draft7Validator
-from trainsignals.generator.alerts.rules import alert_rules
-from trainsignals.generator.dashboards.grafana_normalize import normalize_dashboard
-from trainsignals.generator.dashboards.job import build_dashboard, raw_dashboard
-from trainsignals.generator.signals.panels import dashboard_uid
-from trainsignals.generator.signals.promql import RuleContext
-from trainsignals.generator.spec.job import JobSpec
 
 from tests.dashboards.helpers import (
     SCHEMAS,
@@ -23,6 +17,12 @@ from tests.dashboards.helpers import (
     load_schema,
     panel_schema_problems,
 )
+from trainsignals.generator.alerts.rules import alert_rules
+from trainsignals.generator.dashboards.grafana_normalize import normalize_dashboard
+from trainsignals.generator.dashboards.job import build_dashboard, raw_dashboard
+from trainsignals.generator.signals.panels import dashboard_uid
+from trainsignals.generator.signals.promql import RuleContext
+from trainsignals.generator.spec.job import JobSpec
 
 # --- schema ----------------------------------------------------------------------------------
 

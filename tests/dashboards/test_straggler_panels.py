@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from grafanalib._gen import DashboardEncoder
+
 from trainsignals.generator.alerts.rules import alert_rules
 from trainsignals.generator.dashboards.kit import PanelBuilder
 from trainsignals.generator.dashboards.straggler_panels import straggler_panels

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 import yaml
+
+from tests.dashboards.helpers import ROOT, load_schema, panel_schema_problems
 from trainsignals.generator.alerts.rules import alert_rules
 from trainsignals.generator.dashboards.job import build_dashboard
 from trainsignals.generator.dashboards.kit import iter_panels
@@ -18,8 +20,6 @@ from trainsignals.generator.signals.node_incidents import SCORE
 from trainsignals.generator.signals.panels import PANEL_IDS
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS, MonitoringSettings
-
-from tests.dashboards.helpers import ROOT, load_schema, panel_schema_problems
 
 KEYS = ("suspects", "nodes_by_incidents")
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 import os
 import re
 
+from tests.e2e.matrix import Run
 from trainsignals.generator.alerts.definitions.straggler import TRAINING_STRAGGLER
 from trainsignals.generator.signals.hang_suspects import NO_SUSPECT
 from trainsignals.simulator.scenarios import SCENARIOS
-
-from tests.e2e.matrix import Run
 from trainsignals.stacks.stack import Notification
 
 ENV = "TRAINSIGNALS_E2E_SCENARIOS"

@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+
+from tests.conftest import JOBS
 from trainsignals.generator.loader import load_specs
 from trainsignals.generator.spec.durations import parse_duration
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.simulator.job import Simulation, effective_spec
 from trainsignals.simulator.scenarios import SCENARIOS, Scenario
-
-from tests.conftest import JOBS
 from trainsignals.stacks.stack import FAST_TIMING, Notification, Stack, job_files
 
 NODES, GPUS_PER_NODE = 2, 2

@@ -21,6 +21,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.conftest import JOBS, require_tool
+from tests.dcgm_page import FB_RESERVED_MIB, FB_TOTAL_MIB, DcgmPages, Gpu
 from trainsignals.generator.dashboards.kit import panel_queries
 from trainsignals.generator.loader import load_specs
 from trainsignals.generator.signals.peers import (
@@ -32,12 +35,9 @@ from trainsignals.generator.signals.peers import (
     peer_ratio,
 )
 from trainsignals.generator.spec.job import JobSpec
-from trainsignals.simulator.job import effective_spec
-
-from tests.conftest import JOBS, require_tool
-from tests.dcgm_page import FB_RESERVED_MIB, FB_TOTAL_MIB, DcgmPages, Gpu
 from trainsignals.ops.readiness import Job, check_series
 from trainsignals.ops.readiness.diagnose import PrometheusClient
+from trainsignals.simulator.job import effective_spec
 from trainsignals.stacks.stack import Stack, job_files
 
 # Its own xdist group: it can run beside the scenario suite instead of after it.

@@ -21,15 +21,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
-from trainsignals.generator.loader import load_specs
-from trainsignals.generator.signals.goodput import CATEGORIES
-from trainsignals.simulator.job import Simulation
-from trainsignals.simulator.scenarios import RESTART
 
 from tests.conftest import JOBS, require_tool
 from trainsignals.cli.main import main
+from trainsignals.generator.loader import load_specs
+from trainsignals.generator.signals.goodput import CATEGORIES
 from trainsignals.ops.goodput import measure
 from trainsignals.ops.query import Prometheus
+from trainsignals.simulator.job import Simulation
+from trainsignals.simulator.scenarios import RESTART
 from trainsignals.stacks.stack import Stack, job_files
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]

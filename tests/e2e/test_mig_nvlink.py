@@ -17,6 +17,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import JOBS, require_tool
+from tests.dcgm_page import DcgmPages, Gpu, MigInstance
 from trainsignals.exporters.gpu.fake_backend import FakeBackend, FakeGpu, FakeMigInstance
 from trainsignals.exporters.gpu.server import build_exporter, serve
 from trainsignals.generator.dashboards.kit import panel_queries
@@ -24,9 +27,6 @@ from trainsignals.generator.loader import load_specs
 from trainsignals.generator.signals.panels import PANEL_IDS
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.simulator.job import effective_spec
-
-from tests.conftest import JOBS, require_tool
-from tests.dcgm_page import DcgmPages, Gpu, MigInstance
 from trainsignals.stacks.stack import Stack, job_files
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]

@@ -19,19 +19,19 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
+
+from tests.conftest import JOBS, ROOT, require_tool
+from trainsignals.cli.main import main
 from trainsignals.generator.alerts.definitions.inputs import missing_expr, required_inputs
 from trainsignals.generator.alerts.rules import alert_rules
 from trainsignals.generator.loader import load_specs
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.generator.spec.receivers import Routing
-from trainsignals.simulator.job import Simulation, effective_spec
-
-from tests.conftest import JOBS, ROOT, require_tool
-from trainsignals.cli.main import main
 from trainsignals.ops.readiness import Check, Job, check_series, readiness
 from trainsignals.ops.readiness.checks import render
 from trainsignals.ops.readiness.diagnose import PrometheusClient
+from trainsignals.simulator.job import Simulation, effective_spec
 from trainsignals.stacks.stack import Stack, job_files
 
 # Its own xdist group: the module's one stack serves all three tests on one worker.

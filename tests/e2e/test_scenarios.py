@@ -17,15 +17,15 @@ import re
 import time
 
 import pytest
+
+from tests.conftest import MATRIX_GROUP, require_tool
+from tests.e2e.culprits import check_culprit, chosen_scenarios
+from tests.e2e.matrix import GPUS_PER_NODE, NODES, TIMING, Results, Run, run_matrix
 from trainsignals.generator.dashboards.kit import panel_queries
 from trainsignals.generator.signals.xid_catalog import action_of
 from trainsignals.generator.spec.durations import parse_duration
 from trainsignals.simulator.profile import JobProfile
 from trainsignals.simulator.scenarios_peers import CULPRITS
-
-from tests.conftest import MATRIX_GROUP, require_tool
-from tests.e2e.culprits import check_culprit, chosen_scenarios
-from tests.e2e.matrix import GPUS_PER_NODE, NODES, TIMING, Results, Run, run_matrix
 from trainsignals.stacks.stack import SCRAPE_SECONDS, Stack
 
 # Its own xdist worker (tests/conftest.py MATRIX_GROUP), beside the other real-stack tests.

@@ -20,16 +20,16 @@ import os
 import time
 
 import pytest
-from trainsignals.generator.deploy.sharding import HEARTBEAT
-from trainsignals.generator.loader import load_specs
-from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS
-from trainsignals.generator.spec.pipeline_alerts import SHARD_ALERT
-from trainsignals.simulator.scenarios import SCENARIOS
 
 from tests.conftest import JOBS, require_tool
 from tests.e2e.matrix import GPUS_PER_NODE, NODES, Results, Run, run_matrix
 from tests.stacks.sharded import ShardedStack
 from tests.stacks.vm import BINARIES
+from trainsignals.generator.deploy.sharding import HEARTBEAT
+from trainsignals.generator.loader import load_specs
+from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS
+from trainsignals.generator.spec.pipeline_alerts import SHARD_ALERT
+from trainsignals.simulator.scenarios import SCENARIOS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]
 

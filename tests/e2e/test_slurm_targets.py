@@ -22,14 +22,14 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-from trainsignals.generator.spec.job import JobSpec
-from trainsignals.simulator.job import Simulation, effective_spec
-from trainsignals.simulator.targets import Target
 
 from tests.chaos.conftest import wait_until
 from tests.conftest import require_tool
 from tests.stacks.ha import HAStack
 from trainsignals.cli.main import main
+from trainsignals.generator.spec.job import JobSpec
+from trainsignals.simulator.job import Simulation, effective_spec
+from trainsignals.simulator.targets import Target
 from trainsignals.stacks.stack import FAST_TIMING, free_port, job_files
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]

@@ -14,12 +14,12 @@ from __future__ import annotations
 import os
 
 import pytest
-from trainsignals.generator.loader import load_specs
-from trainsignals.simulator.scenarios import SCENARIOS, Scenario
 
 from tests.conftest import JOBS, MATRIX_GROUP, require_tool
 from tests.e2e.matrix import GPUS_PER_NODE, NODES, Results, run_matrix
 from tests.stacks.vm import BINARIES, VmStack
+from trainsignals.generator.loader import load_specs
+from trainsignals.simulator.scenarios import SCENARIOS, Scenario
 
 # On the scenario matrix's worker, after it (tests/conftest.py MATRIX_GROUP): never beside it,
 # and its ~75 s balance the two stack workers.

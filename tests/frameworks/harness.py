@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from trainsignals.generator.spec.job import JobSpec
 
 from tests.conftest import require_tool
+from trainsignals.generator.spec.job import JobSpec
 from trainsignals.stacks.stack import Stack, job_files
 
 # 1 real second = 1 simulated minute: NonFiniteLoss's 1m `for` is 1 s, a stall 10 s.

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 import transformers
+
 from trainsignals.exporters.training.hf import TrainSignalsCallback
 
 VOCAB, SEQ, BATCH, STEPS = 64, 16, 4, 3

@@ -108,6 +108,7 @@ def test_standalone_pytorch_lightning_package(tmp_path: Path) -> None:
     """`pytorch_lightning.Trainer` accepts PLTrainSignalsCallback and drives it the same way."""
     import pytorch_lightning as pl
     import torch
+
     from trainsignals.exporters.training.lightning import PLTrainSignalsCallback
 
     class Tiny(pl.LightningModule):
@@ -143,6 +144,7 @@ def test_lightning_resume_carries_step_and_checkpoint_time_and_marks_done(tmp_pa
     file's mtime), not the new process's start; a clean end of fit reports phase done."""
     import lightning as L
     import torch
+
     from trainsignals.exporters.training.lightning import TrainSignalsCallback
 
     class Tiny(L.LightningModule):

@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
-from trainsignals.exporters.training import TrainingMetrics
 
 from tests.frameworks.harness import sample_values
+from trainsignals.exporters.training import TrainingMetrics
 
 OWN = "trainsignals_own_work_seconds_total"
 WAIT = "trainsignals_data_wait_seconds_total"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from trainsignals.exporters.training import TrainingMetrics
 from trainsignals.exporters.training.stepclock import StepClock, mean_loss
 
@@ -51,6 +52,7 @@ def test_one_step_of_two_micro_batches() -> None:
 
 def test_lightning_batch_shapes_and_unknown_argument() -> None:
     import torch
+
     from trainsignals.exporters.training.lightning import (
         TrainSignalsCallback,
         batch_size_and_tokens,

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from trainsignals.generator.loader import load_specs
-from trainsignals.generator.spec.job import JobSpec
 
 from tests.simulator.helpers import ROOT
+from trainsignals.generator.loader import load_specs
+from trainsignals.generator.spec.job import JobSpec
 
 
 @pytest.fixture(scope="module")

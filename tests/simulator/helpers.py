@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
+
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.simulator import Simulation
 

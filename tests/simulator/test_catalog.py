@@ -6,9 +6,6 @@ from __future__ import annotations
 import re
 
 import pytest
-from trainsignals.generator.alerts.catalog import BY_NAME
-from trainsignals.generator.spec.job import JobSpec
-from trainsignals.simulator import SCENARIOS
 
 from tests.simulator.helpers import (
     HOUR,
@@ -17,6 +14,9 @@ from tests.simulator.helpers import (
     make,
     scrape_all,
 )
+from trainsignals.generator.alerts.catalog import BY_NAME
+from trainsignals.generator.spec.job import JobSpec
+from trainsignals.simulator import SCENARIOS
 
 
 def test_table_names_known_alerts_with_default_severities(spec: JobSpec) -> None:

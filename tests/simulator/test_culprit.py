@@ -4,10 +4,10 @@ work, and a rank stuck in its data loader shows an open wait and an idle GPU."""
 from __future__ import annotations
 
 import pytest
-from trainsignals.generator.spec.job import JobSpec
-from trainsignals.simulator.scenarios_culprit import HOST_SLOW
 
 from tests.simulator.helpers import MIN, Probe, make
+from trainsignals.generator.spec.job import JobSpec
+from trainsignals.simulator.scenarios_culprit import HOST_SLOW
 
 OWN = "trainsignals_own_work_seconds_total"
 STEPS = "trainsignals_steps_total"

@@ -3,8 +3,6 @@ XIDs and InfiniBand ports."""
 
 from __future__ import annotations
 
-from trainsignals.generator.spec.job import JobSpec
-
 from tests.simulator.helpers import (
     MIN,
     Probe,
@@ -12,6 +10,7 @@ from tests.simulator.helpers import (
     make,
     values,
 )
+from trainsignals.generator.spec.job import JobSpec
 
 
 def test_crash_node_down_and_gpu_lost_take_endpoints_away(spec: JobSpec) -> None:

@@ -8,7 +8,6 @@ import math
 from pathlib import Path
 
 import pytest
-from trainsignals.generator.spec.job import JobSpec
 
 from tests.simulator.helpers import (
     HOUR,
@@ -18,6 +17,7 @@ from tests.simulator.helpers import (
     make,
     values,
 )
+from trainsignals.generator.spec.job import JobSpec
 
 
 def test_healthy_day_stays_inside_every_objective(spec: JobSpec) -> None:

@@ -27,11 +27,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import yaml
+
 from trainsignals.generator.meta.files import meta_files
 from trainsignals.generator.pipeline import Options
 from trainsignals.generator.spec.monitoring import Heartbeat, MonitoringSettings
 from trainsignals.generator.spec.receivers import Receiver, Routing
-
 from trainsignals.stacks.stack import (
     ALERTMANAGER,
     HOST,

@@ -23,11 +23,10 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.stacks.vm import BINARIES, HEALTH, VICTORIA_METRICS, binary, vmalert_command
 from trainsignals.generator.deploy.sharding import shard_config
 from trainsignals.generator.output.yaml import dump
 from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS, MonitoringSettings
-
-from tests.stacks.vm import BINARIES, HEALTH, VICTORIA_METRICS, binary, vmalert_command
 from trainsignals.stacks.stack import HOST, PROMETHEUS, SCRAPE_SECONDS, Stack, free_port
 
 

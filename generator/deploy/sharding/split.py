@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import promql_parser as pp
+
 from trainsignals.generator.spec.durations import format_duration
 
 # Labels each of which belongs to one node: an aggregation grouping by one stays node-local.

@@ -17,6 +17,8 @@ job's team naming the shard.
 from __future__ import annotations
 
 import promql_parser
+
+from trainsignals import __version__
 from trainsignals.generator.alerts.definitions.gpu_faults import GPU_LOST
 from trainsignals.generator.alerts.definitions.reachability import NODE_DOWN
 from trainsignals.generator.deploy.prometheus_config import alertmanager_discovery
@@ -41,8 +43,6 @@ from trainsignals.generator.spec.durations import format_duration
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS, MonitoringSettings
 from trainsignals.generator.spec.pipeline_alerts import SHARD_ALERT, declared_severity
-
-from trainsignals import __version__
 
 HEARTBEAT = "edge:trainsignals_heartbeat:timestamp"
 REPORTING = "job:trainsignals_shards_reporting:count"
