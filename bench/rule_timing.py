@@ -139,6 +139,22 @@ def fit(points: list[tuple[float, float]], at: float) -> float:
     return sum(x * y for x, y in points) / sum(x * x for x, _ in points) * at
 
 
+def line_fit(points: list[tuple[float, float]], at: float) -> float:
+    """The points fitted as a fixed part plus a part proportional to GPUs (least squares
+    line, neither part below 0), read at `at` GPUs: the estimate where `fit` is the upper
+    bound. A group whose cost barely grows between the sizes measured (per-query overhead:
+    parsing, index lookups) is mostly fixed, which `fit` multiplies with the GPUs."""
+    n = len(points)
+    mean_x = sum(x for x, _ in points) / n
+    mean_y = sum(y for _, y in points) / n
+    spread_x = sum((x - mean_x) ** 2 for x, _ in points)
+    if n < 2 or spread_x == 0:
+        return fit(points, at)
+    slope = max(0.0, sum((x - mean_x) * (y - mean_y) for x, y in points) / spread_x)
+    fixed = max(0.0, mean_y - slope * mean_x)
+    return fixed + slope * at
+
+
 def fit_spread(points: list[tuple[float, Spread]], at: float) -> Spread:
     """The median projected by `fit`; p25 and p75 around it as far (relatively) as at the
     largest size measured (quantile lines fitted apart could cross)."""
