@@ -140,13 +140,9 @@ def gpu_peer_recordings(ctx: RuleContext) -> dict[str, str]:
     rules[CLOCK_MEDIAN] = (
         f"quantile by (training_job) (0.5, {BUSY_CLOCK}{r}) and on (training_job) {computing}"
     )
-    rules[CLOCK_RATIO_SERIES] = (
-        f"{BUSY_CLOCK}{r} / on (training_job) group_left () ({CLOCK_MEDIAN}{r} > 0)"
-    )
-    rules[CLOCK_RATIO_BELOW] = (
-        f"{BUSY_CLOCK}{r} / on (training_job) group_left () ({CLOCK_MEDIAN}{r} > 0) "
-        f"< {CLOCK_RATIO:g}"
-    )
+    ratio = f"{BUSY_CLOCK}{r} / on (training_job) group_left () ({CLOCK_MEDIAN}{r} > 0)"
+    rules[CLOCK_RATIO_SERIES] = ratio
+    rules[CLOCK_RATIO_BELOW] = f"{ratio} < {CLOCK_RATIO:g}"
     rules[CLOCK_RATIO_LOW] = persists_low(CLOCK_RATIO_BELOW, CLOCK_MEDIAN, ctx)
     return rules
 

@@ -132,24 +132,28 @@ def split_document(
     return {"groups": edge_groups}, {"groups": global_groups}
 
 
+def _reads_level(expr: str, levels: frozenset[str]) -> bool:
+    """Whether `expr` reads a recorded series of one of `levels`, or a node-local part the
+    shards record whole (per node, or per rank as the hang suspects' inputs)."""
+    return any(
+        name.split(":")[0] in levels or (name.startswith("edge:") and ":local_" in name)
+        for name in name_tokens(expr)
+        if name.count(":") == 2
+    )
+
+
 def reads_per_unit(expr: str) -> bool:
-    """Whether `expr` reads a series per GPU, rank, MIG slice or node (port): a recorded name
-    of one of PER_UNIT_LEVELS, or a node-local part the shards record whole."""
-    return any(
-        name.split(":")[0] in PER_UNIT_LEVELS or (name.startswith("edge:") and ":local_" in name)
-        for name in name_tokens(expr)
-        if name.count(":") == 2
-    )
+    """Whether `expr` reads a series per GPU, rank, MIG slice or node (port)."""
+    return _reads_level(expr, PER_UNIT_LEVELS)
 
 
-def reads_per_rank(expr: str) -> bool:
-    """Whether `expr` reads a series per rank: a `rank:` record or a per-rank part the shards
-    record whole (the hang suspects' inputs)."""
-    return any(
-        name.startswith("rank:") or (name.startswith("edge:") and ":local_" in name)
-        for name in name_tokens(expr)
-        if name.count(":") == 2
-    )
+def _per_unit_group(rule: dict) -> str | None:
+    """The group of its own a fast global rule goes to, or None where it stays (job-level)."""
+    if not reads_per_unit(rule["expr"]):
+        return None
+    if rule.get("record") == SUSPECT:
+        return SUSPECTS_GROUP
+    return PER_RANK_GROUP if _reads_level(rule["expr"], frozenset({"rank"})) else PER_UNIT_GROUP
 
 
 def _per_unit_groups(fast: dict, job: str) -> list[dict]:
@@ -162,14 +166,14 @@ def _per_unit_groups(fast: dict, job: str) -> list[dict]:
     schedule and no group's evaluation nears its interval. Across groups a rule reads the
     other's latest evaluation (at most one interval old): each reads 5m rates or longer
     windows, and the alerts read them all."""
-    moved = [rule for rule in fast["rules"] if reads_per_unit(rule["expr"])]
-    fast["rules"] = [rule for rule in fast["rules"] if rule not in moved]
-    suspects = [rule for rule in moved if rule.get("record") == SUSPECT]
-    per_rank = [r for r in moved if reads_per_rank(r["expr"]) and r not in suspects]
-    per_gpu = [rule for rule in moved if rule not in per_rank and rule not in suspects]
-    named = ((PER_RANK_GROUP, per_rank), (SUSPECTS_GROUP, suspects), (PER_UNIT_GROUP, per_gpu))
+    moved: dict[str | None, list[dict]] = {}
+    for rule in fast["rules"]:
+        moved.setdefault(_per_unit_group(rule), []).append(rule)
+    fast["rules"] = moved.pop(None, [])
     return [
-        {"name": f"trainsignals-{job}-{name}", "rules": rules} for name, rules in named if rules
+        {"name": f"trainsignals-{job}-{name}", "rules": moved[name]}
+        for name in (PER_RANK_GROUP, SUSPECTS_GROUP, PER_UNIT_GROUP)
+        if name in moved
     ]
 
 
