@@ -17,7 +17,7 @@ replays and their encodings (testkit/goodput_tests.py: the same for every spec);
 encoding of each distinct list of test samples (testkit/series_notation.py); the YAML
 text of each string (output/yaml.py: it follows from the string alone); and what each PromQL
 expression reads, parsed once per *template* (the expression with its string literals, the
-job name among them, as placeholders: generator/signals/promql_inputs.py). Renamed copies
+job name among them, as placeholders: trainsignals/metrics/promql_reads.py). Renamed copies
 therefore reuse those as distinct jobs of one shape do; the "distinct objectives" rows give
 each copy its own thresholds and windows: every expression that carries one is parsed again,
 and the test job's throughput differs, so its series are encoded again.

@@ -21,14 +21,16 @@ from trainsignals.generator.alerts.definitions.training import (
     TRAINING_TARGETS_DOWN,
 )
 from trainsignals.generator.alerts.rules import severity
-from trainsignals.generator.rules.reads import Reads, alert_reads, document_tokens, keeps
+from trainsignals.generator.rules.reads import Reads, alert_reads, keeps
+from trainsignals.generator.rules.reads import record_reads as document_tokens
 from trainsignals.generator.signals.promql import RuleContext, matchers, regex
-from trainsignals.generator.signals.recording import group_names, records_read
+from trainsignals.generator.signals.recording import group_names
 from trainsignals.generator.testkit.faults import FAULT_ONSET, JobTimeline, restart, stall
 from trainsignals.generator.testkit.input_series import RawSeries
 from trainsignals.generator.testkit.job_series import job_series, target_series
 from trainsignals.generator.testkit.series_notation import encode
 from trainsignals.generator.testkit.test_inputs import TestInputs
+from trainsignals.metrics.promql_reads import records_read
 
 STEP = 3  # minutes between samples and between evaluations
 DEAD_FOR = 8 * 60  # a dead job: pods Pending for 8 hours

@@ -7,25 +7,24 @@ the healthy job would be written, reviewed and evaluated for nothing (44% of lla
 test file). The healthy, restart, completion and node-outage tests assert that *nothing* fires:
 they keep every series.
 
-Names are found as name-like tokens of the rule texts, a superset of the metric names read
-(label names and functions come along, harmlessly): no parse, and nothing read is missed.
+Names are the metric names of the rules' selectors (trainsignals/metrics/promql_reads.py).
 An expression that reads other alerts (`ALERTS`) or picks series by a pattern on their name
-(`__name__`) may depend on any series: its test keeps them all.
+(`__name__=~`) may depend on any series: its test keeps them all.
 """
 
 from __future__ import annotations
 
-from trainsignals.generator.signals.recording import name_tokens, record_tokens, records_read
+from trainsignals.metrics.promql_reads import names, reads_any_name, record_names, records_read
 
-# Tokens that make what an expression reads unknowable from its names.
-_OPEN_ENDED = frozenset({"ALERTS", "ALERTS_FOR_STATE", "__name__"})
+# Series that make what an expression reads depend on every other alert's inputs.
+_OPEN_ENDED = frozenset({"ALERTS", "ALERTS_FOR_STATE"})
 
 Reads = frozenset[str] | None  # None: any series may count
 
 
-# The last document analysed, its alert_reads and its record_tokens: a job's short and long
-# test files ask for them seven times, and tokenising a document costs ~2 ms. (Kept by
-# identity: the pipeline never changes a rules document once built.)
+# The last document analysed, its alert_reads and its record_reads: a job's short and long
+# test files ask for them seven times. (Kept by identity: the pipeline never changes a rules
+# document once built.)
 _analysed: tuple[dict, dict[str, Reads], dict[str, set[str]]] | None = None
 
 
@@ -35,8 +34,9 @@ def alert_reads(document: dict) -> dict[str, Reads]:
     return _analysis(document)[1]
 
 
-def document_tokens(document: dict) -> dict[str, set[str]]:
-    """record_tokens of the document's recording rules. Not to be changed: it is shared."""
+def record_reads(document: dict) -> dict[str, set[str]]:
+    """{record name: the names its rules read} of the document's recording rules
+    (promql_reads.record_names). Not to be changed: it is shared."""
     return _analysis(document)[2]
 
 
@@ -49,17 +49,24 @@ def _analysis(document: dict) -> tuple[dict, dict[str, Reads], dict[str, set[str
 
 def _analyse(document: dict) -> tuple[dict[str, Reads], dict[str, set[str]]]:
     groups = document["groups"]
-    tokens = record_tokens(r for g in groups for r in g["rules"] if "record" in r)
-    alerts: dict[str, set[str]] = {}  # an alert's tokens, over every rule of that name
+    records = [r for g in groups for r in g["rules"] if "record" in r]
+    read = record_names(records)
+    open_records = {r["record"] for r in records if reads_any_name(r["expr"])}
+    alerts: dict[str, set[str]] = {}  # an alert's names, over every rule of that name
+    open_alerts: set[str] = set()
     for group in groups:
         for rule in group["rules"]:
             if "alert" in rule:
-                alerts.setdefault(rule["alert"], set()).update(name_tokens(rule["expr"]))
+                alerts.setdefault(rule["alert"], set()).update(names(rule["expr"]))
+                if reads_any_name(rule["expr"]):
+                    open_alerts.add(rule["alert"])
     reads: dict[str, Reads] = {}
     for alert, found in alerts.items():
-        found = found.union(*(tokens[name] for name in records_read(found, tokens)))
-        reads[alert] = None if found & _OPEN_ENDED else frozenset(found)
-    return reads, tokens
+        through = records_read(found, read)
+        found = found.union(*(read[name] for name in through))
+        open_ended = alert in open_alerts or through & open_records or found & _OPEN_ENDED
+        reads[alert] = None if open_ended else frozenset(found)
+    return reads, read
 
 
 def keeps(reads: Reads, series: str) -> bool:

@@ -6,8 +6,7 @@ whatever the spec's selector is, so one Prometheus can hold many jobs' rules.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 from trainsignals.exporters.training.metrics import STEP_BUCKETS
 from trainsignals.generator.signals.durable import (
@@ -35,6 +34,7 @@ from trainsignals.generator.signals.straggler import (
     straggler_recordings,
 )
 from trainsignals.generator.spec.durations import format_duration
+from trainsignals.metrics.promql_reads import names, record_names, records_read
 
 # The slow group's interval: under Prometheus' 5m lookback with room for a late evaluation
 # (kube-prometheus evaluates its 30-day availability rules every 3m too).
@@ -401,46 +401,6 @@ def _job_rules(ctx: RuleContext) -> tuple[Rules, Rules, Rules]:
     return _last_built[1], _last_built[2], _last_built[3]
 
 
-# A series name as PromQL spells it: a maximal run of word characters and colons.
-_NAME = re.compile(r"[\w:]+")
-
-
-def reads(expr: str, name: str) -> bool:
-    """Whether a PromQL expression reads the recorded series `name`."""
-    if _NAME.fullmatch(name):
-        return name in name_tokens(expr)
-    return re.search(rf"(?<![\w:]){re.escape(name)}(?![\w:])", expr) is not None
-
-
-def name_tokens(expr: str) -> set[str]:
-    """Every name-like token of `expr`: `name` in it is `reads(expr, name)` for a series name
-    (a superset of the series names it reads: label names and functions come along)."""
-    return set(_NAME.findall(expr))
-
-
-def record_tokens(rules: Iterable[dict]) -> dict[str, set[str]]:
-    """{record name: the name tokens of every expression recording it}, each tokenised once."""
-    tokens: dict[str, set[str]] = {}
-    for rule in rules:
-        tokens.setdefault(rule["record"], set()).update(name_tokens(rule["expr"]))
-    return tokens
-
-
-def records_read(found: set[str], tokens: Mapping[str, set[str]]) -> set[str]:
-    """The records among the tokens `found` and those they read, transitively (`tokens`:
-    record_tokens). A walk with its own visited set: a cycle of records ends, reading them all."""
-    pending = [*found & tokens.keys()]
-    seen: set[str] = set()
-    while pending:
-        name = pending.pop()
-        if name not in seen:
-            seen.add(name)
-            pending += tokens[name] & tokens.keys()
-    return seen
-
-
 def _needed(rules: list[dict], readers: Iterable[str]) -> set[str]:
     """Names of `rules` the readers read, directly or through other rules of `rules`."""
-    # Each expression is tokenised once and its names looked up: one regex search per
-    # (expression, rule) pair was 45,400 searches per job.
-    return records_read(set().union(*map(name_tokens, readers)), record_tokens(rules))
+    return records_read(set().union(*map(names, readers)), record_names(rules))

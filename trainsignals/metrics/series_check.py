@@ -1,21 +1,20 @@
 """Which raw series a job's rules and panels read, with the matchers they read them with.
 
-`parse_selectors` parses an expression with a real PromQL parser (promql-parser); `selectors`
-collects them over a job's rules and panels, with the alerts each one feeds. Pure text work:
-asking a live Prometheus why a selector matches nothing is readiness's
+`selectors` collects the vector selectors of a job's rules and panels (as promql_reads.py
+parses them: the one answer to what an expression reads), with the alerts each one feeds. Pure
+text work: asking a live Prometheus why a selector matches nothing is readiness's
 (trainsignals/ops/readiness/diagnose.py), above this layer.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-import promql_parser
-
 from trainsignals.metrics.optional_series import OPTIONAL_SERIES
+from trainsignals.metrics.promql_reads import Matcher, names
+from trainsignals.metrics.promql_reads import selectors as expr_selectors
 
 # Series that exist only once something happened; absent on a healthy job is fine.
 EVENT_ONLY = {
@@ -37,20 +36,8 @@ EVENT_ONLY = {
 }
 # Components a job may not run: fine to miss where only panels read them (they stay empty).
 PANEL_ONLY_COMPONENTS = {"node_exporter (Prometheus project)"}
-# promql_parser.MatchOp is not hashable: key by its name.
-_OPS = {"Equal": "=", "NotEqual": "!=", "Re": "=~", "NotRe": "!~"}
 _TEMPLATE_RANGE = re.compile(r"\[\$\{?\w+\}?\]")
 _TEMPLATE_VAR = re.compile(r"\$\{?\w+\}?")
-
-
-@dataclass(frozen=True)
-class Matcher:
-    label: str
-    op: str
-    value: str
-
-    def __str__(self) -> str:
-        return f"{self.label}{self.op}{json.dumps(self.value)}"
 
 
 @dataclass
@@ -72,38 +59,15 @@ def dashboard_expr(expr: str) -> str:
     return _TEMPLATE_VAR.sub(".*", _TEMPLATE_RANGE.sub("[5m]", expr))
 
 
-def parse_selectors(expr: str) -> list[tuple[str, tuple[Matcher, ...]]]:
-    """(metric name, matchers other than the name) of every vector selector in `expr`."""
-    found: list[tuple[str, tuple[Matcher, ...]]] = []
-
-    def visit(node: object) -> None:
-        if isinstance(node, promql_parser.VectorSelector):
-            found.append(vector_selector(node))
-
-    promql_parser.walk(promql_parser.parse(expr), visit)
-    return found
-
-
-def vector_selector(node: promql_parser.VectorSelector) -> tuple[str, tuple[Matcher, ...]]:
-    """(metric name, matchers other than the name, sorted) of one parsed vector selector."""
-    matchers = [
-        Matcher(m.name, _OPS[str(m.op).rsplit(".", 1)[-1]], m.value)
-        for m in node.matchers.matchers
-        if m.name != "__name__"
-    ]
-    name = node.name or next((m.value for m in node.matchers.matchers if m.name == "__name__"), "")
-    return name, tuple(sorted(matchers, key=str))
-
-
 def _recorded_inputs(expr: str, records: Mapping[str, Sequence[str]]) -> set[str]:
     """Recorded names `expr` reads, directly or through other recording rules."""
-    todo = [name for name, _ in parse_selectors(expr)]
+    todo = [*names(expr)]
     seen: set[str] = set()
     while todo:
         name = todo.pop()
         if name in records and name not in seen:
             seen.add(name)
-            todo += [n for text in records[name] for n, _ in parse_selectors(text)]
+            todo += [n for text in records[name] for n in names(text)]
     return seen
 
 
@@ -130,7 +94,7 @@ def selectors(
     ]
     by_text: dict[str, Selector] = {}
     for reader, expr in readers:
-        for name, matchers in parse_selectors(expr):
+        for name, matchers in expr_selectors(expr):
             if not name or name in records:
                 continue
             selector = Selector(name, matchers)

@@ -18,7 +18,7 @@ import click
 import yaml
 
 from trainsignals.metrics.catalog import known_series_names
-from trainsignals.metrics.series_check import parse_selectors
+from trainsignals.metrics.promql_reads import names
 
 REQUIRED_LABELS = ("severity", "team", "job")
 REQUIRED_ANNOTATIONS = ("summary", "description", "runbook_url", "dashboard_url")
@@ -32,9 +32,9 @@ DURATION_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 60
 
 def metric_names(expr: str) -> set[str]:
     """The series names a PromQL expression reads, as the parser sees its vector selectors
-    (trainsignals/metrics/series_check.py: the one answer readiness and the generator use).
+    (trainsignals/metrics/promql_reads.py: the one answer readiness and the generator use).
     Raises ValueError when `expr` is not PromQL."""
-    return {name for name, _ in parse_selectors(expr) if name}
+    return set(names(expr))
 
 
 def duration_seconds(text: object) -> float:

@@ -4,9 +4,9 @@ An alert whose input series does not exist can never fire, and nobody notices: a
 without the step-time bucket, a node whose GPU exporter is not in service discovery, a
 checkpoint directory the instrumentation was not given. The inputs come from the definitions
 themselves: every raw series selector the job's other page and ticket alerts read, directly
-or through recording rules (parsed with promql-parser, generator/signals/promql_inputs.py). Series
-that exist only after an event, or are read with a fallback, are left out
-(series_check.EVENT_ONLY, trainsignals/metrics/optional_series.py).
+or through recording rules (trainsignals/metrics/promql_reads.py: firm_inputs). Series that
+exist only after an event, or are read with a fallback, are left out (series_check.EVENT_ONLY,
+trainsignals/metrics/optional_series.py).
 """
 
 from __future__ import annotations
@@ -16,11 +16,13 @@ from collections.abc import Sequence
 from trainsignals.generator.alerts.model import AlertGroup, AlertRule, Rule, firing_expr
 from trainsignals.generator.signals.fabric import NODE_EXPORTER_JOB
 from trainsignals.generator.signals.promql import RuleContext
-from trainsignals.generator.signals.promql_inputs import firm_inputs
 from trainsignals.generator.signals.recording import recorded_exprs
 from trainsignals.generator.testkit.fabric_series import ib_series
 from trainsignals.generator.testkit.faults import FAULT_ONSET, FaultCase
 from trainsignals.generator.testkit.job_series import gpu_series, target_series
+from trainsignals.metrics.optional_series import MIG_INSTANCE_MATCHER
+from trainsignals.metrics.promql_reads import Matcher, firm_inputs
+from trainsignals.metrics.series_check import EVENT_ONLY, Selector
 
 GROUP = AlertGroup()
 NAME = "AlertInputMissing"
@@ -35,10 +37,6 @@ def required_inputs(
     """(metric name, selector text, alerts that need it) for every input of the job's other
     alerts (`others`: its page and ticket alerts, as alerts.rules.alert_rules builds them)
     that must exist while its training targets are up."""
-    # Imported when used: series_check loads promql-parser, which generation needs only here.
-    from trainsignals.metrics.optional_series import MIG_INSTANCE_MATCHER
-    from trainsignals.metrics.series_check import EVENT_ONLY, Matcher, Selector
-
     records = recorded_exprs(ctx)
     needed: dict[str, set[str]] = {}
     names: dict[str, str] = {}

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import promql_parser as pp
 
 from trainsignals.generator.spec.durations import format_duration
+from trainsignals.metrics.promql_reads import names, parse, selector_name, selector_names
 
 # Labels each of which belongs to one node: an aggregation grouping by one stays node-local.
 # Not `rank`: a restarted rank may run on another node (another shard) within a window, so a
@@ -61,19 +62,6 @@ class SplitState:
     pushdowns: dict[str, Pushdown] = field(default_factory=dict)  # by edge expression text
 
 
-def _names(node: object) -> Iterable[str]:
-    """Metric names every selector under `node` reads."""
-    if isinstance(node, pp.VectorSelector):
-        yield node.name or ""
-        return
-    for attr in ("lhs", "rhs", "expr", "vector_selector"):
-        child = getattr(node, attr, None)
-        if child is not None:
-            yield from _names(child)
-    for arg in getattr(node, "args", None) or []:
-        yield from _names(arg)
-
-
 def is_raw(name: str) -> bool:
     return ":" not in name and name not in ALERT_SERIES
 
@@ -88,7 +76,7 @@ class _Kinds:
         if isinstance(node, pp.NumberLiteral | pp.StringLiteral):
             return "scalar"
         if isinstance(node, pp.VectorSelector):
-            name = node.name or ""
+            name = selector_name(node)
             if name in ALERT_SERIES or (
                 name in self.state.recorded and name not in self.state.edge
             ):
@@ -129,7 +117,7 @@ class _Kinds:
 def is_node_local(expr: str, state: SplitState) -> bool:
     """Whether every output series of `expr` is computed from series of one node (so it is
     exact on the shard that scrapes that node), given what `state` records where."""
-    return _Kinds(state).of(pp.parse(expr)) == "local"
+    return _Kinds(state).of(parse(expr)) == "local"
 
 
 def _groups_locally(node: pp.AggregateExpr) -> bool:
@@ -204,7 +192,7 @@ class Rewrite:
 
 
 def _edge_name(node: object, op: str, text: str) -> str:
-    metric = next((n for n in _names(node) if is_raw(n) and n), "series")
+    metric = next((n for n in selector_names(node) if is_raw(n) and n), "series")
     digest = hashlib.sha1(text.encode()).hexdigest()[:8]
     return f"{EDGE_LEVEL}:{metric}:{op}_{digest}"
 
@@ -225,9 +213,9 @@ def rewrite_global(expr: str, state: SplitState, job: str, slow: bool) -> Rewrit
 
     def hook(node: object) -> str | None:
         nonlocal partial
-        if not any(is_raw(n) for n in _names(node)):
+        if not any(is_raw(n) for n in selector_names(node)):
             if isinstance(node, pp.AggregateExpr) and kinds.of(node) == "global":
-                partial |= any(n in state.edge for n in _names(node))
+                partial |= any(n in state.edge for n in selector_names(node))
             return None  # emit() prints it (str() misprints subqueries and quoted strings)
         kind = kinds.of(node)
         if isinstance(node, pp.MatrixSelector):
@@ -257,8 +245,8 @@ def rewrite_global(expr: str, state: SplitState, job: str, slow: bool) -> Rewrit
             return f"{PUSHABLE[op]}{by} ({part})"
         return None
 
-    text = emit(pp.parse(expr), hook)
-    leftover = sorted({n for n in _names(pp.parse(text)) if is_raw(n) and n})
+    text = emit(parse(expr), hook)
+    leftover = sorted(n for n in names(text) if is_raw(n))
     if leftover:
         raise ShardingError(f"would read raw series {leftover} on the global ruler")
     return Rewrite(text, partial)

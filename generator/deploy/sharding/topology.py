@@ -16,8 +16,6 @@ job's team naming the shard.
 
 from __future__ import annotations
 
-import promql_parser
-
 from trainsignals import __version__
 from trainsignals.generator.alerts.definitions.gpu_faults import GPU_LOST
 from trainsignals.generator.alerts.definitions.reachability import NODE_DOWN
@@ -38,11 +36,12 @@ from trainsignals.generator.deploy.sharding.split import (
 from trainsignals.generator.meta.rule import Scale
 from trainsignals.generator.signals.hang_suspects import SUSPECT
 from trainsignals.generator.signals.promql import RuleContext
-from trainsignals.generator.signals.recording import SLOW_INTERVAL, name_tokens
+from trainsignals.generator.signals.recording import SLOW_INTERVAL
 from trainsignals.generator.spec.durations import format_duration
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS, MonitoringSettings
 from trainsignals.generator.spec.pipeline_alerts import SHARD_ALERT, declared_severity
+from trainsignals.metrics.promql_reads import names, parse
 
 HEARTBEAT = "edge:trainsignals_heartbeat:timestamp"
 REPORTING = "job:trainsignals_shards_reporting:count"
@@ -97,7 +96,7 @@ def split_document(
                 continue
             rewritten = rewrite_global(rule["expr"], state, job, slow)
             expr = rewritten.text if rewritten.text != _canonical(rule["expr"]) else rule["expr"]
-            if rewritten.partial or any(_reads(expr, name) for name in guarded):
+            if rewritten.partial or not guarded.isdisjoint(names(expr)):
                 expr = f"({expr}) unless on () ({guard})"
                 if "record" in rule:
                     guarded.add(rule["record"])
@@ -137,7 +136,7 @@ def _reads_level(expr: str, levels: frozenset[str]) -> bool:
     shards record whole (per node, or per rank as the hang suspects' inputs)."""
     return any(
         name.split(":")[0] in levels or (name.startswith("edge:") and ":local_" in name)
-        for name in name_tokens(expr)
+        for name in names(expr)
         if name.count(":") == 2
     )
 
@@ -178,13 +177,7 @@ def _per_unit_groups(fast: dict, job: str) -> list[dict]:
 
 
 def _canonical(expr: str) -> str:
-    return str(promql_parser.parse(expr))
-
-
-def _reads(expr: str, name: str) -> bool:
-    from trainsignals.generator.signals.recording import reads
-
-    return reads(expr, name)
+    return str(parse(expr))
 
 
 def _shard_alert(ctx: RuleContext, stale: str, monitoring: MonitoringSettings) -> dict:

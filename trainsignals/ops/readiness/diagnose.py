@@ -15,7 +15,8 @@ import urllib.request
 from dataclasses import dataclass
 
 from trainsignals.metrics.catalog import BY_NAME
-from trainsignals.metrics.series_check import Matcher, Selector
+from trainsignals.metrics.promql_reads import Matcher
+from trainsignals.metrics.series_check import Selector
 
 
 class PrometheusClient:
