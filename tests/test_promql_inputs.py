@@ -1,5 +1,5 @@
-"""firm_inputs parses templates (string literals as placeholders) and caches them by template:
-it must read what a plain walk of each expression's own parse tree reads."""
+"""promql_reads.firm_inputs parses templates (string literals as placeholders) and caches them
+by template: it must read what a plain walk of each expression's own parse tree reads."""
 
 from __future__ import annotations
 
@@ -11,28 +11,26 @@ import pytest
 from trainsignals.generator.alerts.model import firing_expr
 from trainsignals.generator.alerts.rules import alert_rules
 from trainsignals.generator.loader import load_specs
-from trainsignals.generator.signals import promql_inputs
 from trainsignals.generator.signals.promql import RuleContext
-from trainsignals.generator.signals.promql_inputs import firm_inputs
 from trainsignals.generator.signals.recording import recorded_exprs, recording_rules
-from trainsignals.metrics.series_check import parse_selectors
+from trainsignals.metrics import promql_reads
+from trainsignals.metrics.promql_reads import firm_inputs, vector_selector
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def reference(expr: str, records: dict[str, tuple[str, ...]]) -> frozenset:
-    """The definition, on the expression's own parse tree: every selector's own text
-    parsed again, no template, no cache."""
+    """The definition, on the expression's own parse tree: no template, no cache."""
 
     def of(node: object, seen: frozenset[str]) -> frozenset:
         if isinstance(node, promql_parser.VectorSelector):
             found: set = set()
-            for name, matchers in parse_selectors(node.prettify()):
-                if name in records:
-                    for text in records[name] if name not in seen else ():
-                        found |= of(promql_parser.parse(text), seen | {name})
-                elif name:
-                    found.add((name, matchers))
+            name, matchers = vector_selector(node)
+            if name in records:
+                for text in records[name] if name not in seen else ():
+                    found |= of(promql_parser.parse(text), seen | {name})
+            elif name:
+                found.add((name, matchers))
             return frozenset(found)
         if isinstance(node, promql_parser.BinaryExpr):
             op = str(node.op).lower()
@@ -78,7 +76,7 @@ def test_a_second_job_of_the_same_shape_is_not_parsed_again_and_keeps_its_own_la
     exprs, records = job_expressions(first)
     for expr in exprs:
         firm_inputs(expr, records)
-    misses = promql_inputs._compiled.cache_info().misses
+    misses = promql_reads._compiled.cache_info().misses
     renamed = first.model_copy(update={"name": "other-job-7"})
     exprs, records = job_expressions(renamed)
     found = set()
@@ -86,7 +84,7 @@ def test_a_second_job_of_the_same_shape_is_not_parsed_again_and_keeps_its_own_la
         inputs = firm_inputs(expr, records)
         assert inputs == reference(expr, records), expr
         found |= inputs
-    assert promql_inputs._compiled.cache_info().misses == misses
+    assert promql_reads._compiled.cache_info().misses == misses
     jobs = {m.value for _, matchers in found for m in matchers if m.label == "training_job"}
     assert jobs == {"other-job-7"}
 

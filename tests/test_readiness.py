@@ -13,7 +13,8 @@ from click.testing import CliRunner
 from tests.conftest import JOBS, ROOT, require_tool
 from trainsignals.cli.main import main
 from trainsignals.generator.loader import load_specs, spec_files
-from trainsignals.metrics.series_check import Matcher, dashboard_expr, selectors
+from trainsignals.metrics.promql_reads import Matcher
+from trainsignals.metrics.series_check import dashboard_expr, selectors
 from trainsignals.ops.readiness import Job, check_routing, check_runbooks
 from trainsignals.ops.readiness.diagnose import _label_fix
 from trainsignals.stacks.stack import free_port

@@ -7,7 +7,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import promql_parser
 import pytest
 import yaml
 
@@ -25,6 +24,7 @@ from trainsignals.generator.deploy.sharding.split import SplitState, is_raw, rew
 from trainsignals.generator.loader import load_specs
 from trainsignals.generator.pipeline import generate_job, spec_hash
 from trainsignals.generator.spec.pipeline_alerts import SHARD_ALERT
+from trainsignals.metrics.promql_reads import names
 from trainsignals.stacks.stack import free_port
 
 SPECS = sorted(JOBS.glob("*.yaml"))
@@ -34,12 +34,6 @@ AGGREGATION = r"\b(sum|avg|min|max|count|quantile|topk|bottomk)\b"
 def _sharded(path: Path, shards: int = 4):
     spec = load_specs([path])[0]
     return spec.model_copy(update={"deploy": spec.deploy.model_copy(update={"shards": shards})})
-
-
-def _names(expr: str) -> set[str]:
-    from trainsignals.generator.deploy.sharding.split import _names as names
-
-    return set(names(promql_parser.parse(expr)))
 
 
 def test_single_server_specs_are_unchanged() -> None:
@@ -69,11 +63,11 @@ def test_split_reads_raw_series_only_on_the_shards(path: Path, tmp_path: Path) -
     assert {"GpuLost", "NodeDown"} <= set(at_edge) and "TrainingStalled" in moved
     # The global ruler never reads a raw series; edge partials keep `node`.
     for rule in global_rules:
-        assert not {n for n in _names(rule["expr"]) if is_raw(n) and n}, rule
+        assert not {n for n in names(rule["expr"]) if is_raw(n)}, rule
     recorded = {r["record"] for r in global_rules if "record" in r} | {
         r["record"] for r in edge_rules if "record" in r
     }
-    assert {n for r in global_rules for n in _names(r["expr"]) if ":" in n} <= recorded | {""}
+    assert {n for r in global_rules for n in names(r["expr"]) if ":" in n} <= recorded
     # (A partial without aggregation, such as a rank's incarnation age, keeps every label.)
     for rule in edge_rules:
         if rule.get("record", "").startswith("edge:") and rule["record"] != HEARTBEAT:

@@ -7,8 +7,9 @@ import re
 from trainsignals.generator.dashboards.kit import iter_panels, panel_queries
 from trainsignals.generator.nodes.files import nodes_document
 from trainsignals.generator.signals.recording import recording_rules
+from trainsignals.metrics import promql_reads
 from trainsignals.metrics.catalog import known_series_names
-from trainsignals.metrics.series_check import dashboard_expr, parse_selectors
+from trainsignals.metrics.series_check import dashboard_expr
 
 # --- queries -------------------------------------------------------------------------------------
 
@@ -22,7 +23,7 @@ def metric_names(expr: str) -> set[str]:
     any node, any GPU, a 5m range)."""
     variable_query = LABEL_VALUES.fullmatch(expr.strip())
     expr = variable_query.group(1) if variable_query else expr
-    return {name for name, _ in parse_selectors(dashboard_expr(expr))}
+    return set(promql_reads.names(dashboard_expr(expr)))
 
 
 def test_metric_names_are_the_selectors() -> None:
