@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from trainsignals.metrics import promql_reads
 from trainsignals.metrics.promql_reads import (
     Matcher,
     PromQLError,
@@ -88,3 +89,15 @@ def test_an_expression_that_does_not_parse_is_named(expr: str) -> None:
             question(expr)
         assert expr in str(raised.value)
     assert issubclass(PromQLError, ValueError)
+
+
+def test_jobs_that_differ_in_thresholds_and_windows_share_a_parse() -> None:
+    first = 'max_over_time((sum(rate(t_total{job="a"}[5m])) < 2500)[15m:1m]) > bool 0'
+    assert names(first) == {"t_total"}
+    parses = promql_reads._summary.cache_info().misses
+    other = 'max_over_time((sum(rate(t_total{job="b"}[7m])) < 2517.5)[16m:1m]) > bool 0'
+    assert selectors(other) == (("t_total", (Matcher("job", "=", "b"),)),)
+    assert promql_reads._summary.cache_info().misses == parses
+    # A number or window inside a string is the string's: it is not normalised.
+    assert selectors('x{a="(2 [5m]"}') == (("x", (Matcher("a", "=", "(2 [5m]"),)),)
+    assert selectors('x{a="(2 [5m]\\\\"}') == (("x", (Matcher("a", "=", "(2 [5m]\\"),)),)

@@ -2,11 +2,12 @@
 
 Every answer comes from promql-parser's parse tree. Parsing is the cost (a Python object per
 node: ~45 µs for a typical rule, a few hundred expressions per job), and jobs of one shape have
-the same expressions but for their string literals: the job name in every selector. So an
-expression is parsed as a *template* (its string literals replaced by placeholders, which
-changes nothing it reads) into a small summary of what it reads, cached by template, and each
-job's literals are put back into that summary. Asking several questions about one text costs
-one regex pass (the last texts asked are memoised too).
+the same expressions but for their string literals (the job name in every selector) and their
+thresholds and windows. So an expression is parsed as a *template* (its string literals
+replaced by placeholders, its numbers and windows normalised: this changes nothing it reads)
+into a small summary of what it reads, cached by template, and each job's literals are put
+back into that summary. Asking several questions about one text costs one regex pass (the
+last texts asked are memoised too).
 
 - `names`: the metric names an expression's selectors read;
 - `selectors`: every vector selector, with its matchers;
@@ -45,9 +46,17 @@ Input = tuple[str, tuple[Matcher, ...]]  # (metric name, matchers other than the
 # promql_parser.MatchOp is not hashable: key by its name.
 _OPS = {"Equal": "=", "NotEqual": "!=", "Re": "=~", "NotRe": "!~"}
 _REGEX_OPS = frozenset({"=~", "!~"})
-# PromQL's string literals. Numbers (thresholds) and durations (windows) stay in the template:
-# jobs that differ there parse their own, and scanning for them costs more than it saves.
+# PromQL's string literals: placeholders in a template (a job's name and label values).
 _STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"' r"|'(?:[^'\\\n]|\\.)*'" r"|`[^`]*`")
+# Thresholds and windows never change what is read: a new template is normalised (to 1 and
+# 1m) before it is parsed, so jobs that differ only there share a parse. Only forms that stay
+# valid are normalised (a number after an operator, `(` or `,`; a range or subquery of
+# one-unit durations); the rest stays as written: a parse more at worst. (Numbers after `bool`
+# stay: matching the word doubled the cost of the scan.)
+_DURATION = r"[1-9]\d{0,5}(?:ms|[smhdwy])"
+_RANGE = re.compile(rf"\[\s*{_DURATION}\s*\]")
+_SUBQUERY = re.compile(rf"\[\s*{_DURATION}\s*:\s*(?:{_DURATION})?\s*\]")
+_NUMBER = re.compile(r"([-+*/%^<>=!(,]\s*)\d+(?:\.\d+)?(?:[eE][+-]?\d+)?(?![\w.:\[\]])")
 _PLACEHOLDER = re.compile(r"__trainsignals_literal_(\d+)__")
 
 
@@ -218,7 +227,7 @@ def _analysed(expr: str) -> tuple[_Template, tuple[str, ...]]:
     try:
         compiled = _compiled(template)
     except PromQLError:  # a placeholder the grammar refuses there: the text as it is
-        return _compiled(expr), ()
+        return _summary(expr), ()
     for slot in compiled.regex_slots:  # the template parsed a placeholder, not the pattern
         if not _valid_regex(literals[slot]):
             _parse(expr)  # raises, naming the expression
@@ -241,6 +250,14 @@ def _template(expr: str) -> tuple[str, tuple[str, ...]]:
     return _STRING.sub(swap, expr), tuple(literals)
 
 
+def _normalised(template: str) -> str:
+    """`template` with its numbers and windows normalised (_NUMBER, _RANGE, _SUBQUERY); as it
+    is where a string stayed in it (an escape), whose text must not change."""
+    if "\\" in template:
+        return template
+    return _NUMBER.sub(r"\g<1>1", _RANGE.sub("[1m]", _SUBQUERY.sub("[1m:1m]", template)))
+
+
 @lru_cache(maxsize=1024)
 def _valid_regex(value: str) -> bool:
     """Whether promql-parser accepts `value` (a literal without escapes) as a matcher's regex."""
@@ -254,7 +271,21 @@ def _valid_regex(value: str) -> bool:
 
 @lru_cache(maxsize=8192)
 def _compiled(template: str) -> _Template:
-    """What a template reads, from its parse tree. Bounded: ~300 templates per job shape."""
+    """What a template reads. Bounded: ~300 templates per job shape. A template first seen is
+    normalised before it is parsed: jobs that differ only in thresholds and windows share the
+    parse (_summary), and jobs of one shape do not pay for the normalising scan."""
+    normal = _normalised(template)
+    if normal != template:
+        try:
+            return _summary(normal)
+        except PromQLError:  # a normalised value the grammar refuses there
+            pass
+    return _summary(template)
+
+
+@lru_cache(maxsize=8192)
+def _summary(template: str) -> _Template:
+    """What a (normalised) template reads, from its parse tree."""
     every: list[_Selector] = []
     firm = _collect(_parse(template), every)
     regex_slots = tuple(
