@@ -2,7 +2,8 @@
 
 Shards partition the job's targets by `node` (hashmod), so anything computed within one node is
 exact on the shard that scrapes it. The split reads each generated expression with
-promql-parser, so it follows the rules as they change instead of a hand-kept table:
+promql-parser (trees and the names they read: trainsignals/metrics/promql_reads.py), so it
+follows the rules as they change instead of a hand-kept table:
 
 - a recording rule whose result is node-local (every output series is computed from series of
   one node: per-node and per-GPU rules) runs on every shard unchanged ("edge" rule);
