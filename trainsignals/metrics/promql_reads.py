@@ -60,9 +60,10 @@ _NUMBER = re.compile(r"([-+*/%^<>=!(,]\s*)\d+(?:\.\d+)?(?:[eE][+-]?\d+)?(?![\w.:
 _PLACEHOLDER = re.compile(r"__trainsignals_literal_(\d+)__")
 
 
-@lru_cache(maxsize=2048)
+@lru_cache(maxsize=512)
 def parse(expr: str) -> promql_parser.Expr:
-    """The parse tree of `expr`, memoised (bounded). Shared: not to be changed."""
+    """The parse tree of `expr`, memoised (bounded: the sharded split of one job asks for ~200
+    texts, several times each). Shared: not to be changed."""
     return _parse(expr)
 
 
@@ -220,9 +221,10 @@ class _Template:
     any_name: bool  # a selector picks names by a pattern, or any name
 
 
-@lru_cache(maxsize=2048)
+@lru_cache(maxsize=512)
 def _analysed(expr: str) -> tuple[_Template, tuple[str, ...]]:
-    """The template of `expr` and its literals. Bounded: a few hundred texts per job."""
+    """The template of `expr` and its literals. Bounded: the questions about one text come
+    while one job is generated (~150 texts); a longer memory only holds more memory."""
     template, literals = _template(expr)
     try:
         compiled = _compiled(template)
