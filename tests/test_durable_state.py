@@ -22,7 +22,7 @@ from trainsignals.generator.signals.promql import RuleContext, matchers
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.generator.testkit.series_notation import encode
 
-from .test_promtool import promtool
+from .promtool_subsets import promtool_test
 
 BASE = {
     "name": "durable",
@@ -107,7 +107,7 @@ def test_python_carry_equals_what_promtool_records(tmp_path: Path) -> None:
         }
     ]
     (tmp_path / "carried.test.yaml").write_text(dump(suite))
-    result = promtool("test", "rules", "carried.test.yaml", cwd=tmp_path)
+    result = promtool_test("carried.test.yaml", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -125,7 +125,7 @@ def test_long_horizon_tests_pass_in_auto_restart_mode(tmp_path: Path) -> None:
     ctx = _ctx(mode="auto_restart")
     document = _document(ctx)
     _write(tmp_path, document, long_suite(ctx, "job.rules.yaml", document))
-    result = promtool("test", "rules", "job.test.yaml", cwd=tmp_path)
+    result = promtool_test("job.test.yaml", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -145,5 +145,5 @@ def test_max_pause_longer_than_restart_window_pages_a_dead_job_throughout(tmp_pa
     suite = promtool_suite(ctx, "job.rules.yaml", [dead_job_test(ctx, document)])
     suite["evaluation_interval"] = f"{STEP}m"
     _write(tmp_path, document, suite)
-    result = promtool("test", "rules", "job.test.yaml", cwd=tmp_path)
+    result = promtool_test("job.test.yaml", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -27,7 +27,8 @@ from trainsignals.generator.spec.job import JobSpec
 from trainsignals.generator.testkit.series_notation import shared_encodings
 from trainsignals.generator.testkit.test_inputs import TestInputs
 
-from .conftest import JOBS, run_tool
+from .conftest import JOBS
+from .promtool_subsets import promtool_test
 
 # A job as a real one runs: 16 GPUs, a 2-minute save every 30 minutes, a 10-minute eval every
 # 6 hours, torchrun restarts it; goodput 0.85 (issue 26, item 8).
@@ -172,7 +173,7 @@ def _promtool(tmp_path: Path, spec: JobSpec, tests: list[dict] | None = None) ->
         suite = promtool_suite(RuleContext(spec), rules.name, tests)
     path = tmp_path / f"{spec.name}.test.yaml"
     path.write_text(dump(suite))
-    done = run_tool("promtool", "test", "rules", path.name, cwd=tmp_path, timeout=900)
+    done = promtool_test(path.name, cwd=tmp_path)
     return "" if done.returncode == 0 else done.stdout + done.stderr
 
 

@@ -32,7 +32,8 @@ from trainsignals.generator.spec.monitoring import (
 )
 from trainsignals.ops.lint import lint_rules
 
-from .conftest import JOBS, run_tool
+from .conftest import JOBS
+from .promtool_subsets import promtool_test
 
 RULES, TESTS, LONG = (
     "alerts/nodes.rules.yaml",
@@ -62,7 +63,7 @@ def record(text: str, name: str) -> dict:
 def run_promtool(folder: Path, files: dict[str, str], test: str) -> str:
     for path in (RULES, test):
         (folder / Path(path).name).write_text(files[path])
-    done = run_tool("promtool", "test", "rules", Path(test).name, cwd=folder, timeout=300)
+    done = promtool_test(Path(test).name, cwd=folder, timeout=300)
     return done.stdout + done.stderr if done.returncode else ""
 
 

@@ -24,6 +24,7 @@ from trainsignals.ops.lint import lint_rules, metric_names
 
 from .conftest import JOBS, run_tool
 from .dashboards.helpers import load_schema, panel_schema_problems
+from .promtool_subsets import promtool_test
 
 RULES, TESTS = "alerts/oncall.rules.yaml", "alerts/oncall.test.yaml"
 DASHBOARD, RUNBOOK = "dashboards/oncall.json", f"runbooks/{ALERT}.md"
@@ -164,7 +165,7 @@ def test_promtool_check_and_generated_tests_pass(
     checked = promtool("check", "rules", rules.name, cwd=tmp_path)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "5 rules found" in checked.stdout
-    tested = promtool("test", "rules", tests.name, cwd=tmp_path)
+    tested = promtool_test(tests.name, cwd=tmp_path)
     assert tested.returncode == 0, tested.stdout + tested.stderr
 
 
@@ -182,14 +183,14 @@ def test_generated_tests_cover_the_cases(files: dict[str, str]) -> None:
 def mutate(folder: Path, files: dict[str, str], name: str, expr: str) -> str:
     """Replace one rule's expr, run the generated tests, return promtool's output (must fail)."""
     rules, tests = write(folder, files)
-    assert promtool("test", "rules", tests.name, cwd=folder).returncode == 0
+    assert promtool_test(tests.name, cwd=folder).returncode == 0
     document = yaml.safe_load(rules.read_text())
     for group in document["groups"]:
         for rule in group["rules"]:
             if (rule.get("record") or rule.get("alert")) == name:
                 rule["expr"] = expr
     rules.write_text(dump(document))
-    tested = promtool("test", "rules", tests.name, cwd=folder)
+    tested = promtool_test(tests.name, cwd=folder)
     assert tested.returncode != 0, "the generated tests did not notice the broken rule"
     return tested.stdout + tested.stderr
 

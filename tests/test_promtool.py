@@ -18,9 +18,11 @@ from trainsignals.generator.rules.unit_tests import job_series, promtool_suite
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.spec.durations import parse_duration
 from trainsignals.generator.testkit.faults import FAULT_ONSET, JobTimeline
+from trainsignals.generator.testkit.rule_subsets import cut, needs
 from trainsignals.generator.testkit.series_notation import encode
 
 from .conftest import JOBS, ROOT, run_tool
+from .promtool_subsets import promtool_test
 
 JOB_NAMES = [p.stem for p in spec_files(JOBS)]
 
@@ -63,65 +65,68 @@ def _generated_suite(job: str) -> dict:
 
 
 def eval_seconds(test: dict) -> int:
-    """How far promtool evaluates a test group: its last eval_time. Every rule is evaluated at
-    every step up to it, so its CPU is about this times the length of the job's rule
-    expressions: promtool's rules parse their expression again at every evaluation, and with
-    no data at all gpt-70b-pretrain's 49,000 characters cost ~25 ms a step (its 600-minute
-    tests ~15-30 s, most fault tests 2-5 s)."""
+    """How far promtool evaluates a test group: its last eval_time. Every rule it loads is
+    evaluated at every step up to it."""
     checks = [*test.get("alert_rule_test", []), *test.get("promql_expr_test", [])]
     return max(parse_duration(check["eval_time"]) for check in checks)
 
 
-def part_count(tests: list[dict]) -> int:
-    """As many parts as the longest test fits in the total: it then runs alone."""
-    cost = [eval_seconds(test) for test in tests]
-    return max(1, math.ceil(sum(cost) / max(cost, default=1)))
+def test_costs(suite: dict, rules: dict) -> list[float]:
+    """Each test group's promtool CPU, relative: its evaluated minutes times the characters of
+    the rules it runs with (tests/promtool_subsets.py: the rules it reads; promtool parses each
+    expression again at every evaluation, and with no data at all gpt-70b-pretrain's ~70,000
+    characters cost ~25 ms a step)."""
+    (rule_file,) = suite["rule_files"]
+    costs = []
+    for test, need in zip(suite["tests"], needs(suite, {rule_file: rules}), strict=True):
+        kept = cut(rules, need)
+        characters = sum(len(r["expr"]) for g in kept["groups"] for r in g["rules"])
+        costs.append(eval_seconds(test) / 60 * characters / 1000)
+    return costs
 
 
-def promtool_parts(tests: list[dict], count: int) -> list[list[int]]:
-    """The indices of `tests` in `count` parts of about equal evaluation time, costliest first.
+def part_count(costs: list[float]) -> int:
+    """As many parts as the costliest test fits in the total: it then runs alone."""
+    return max(1, math.ceil(sum(costs) / max(costs, default=1)))
 
-    Filled longest test first, each onto the part with the least so far; each part lists its
-    tests in file order. A function of the tests alone: every xdist worker gets the same."""
-    cost = [eval_seconds(test) for test in tests]
-    loads, parts = [0] * count, [[] for _ in range(count)]
-    for index in sorted(range(len(tests)), key=lambda i: (-cost[i], i)):
+
+def promtool_parts(costs: list[float], count: int) -> list[list[int]]:
+    """The indices of the tests in `count` parts of about equal cost, costliest first.
+
+    Filled costliest test first, each onto the part with the least so far; each part lists
+    its tests in file order. A function of the costs alone: every xdist worker gets the same."""
+    loads, parts = [0.0] * count, [[] for _ in range(count)]
+    for index in sorted(range(len(costs)), key=lambda i: (-costs[i], i)):
         lightest = min(range(count), key=lambda k: (loads[k], k))
-        loads[lightest] += cost[index]
+        loads[lightest] += costs[index]
         parts[lightest].append(index)
     order = sorted(range(count), key=lambda k: (-loads[k], k))
     return [sorted(parts[k]) for k in order]
 
 
-def scan_eval_seconds(text: str) -> list[int]:
-    """eval_seconds of every test in a test file's text, without parsing its YAML (1.5 MB
-    for gpt-70b: ~0.3 s with libyaml, at every worker's collection): the tests are the
-    top-level list items after `tests:`. Checked against the parsed file below."""
-    items = re.split(r"^- ", text.split("\ntests:\n", 1)[-1], flags=re.MULTILINE)[1:]
-    times = [re.findall(r"^\s+eval_time: (\S+)$", item, flags=re.MULTILINE) for item in items]
-    return [max(parse_duration(t) for t in found) for found in times if found]
+@cache
+def _committed_costs(job: str) -> tuple[float, ...]:
+    """test_costs of the committed files, read at collection (generating the 512-rank job's
+    there would cost each worker seconds). The test splits the file it generates into as many
+    parts: a stale committed file only misjudges the costs."""
+    tests_file, rules_file = (ROOT / "alerts" / f"{job}.{kind}.yaml" for kind in ("test", "rules"))
+    if not tests_file.exists() or not rules_file.exists():
+        return ()
+    return tuple(test_costs(load_yaml(tests_file.read_text()), load_yaml(rules_file.read_text())))
 
 
 @cache
 def _planned_parts(job: str) -> tuple[float, ...]:
-    """The relative CPU cost of each of a job's parts, planned at collection from the committed
-    test file (generating the 512-rank job's there would cost each worker seconds). The test
-    splits the file it generates into as many parts: a stale committed file only misjudges
-    the costs. Cost: evaluated minutes times the characters of the job's rule expressions."""
-    tests_file, rules_file = (ROOT / "alerts" / f"{job}.{kind}.yaml" for kind in ("test", "rules"))
-    if not tests_file.exists() or not rules_file.exists():
+    """The cost of each of a job's parts (the `cpu_cost` xdist ordering reads it)."""
+    costs = list(_committed_costs(job))
+    if not costs:
         return (0.0,)
-    cost = scan_eval_seconds(tests_file.read_text())
-    expressions = re.findall(r"^\s*expr: (.*)$", rules_file.read_text(), re.MULTILINE)
-    kilochars = sum(map(len, expressions)) / 1000
-    tests = [{"alert_rule_test": [{"eval_time": f"{seconds}s"}]} for seconds in cost]
-    parts = promtool_parts(tests, part_count(tests))
-    return tuple(kilochars * sum(cost[i] for i in part) / 60 for part in parts)
+    return tuple(sum(costs[i] for i in part) for part in promtool_parts(costs, part_count(costs)))
 
 
-# Each job's generated test file runs in parts of about equal promtool time (promtool_parts):
-# the 512-rank job's file is ~5 minutes of CPU in 9 parts of ~35 s, the others' ~100 s in 7.
-# `cpu_cost` (tests/conftest.py) starts the costliest first, so none is left for the end.
+# Each job's generated test file runs in parts of about equal promtool time (promtool_parts),
+# each part as its rule subsets (tests/promtool_subsets.py). `cpu_cost` (tests/conftest.py)
+# starts the costliest first, so none is left for the end.
 PROMTOOL_PARTS = [
     pytest.param(job, part, marks=pytest.mark.cpu_cost(cost), id=f"{job}-{part}")
     for job in JOB_NAMES
@@ -136,24 +141,27 @@ def test_promtool_check_and_test_pass(job: str, part: int, tmp_path: Path) -> No
         checked = promtool("check", "rules", rules.name, cwd=tmp_path)
         assert checked.returncode == 0, checked.stdout + checked.stderr
     suite = _generated_suite(job)
-    kept = promtool_parts(suite["tests"], len(_planned_parts(job)))[part]
+    costs = test_costs(suite, load_yaml(_generated_text(job)[0]))
+    kept = promtool_parts(costs, len(_planned_parts(job)))[part]
     tests.write_text(dump({**suite, "tests": [suite["tests"][i] for i in kept]}))
-    tested = promtool("test", "rules", tests.name, cwd=tmp_path)
+    tested = promtool_test(tests.name, cwd=tmp_path)
     assert tested.returncode == 0, tested.stdout + tested.stderr
 
 
 @pytest.mark.parametrize("job", JOB_NAMES)
 def test_promtool_parts_hold_every_generated_test_once(job: str) -> None:
-    tests = _generated_suite(job)["tests"]
-    for count in {len(_planned_parts(job)), part_count(tests), 1, len(tests)}:
-        parts = promtool_parts(tests, count)
+    suite = _generated_suite(job)
+    costs = test_costs(suite, load_yaml(_generated_text(job)[0]))
+    tests = suite["tests"]
+    for count in {len(_planned_parts(job)), part_count(costs), 1, len(tests)}:
+        parts = promtool_parts(costs, count)
         assert sorted(i for part in parts for i in part) == list(range(len(tests))), count
         assert all(parts), count
-    longest = max(range(len(tests)), key=lambda i: eval_seconds(tests[i]))
-    assert [longest] in promtool_parts(tests, part_count(tests)), "the longest test runs alone"
-    # The plan made at collection reads the same costs from the text.
-    assert scan_eval_seconds(_generated_text(job)[1]) == [eval_seconds(t) for t in tests]
-    assert len(_planned_parts(job)) == part_count(tests)
+    costliest = max(range(len(tests)), key=lambda i: costs[i])
+    assert [costliest] in promtool_parts(costs, part_count(costs)), "the costliest runs alone"
+    # The plan made at collection from the committed files is the generated files' plan.
+    assert list(_committed_costs(job)) == costs
+    assert len(_planned_parts(job)) == part_count(costs)
 
 
 def test_every_alert_has_a_firing_and_a_healthy_test(tmp_path: Path) -> None:
@@ -198,13 +206,13 @@ def test_generated_tests_catch_a_broken_rule(alert: str, broken: str, tmp_path: 
     """Weaken one alert by hand: its generated promtool test must notice."""
     rules, tests = generated("minimal", tmp_path)
     keep_tests(tests, alert)
-    assert promtool("test", "rules", tests.name, cwd=tmp_path).returncode == 0
+    assert promtool_test(tests.name, cwd=tmp_path).returncode == 0
     document = yaml.safe_load(rules.read_text())
     for rule in document["groups"][1]["rules"]:
         if rule["alert"] == alert:
             rule["expr"] = broken
     rules.write_text(dump(document))
-    tested = promtool("test", "rules", tests.name, cwd=tmp_path)
+    tested = promtool_test(tests.name, cwd=tmp_path)
     assert tested.returncode != 0
     assert alert in tested.stdout + tested.stderr
 
@@ -212,13 +220,13 @@ def test_generated_tests_catch_a_broken_rule(alert: str, broken: str, tmp_path: 
 def test_a_healthy_test_catches_a_noisy_rule(tmp_path: Path) -> None:
     rules, tests = generated("minimal", tmp_path)
     keep_tests(tests, "healthy")
-    assert promtool("test", "rules", tests.name, cwd=tmp_path).returncode == 0
+    assert promtool_test(tests.name, cwd=tmp_path).returncode == 0
     document = yaml.safe_load(rules.read_text())
     for rule in document["groups"][1]["rules"]:
         if rule["alert"] == "DataLoaderStarved":
             rule["expr"] = rule["expr"].replace("> 0.25", "> 0.01")
     rules.write_text(dump(document))
-    tested = promtool("test", "rules", tests.name, cwd=tmp_path)
+    tested = promtool_test(tests.name, cwd=tmp_path)
     assert tested.returncode != 0
     output = tested.stdout + tested.stderr
     # The healthy ten-hour run is what fails: the rule now fires on a normal data wait.
