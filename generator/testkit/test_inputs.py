@@ -19,6 +19,7 @@ from trainsignals.generator.signals.promql import RuleContext, matchers
 from trainsignals.generator.testkit.faults import JobTimeline
 from trainsignals.generator.testkit.input_series import RawSeries
 from trainsignals.generator.testkit.job_series import (
+    READS_STEP_TIME_BOUND,
     REPORTING_RANKS,
     SIGNAL_GROUPS,
     incarnations,
@@ -120,7 +121,7 @@ class TestInputs:
                         selectors.append(self._rank_selectors(name, extra))
                         texts.append(prefixes.text(length))
                 continue
-            key = (index, length, t.outage, t.step_time_bound, *(prints[f] for f in fields))
+            key = (index, length, t.outage, _bound(t, index), *(prints[f] for f in fields))
             encoded = _GROUPS.get(key)
             if encoded is None:
                 encoded = _remember(key, computed.group(index))
@@ -175,11 +176,17 @@ class _Computed:
         ]
 
 
-# Group encodings across specs: (group, length, outage, step-time bound, its fields' samples)
-# -> the group's series. A spec adds ~100; cleared past the bound (a fleet's specs come in a
-# few shapes, and a miss only costs the encoding).
+# Group encodings across specs: (group, length, outage, step-time bound where the group reads
+# it, its fields' samples) -> the group's series. A spec adds ~100; cleared past the bound (a
+# fleet's specs come in a few shapes, and a miss only costs the encoding).
 _GROUPS: dict[tuple, list] = {}
 _GROUPS_MAX = 4096
+
+
+def _bound(t: JobTimeline, index: int) -> float | None:
+    """The step-time bound for a group that reads it; None for the others (so specs that differ
+    in their bound alone share those groups' encodings)."""
+    return t.step_time_bound if SIGNAL_GROUPS[index][1] in READS_STEP_TIME_BOUND else None
 
 
 def _remember(key: tuple, value: list) -> list:
@@ -197,7 +204,7 @@ def _healthy_groups(healthy: JobTimeline, prints: dict) -> list[HealthyGroup]:
     distinct: dict[object, Prefixes] = {}
     progress = None
     for index, (fields, group) in enumerate(SIGNAL_GROUPS):
-        key = ("healthy", index, length, healthy.step_time_bound, *(prints[f] for f in fields))
+        key = ("healthy", index, length, _bound(healthy, index), *(prints[f] for f in fields))
         encoded = _GROUPS.get(key)
         if encoded is None:
             progress = progress or progress_once(healthy)
