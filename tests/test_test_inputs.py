@@ -5,16 +5,29 @@ with the committed ones by `trainsignals check`.)"""
 from __future__ import annotations
 
 import random
+from array import array
 from dataclasses import fields
+from itertools import accumulate
 from pathlib import Path
 
 import pytest
 
 from trainsignals.generator.alerts.rules import alert_rules
 from trainsignals.generator.loader import load_specs
+from trainsignals.generator.signals.healthy_job import (
+    HEALTHY_DATA_WAIT,
+    healthy_pattern,
+    healthy_phase,
+)
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.testkit.faults import FaultCase, JobTimeline, restart
-from trainsignals.generator.testkit.job_series import SIGNAL_GROUPS, gpu_series, job_series
+from trainsignals.generator.testkit.job_series import (
+    HEALTHY_OWN_SHARE,
+    SIGNAL_GROUPS,
+    gpu_series,
+    job_series,
+    step_buckets,
+)
 from trainsignals.generator.testkit.series_notation import encode, shared_encodings
 from trainsignals.generator.testkit.test_inputs import TestInputs
 from trainsignals.metrics.training import PHASES
@@ -140,3 +153,87 @@ def test_gpu_inputs_are_the_plain_gpu_series(job: str) -> None:
             for overrides in (case.gpu_overrides, None):
                 plain = _encoded(gpu_series(ctx, minutes, overrides))
                 assert inputs.gpus(minutes, overrides) == plain, case.alert
+
+
+# The counters as job_series first wrote them, minute by minute: each increment scaled and
+# rounded to 1/64 on its own, then summed. (job_series now rounds each distinct rate once.)
+def _per_minute_counter(increments: list[float]) -> list[float]:
+    return list(accumulate([round(v * 64) / 64 for v in increments[1:]], initial=0.0))
+
+
+def _per_minute_counters(t: JobTimeline) -> dict[tuple[str, tuple], list[float]]:
+    """(series name, extra labels) -> one rank's counter values, the per-minute way."""
+    steps_pm = [s * 60 for s in t.steps_per_second]
+    counters = {
+        ("trainsignals_tokens_total", ()): [v * 60 * 0.5 for v in t.tokens_per_second],
+        ("trainsignals_steps_total", ()): steps_pm,
+        ("trainsignals_step_duration_seconds_count", ()): steps_pm,
+        ("trainsignals_step_duration_seconds_sum", ()): [60.0 if s > 0 else 0.0 for s in steps_pm],
+        ("trainsignals_data_wait_seconds_total", ()): [v * 60 for v in t.data_wait_share],
+        ("trainsignals_own_work_seconds_total", ()): [
+            60 * HEALTHY_OWN_SHARE * (1 - w) if s > 0 else 0.0
+            for s, w in zip(t.steps_per_second, t.data_wait_share, strict=True)
+        ],
+        ("trainsignals_nonfinite_losses_total", ()): [v * 1.0 for v in t.nonfinite_per_minute],
+        ("trainsignals_batches_dropped_total", ()): [v * 1.0 for v in t.dropped_per_minute],
+    }
+    for le, (healthy, slow) in step_buckets(t).items():
+        counters["trainsignals_step_duration_seconds_bucket", (("le", le),)] = [
+            s * ((1 - share) * healthy + share * slow)
+            for s, share in zip(steps_pm, t.slow_step_share, strict=False)
+        ]
+    return {key: _per_minute_counter(column) for key, column in counters.items()}
+
+
+# The timeline fields the counters sum.
+COUNTED = [
+    "tokens_per_second",
+    "steps_per_second",
+    "data_wait_share",
+    "slow_step_share",
+    "nonfinite_per_minute",
+    "dropped_per_minute",
+]
+
+
+def test_counters_are_the_per_minute_sums_on_random_timelines() -> None:
+    """Seeded property test: on healthy and randomly bent timelines (rates that vary minute
+    by minute, -0.0, ints, repeats), every counter job_series writes is, to the last bit,
+    the per-minute rounding and sum it replaced."""
+    rnd = random.Random(29)
+    ctx = _ctx("llama-8b-finetune")
+    rates = [-0.0, 0.0, 1, 0.5, 3.0, 60.0, 1 / 3, 1e-9, 12345.678, 2.5e6]
+    for _ in range(150):
+        t = JobTimeline(ctx, rnd.choice([0, 1, 2, 45, 150])).build()
+        for _ in range(rnd.randint(0, 40)):
+            name = rnd.choice(COUNTED)
+            column = getattr(t, name)
+            m = rnd.randrange(len(column))
+            column[m] = rnd.choice([*rates, column[m] * rnd.random(), rnd.uniform(0, 1e5)])
+        expected = _per_minute_counters(t)
+        for s in job_series(ctx, t):
+            key = (s.name, tuple((k, v) for k, v in s.labels.items() if k == "le"))
+            if key in expected and s.labels["rank"] == "0":
+                got, want = array("d", s.values).tobytes(), array("d", expected[key]).tobytes()
+                assert got == want, key
+
+
+def test_healthy_columns_are_prefixes_whatever_the_order_of_lengths() -> None:
+    """The healthy rates are worked out once per rate, at the longest length asked for yet:
+    a timeline of any length, asked for in any order, has the per-minute values."""
+    rnd = random.Random(7)
+    for job in JOBS:
+        ctx = _ctx(job)
+        pattern = healthy_pattern(ctx.spec.cadence)
+        for minutes in rnd.sample(range(0, 900, 37), 12):
+            t = JobTimeline(ctx, minutes).build()
+            phases = [healthy_phase(m, pattern) for m in range(minutes + 1)]
+            assert t.phase == phases
+            speed = {"warmup": 0.6, "train": 1.0}
+            for column, rate in (
+                (t.tokens_per_second, t.healthy_tokens),
+                (t.steps_per_second, t.healthy_steps),
+            ):
+                assert column == [rate * speed[p] if p in speed else 0.0 for p in phases]
+            wait = [HEALTHY_DATA_WAIT if p in speed else 0.0 for p in phases]
+            assert t.data_wait_share == wait
