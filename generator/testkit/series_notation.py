@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import marshal
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
@@ -32,7 +33,7 @@ def is_gap(value: float | str | None) -> bool:
 # GPUs', targets' and peers' series whatever their objectives: each distinct list is encoded
 # once. Used inside `shared_encodings()` blocks only; kept across them, cleared past a bound
 # (a miss only costs the encoding).
-_memo: dict[bytes | tuple[bytes, bytes], str] = {}
+_memo: dict[bytes | tuple[bytes], str] = {}
 _MEMO_MAX = 8192
 _sharing = False
 
@@ -57,9 +58,8 @@ def encode_shared(values: Sequence[float | str | None]) -> str:
         return _run(first, 0, len(values) - 1)
     if not _sharing:
         return encode(values)
-    try:
-        key = exact_key(values)
-    except OverflowError:  # an int past float64: not memoised
+    key = _memo_key(values)
+    if key is None:
         return encode(values)
     text = _memo.get(key)
     if text is None:  # numbers only (a key of their bits alone): no gaps to look for
@@ -68,6 +68,24 @@ def encode_shared(values: Sequence[float | str | None]) -> str:
             _memo.clear()
         _memo[key] = text
     return text
+
+
+def _memo_key(values: Sequence[float | str | None]) -> bytes | tuple[bytes] | None:
+    """Equal keys, equal samples: numbers only, their float64 bits (bytes); with gaps, a
+    1-tuple of marshal's bytes (format 2: no back-references, so they follow from the values
+    alone; each sample's type and float64 bits), ~10x faster than exact_key's two passes
+    (whose keys can be cut to a prefix: these need not be). None: not memoised (an int past
+    float64, a type marshal does not write)."""
+    try:
+        return array("d", values).tobytes()
+    except TypeError:
+        pass
+    except OverflowError:
+        return None
+    try:
+        return (marshal.dumps(values, 2),)
+    except ValueError:
+        return None
 
 
 def exact_key(values: Sequence[float | str | None]) -> bytes | tuple[bytes, bytes]:
