@@ -33,11 +33,14 @@ def _incarnations(t: JobTimeline, values: list, counter: bool) -> list:
     if t.outage is None:
         return values
     first, last = t.outage
-    base = values[last + 1] if counter and last + 1 < len(values) else 0.0
-    return [
-        None if first <= m <= last else (v - base if counter and m > last and v is not None else v)
-        for m, v in enumerate(values)
-    ]
+    assert first <= last, t.outage  # (faults.restart: every rank dies, then comes back)
+    # Sliced, not rewritten minute by minute: only a counter's values after it change.
+    before, after = values[:first], values[last + 1 :]
+    gone = [None] * (len(values) - len(before) - len(after))
+    if not counter:
+        return before + gone + after
+    base = after[0] if after else 0.0
+    return before + gone + [None if v is None else v - base for v in after]
 
 
 def _cumulative(per_minute: Sequence, scale: Callable[[Any], float]) -> list[float]:
