@@ -30,7 +30,7 @@ from trainsignals.generator.testkit.job_series import (
     step_buckets,
 )
 from trainsignals.generator.testkit.series_notation import encode, shared_encodings
-from trainsignals.generator.testkit.test_inputs import TestInputs
+from trainsignals.generator.testkit.test_inputs import TestInputs, sampled_job_series
 from trainsignals.metrics.training import PHASES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -262,3 +262,30 @@ def test_an_outage_is_cut_out_as_minute_by_minute() -> None:
             ]
             got = incarnations(t, name, values)
             assert repr(got) == repr(want), (values, t.outage, name)
+
+
+def test_sampled_series_are_the_plain_path_every_few_minutes() -> None:
+    """sampled_job_series (the long-horizon tests' job series, memoised per group) is one
+    rank's job_series sampled every few minutes and encoded, on random faults, outages and
+    completions, with and without a name filter, across specs that share the memo."""
+    rnd = random.Random(31)
+    names = frozenset({"trainsignals_loss", "trainsignals_steps_total", "trainsignals_phase"})
+    for job in JOBS:
+        ctx = _ctx(job)
+        for _ in range(60):
+            t = JobTimeline(ctx, rnd.choice([0, 1, 7, 45, 150, 400])).build()
+            _bend(rnd, t)
+            if rnd.random() < 0.2 and t.minutes > 10:
+                restart(t, 5, rnd.randint(5, t.minutes - 1))
+            if rnd.random() < 0.2:
+                t.completed = rnd.randint(0, t.minutes)
+            every, wanted = rnd.choice([1, 3, 5]), rnd.choice([None, names])
+            own = {*ctx.spec.selector_labels, "node", "rank"}  # the labels every rank has
+            plain = [
+                (s.name, {k: v for k, v in s.labels.items() if k not in own}, encode(values))
+                for s in job_series(ctx, t, wanted)
+                if s.labels["rank"] == "0"
+                for values in [s.values[::every]]
+            ]
+            with shared_encodings():
+                assert sampled_job_series(t, wanted, every) == plain, (job, every)

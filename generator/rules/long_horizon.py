@@ -27,9 +27,9 @@ from trainsignals.generator.signals.promql import RuleContext, matchers, regex
 from trainsignals.generator.signals.recording import group_names
 from trainsignals.generator.testkit.faults import FAULT_ONSET, JobTimeline, restart, stall
 from trainsignals.generator.testkit.input_series import RawSeries
-from trainsignals.generator.testkit.job_series import job_series, target_series
+from trainsignals.generator.testkit.job_series import rank_labels, target_series
 from trainsignals.generator.testkit.series_notation import encode_shared, shared_encodings
-from trainsignals.generator.testkit.test_inputs import TestInputs
+from trainsignals.generator.testkit.test_inputs import TestInputs, sampled_job_series
 from trainsignals.metrics.promql_reads import records_read
 
 STEP = 3  # minutes between samples and between evaluations
@@ -85,8 +85,13 @@ def _inputs(
             else s
             for s in targets
         ]
-    inputs = []
-    for s in job_series(ctx, t, reads) + targets:
+    encoded = sampled_job_series(t, reads, STEP)  # one rank's: every rank's are alike
+    inputs = [
+        {"series": name + matchers({**labels, **extra}), "values": text}
+        for labels in rank_labels(ctx)
+        for name, extra, text in encoded
+    ]
+    for s in targets:
         selector = s.name + matchers(s.labels)
         if keeps(reads, selector):
             inputs.append({"series": selector, "values": encode_shared(s.values[::STEP])})

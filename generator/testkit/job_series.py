@@ -81,14 +81,21 @@ def job_series(
     # Every rank reports the same values: computed once, each rank's series gets a copy.
     signals = _rank_signals(t, names)
     series: list[RawSeries] = []
-    for rank in range(REPORTING_RANKS):
-        labels = {**ctx.spec.selector_labels, "node": "node-0", "rank": str(rank)}
+    for labels in rank_labels(ctx):
         series += [
             RawSeries(name, {**labels, **extra}, [*values]) for name, extra, values in signals
         ]
     if t.completed is not None:  # the ranks exited cleanly: their series end
         series = [RawSeries(s.name, s.labels, [*s.values[: t.completed + 1]]) for s in series]
     return series
+
+
+def rank_labels(ctx: RuleContext) -> list[dict[str, str]]:
+    """The labels of each reporting rank's series (beyond a series' own)."""
+    return [
+        {**ctx.spec.selector_labels, "node": "node-0", "rank": str(rank)}
+        for rank in range(REPORTING_RANKS)
+    ]
 
 
 Signal = tuple[str, dict, list]  # a series of one reporting rank: name, extra labels, values

@@ -25,6 +25,7 @@ from trainsignals.generator.testkit.job_series import (
     incarnations,
     one_gpu_series,
     progress_once,
+    rank_labels,
     xid_series,
 )
 from trainsignals.generator.testkit.series_notation import (
@@ -59,10 +60,7 @@ class TestInputs:
         healthy = JobTimeline(ctx, horizon).build()
         self._selectors: dict[tuple, object] = {}
         self._healthy_gpus: dict[tuple[int, int], list[Input]] = {}
-        self._rank_labels = [
-            {**ctx.spec.selector_labels, "node": "node-0", "rank": str(rank)}
-            for rank in range(REPORTING_RANKS)
-        ]
+        self._rank_labels = rank_labels(ctx)
         self._healthy_fields = _fingerprints(healthy, horizon + 1)
         self._healthy_groups = _healthy_groups(healthy, self._healthy_fields)
         # Each group's series names (the same in every timeline): `job(names=...)` asks.
@@ -110,7 +108,7 @@ class TestInputs:
         fields_read = {field for index, _ in groups for field in SIGNAL_GROUPS[index][0]}
         prints = _fingerprints(t, length, fields_read)
         changed = self._changed(t, length, prints)
-        computed = _Computed(t, length)
+        computed = _Computed(t, length, every=1)
         selectors: list[tuple[str, ...]] = []  # of each rank
         texts: list[str] = []
         for index, healthy in groups:
@@ -121,11 +119,7 @@ class TestInputs:
                         selectors.append(self._rank_selectors(name, extra))
                         texts.append(prefixes.text(length))
                 continue
-            key = (index, length, t.outage, _bound(t, index), *(prints[f] for f in fields))
-            encoded = _GROUPS.get(key)
-            if encoded is None:
-                encoded = _remember(key, computed.group(index))
-            for name, extra, text in encoded:
+            for name, extra, text in computed.encoded(index, prints):
                 if names is None or name in names:
                     selectors.append(self._rank_selectors(name, extra))
                     texts.append(text)
@@ -158,27 +152,68 @@ class TestInputs:
 
 
 class _Computed:
-    """A timeline's groups worked out (the timeline cut to `length`, its progress once)."""
+    """A timeline's groups worked out (the timeline cut to `length`, its progress once), one
+    sample every `every` minutes, encoded; or taken from the memo."""
 
-    def __init__(self, t: JobTimeline, length: int) -> None:
-        self._t, self._length = t, length
+    def __init__(self, t: JobTimeline, length: int, every: int) -> None:
+        self._t, self._length, self._every = t, length, every
         self._progress = None
 
+    def encoded(self, index: int, prints: dict) -> Encoded:
+        """Group `index`'s series: from the memo where a timeline had the same samples of the
+        group's fields (`prints`: _fingerprints of at least those), else worked out."""
+        t, fields = self._t, SIGNAL_GROUPS[index][0]
+        key = (index, self._length, self._every, t.outage, _bound(t, index))
+        key += tuple(prints[f] for f in fields)
+        encoded = _GROUPS.get(key)
+        if encoded is None:
+            encoded = _remember(key, self.group(index))
+            _NAMES[index] = frozenset(name for name, _, _ in encoded)
+        return encoded
+
     def group(self, index: int) -> Encoded:
-        t, length = self._t, self._length
+        t, length, every = self._t, self._length, self._every
         if self._progress is None:
             if length <= t.minutes and t.outage is None:  # a job that ended: its first minutes
                 self._t = t = t.first(length)
             self._progress = progress_once(t)
         return [
-            (name, extra, encode_shared(incarnations(t, name, values)[:length]))
+            (name, extra, encode_shared(incarnations(t, name, values)[:length][::every]))
             for name, extra, values in SIGNAL_GROUPS[index][1](t, self._progress)
         ]
 
 
-# Group encodings across specs: (group, length, outage, step-time bound where the group reads
-# it, its fields' samples) -> the group's series. A spec adds ~100; cleared past the bound (a
-# fleet's specs come in a few shapes, and a miss only costs the encoding).
+def sampled_job_series(t: JobTimeline, names: frozenset[str] | None, every: int) -> Encoded:
+    """One reporting rank's series of job_series(ctx, t) (every rank's are alike), of `names`
+    only (None: all), one sample every `every` minutes, encoded: (name, extra labels, text).
+    Each group from the memo where a timeline with the same samples of its fields had it (the
+    long-horizon tests: jobs of one shape share them, and most groups whatever their
+    objectives)."""
+    length = t.minutes + 1 if t.completed is None else t.completed + 1
+    groups = [
+        index
+        for index in range(len(SIGNAL_GROUPS))
+        if names is None or index not in _NAMES or not names.isdisjoint(_NAMES[index])
+    ]
+    prints = _fingerprints(t, length, {f for i in groups for f in SIGNAL_GROUPS[i][0]})
+    computed = _Computed(t, length, every)
+    return [
+        (name, extra, text)
+        for index in groups
+        for name, extra, text in computed.encoded(index, prints)
+        if names is None or name in names
+    ]
+
+
+# Each group's series names, as seen (the same in every timeline): a group with none of the
+# names asked for is not worked out.
+_NAMES: dict[int, frozenset[str]] = {}
+
+
+# Group encodings across specs: (group, length, minutes between samples, outage, step-time
+# bound where the group reads it, its fields' samples) -> the group's series. A spec adds
+# ~150; cleared past the bound (a fleet's specs come in a few shapes, and a miss only costs
+# the encoding).
 _GROUPS: dict[tuple, list] = {}
 _GROUPS_MAX = 4096
 
