@@ -202,7 +202,7 @@ def _disk(t: JobTimeline, _progress: Progress) -> list[Signal]:
 
 def _time_accounts(t: JobTimeline, _progress: Progress) -> list[Signal]:
     series = timeline_series({}, t.phase, t.steps_per_second, t.data_wait_share)
-    return [(s.name, s.labels, s.values) for s in series if s.name != "trainsignals_global_step"]
+    return [(s.name, s.labels, s.values) for s in series]
 
 
 # A healthy rank's own work: this share of its stepping time less its data wait (the rest is
