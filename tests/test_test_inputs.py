@@ -27,6 +27,7 @@ from trainsignals.generator.testkit.job_series import (
     gpu_series,
     incarnations,
     job_series,
+    progress_series,
     step_buckets,
 )
 from trainsignals.generator.testkit.series_notation import encode, shared_encodings
@@ -157,7 +158,8 @@ def test_gpu_inputs_are_the_plain_gpu_series(job: str) -> None:
 
 
 # The counters as job_series first wrote them, minute by minute: each increment scaled and
-# rounded to 1/64 on its own, then summed. (job_series now rounds each distinct rate once.)
+# rounded to 1/64 on its own, then summed. (job_series now rounds once per stretch of equal
+# minutes.)
 def _per_minute_counter(increments: list[float]) -> list[float]:
     return list(accumulate([round(v * 64) / 64 for v in increments[1:]], initial=0.0))
 
@@ -289,3 +291,46 @@ def test_sampled_series_are_the_plain_path_every_few_minutes() -> None:
             ]
             with shared_encodings():
                 assert sampled_job_series(t, wanted, every) == plain, (job, every)
+
+
+def _progress_minute_by_minute(t: JobTimeline) -> tuple[list, list, list]:
+    """progress_series as it was first written: one pass per minute."""
+    last_step: list = []
+    last_ckpt: list = []
+    global_step: list = []
+    step_ts = ckpt_ts = None
+    step = ckpt_step = 0.0
+    for minute in range(t.minutes + 1):
+        if minute and t.process_start[minute] != t.process_start[minute - 1]:
+            step_ts, step = None, ckpt_step
+        if t.steps_per_second[minute] > 0:
+            step_ts = minute * 60.0
+            step += round(t.steps_per_second[minute] * 60 * 64) / 64
+        previous = t.phase[minute - 1] if minute else "startup"
+        if previous == "checkpoint" and t.phase[minute] != "checkpoint" and t.checkpoint_ok[minute]:
+            ckpt_ts, ckpt_step = minute * 60.0, step
+        last_step.append(step_ts)
+        last_ckpt.append(ckpt_ts)
+        global_step.append(step)
+    return last_step, last_ckpt, global_step
+
+
+def test_progress_by_stretches_is_the_minute_by_minute_pass() -> None:
+    """Seeded: progress_series (worked out per stretch of equal minutes) is, to the bit, the
+    per-minute pass it replaced, on healthy, bent, restarted and randomly restarting jobs."""
+    rnd = random.Random(41)
+    for job in JOBS:
+        ctx = _ctx(job)
+        for _ in range(150):
+            t = JobTimeline(ctx, rnd.choice([0, 1, 2, 61, 150, 400])).build()
+            _bend(rnd, t)
+            for m in rnd.sample(range(t.minutes + 1), min(t.minutes + 1, rnd.randint(0, 4))):
+                if rnd.random() < 0.5:
+                    t.process_start[m:] = [m * 60.0] * (t.minutes + 1 - m)  # a new process
+                else:
+                    t.phase[m] = rnd.choice(["checkpoint", "train", "startup"])
+                    t.steps_per_second[m] = rnd.choice([0.0, -0.0, 0.25, 1 / 3, 7])
+            if rnd.random() < 0.2 and t.minutes > 10:
+                restart(t, 5, rnd.randint(5, t.minutes - 1))
+            got, want = progress_series(t), _progress_minute_by_minute(t)
+            assert [repr(c) for c in got] == [repr(c) for c in want], job
