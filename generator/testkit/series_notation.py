@@ -7,7 +7,7 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from itertools import compress, count, groupby, islice, repeat
+from itertools import compress, count, groupby, islice
 from math import isfinite
 from operator import ne, sub
 
@@ -71,10 +71,8 @@ def encode_shared(values: Sequence[float | str | None]) -> str:
 
 
 def _memo_key(values: Sequence[float | str | None]) -> bytes | tuple[bytes] | None:
-    """Equal keys, equal samples: numbers only, their float64 bits (bytes); with gaps, a
-    1-tuple of marshal's bytes (format 2: no back-references, so they follow from the values
-    alone; each sample's type and float64 bits), ~10x faster than exact_key's two passes
-    (whose keys can be cut to a prefix: these need not be). None: not memoised (an int past
+    """Equal keys, equal samples: numbers only, their float64 bits (bytes: and no gaps to
+    look for); with gaps, a 1-tuple of exact_key's bytes. None: not memoised (an int past
     float64, a type marshal does not write)."""
     try:
         return array("d", values).tobytes()
@@ -83,31 +81,17 @@ def _memo_key(values: Sequence[float | str | None]) -> bytes | tuple[bytes] | No
     except OverflowError:
         return None
     try:
-        return (marshal.dumps(values, 2),)
+        return (exact_key(values),)
     except ValueError:
         return None
 
 
-def exact_key(values: Sequence[float | str | None]) -> bytes | tuple[bytes, bytes]:
-    """Equal keys, equal samples to the last bit (and equal encodings): the float64 bits of
-    numbers only (unlike a tuple, which equates 0.0 and -0.0), or _gap_key's pair where there
-    are gaps. TypeError for anything but numbers, None and STALE; OverflowError for an int
-    past float64."""
-    try:
-        return array("d", values).tobytes()
-    except TypeError:
-        return _gap_key(values)
-
-
-def _gap_key(values: Sequence[float | str | None]) -> tuple[bytes, bytes]:
-    """An exact key for samples with gaps: the numbers' bits (0.0 in a gap) and each sample's
-    kind (0 a number, 1 missing, 2 stale), both built in C."""
-    numbers = array("d", map(_GAP_AS_ZERO.get, values, values)).tobytes()
-    return numbers, bytes(map(_GAP_CODE.get, values, repeat(0)))
-
-
-_GAP_AS_ZERO = {None: 0.0, STALE: 0.0}
-_GAP_CODE = {None: 1, STALE: 2}
+def exact_key(values: Sequence[float | str | None]) -> bytes:
+    """Equal keys, equal samples to the last bit (and equal encodings), unlike a tuple, which
+    equates 0.0 and -0.0: marshal's bytes (format 2: no back-references, so they follow from
+    the values alone) hold each sample's type and float64 bits, or its text. One pass in C.
+    ValueError for a type marshal does not write."""
+    return marshal.dumps(values, 2)
 
 
 def encode(values: Sequence[float | str | None]) -> str:

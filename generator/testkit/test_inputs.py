@@ -61,8 +61,10 @@ class TestInputs:
         self._selectors: dict[tuple, object] = {}
         self._healthy_gpus: dict[tuple[int, int], list[Input]] = {}
         self._rank_labels = rank_labels(ctx)
-        self._healthy_fields = _fingerprints(healthy, horizon + 1)
-        self._healthy_groups = _healthy_groups(healthy, self._healthy_fields)
+        self._healthy = healthy
+        healthy_prints = _fingerprints(healthy, horizon + 1)
+        self._healthy_prints = {(name, horizon + 1): p for name, p in healthy_prints.items()}
+        self._healthy_groups = _healthy_groups(healthy, healthy_prints)
         # Each group's series names (the same in every timeline): `job(names=...)` asks.
         self._group_names = [frozenset(name for name, _, _ in g) for g in self._healthy_groups]
 
@@ -137,8 +139,17 @@ class TestInputs:
         return {
             name
             for name, fingerprint in prints.items()
-            if fingerprint != _cut(self._healthy_fields[name], length)
+            if fingerprint != self._healthy_print(name, length)
         }
+
+    def _healthy_print(self, name: str, length: int) -> Fingerprint:
+        """The healthy job's field `name` fingerprinted over its first `length` minutes (the
+        tests ask for a few dozen lengths: each once)."""
+        fingerprint = self._healthy_prints.get((name, length))
+        if fingerprint is None:
+            fingerprint = _fingerprints(self._healthy, length, {name})[name]
+            self._healthy_prints[name, length] = fingerprint
+        return fingerprint
 
     def _rank_selectors(self, name: str, extra: dict) -> tuple[str, ...]:
         """The selector of each reporting rank's series `name` with `extra` labels."""
@@ -256,17 +267,14 @@ def _healthy_groups(healthy: JobTimeline, prints: dict) -> list[HealthyGroup]:
 
 def _prefixes(values: list, distinct: dict[object, Prefixes]) -> Prefixes:
     """The healthy encoding of `values`, shared with an equal list's."""
-    try:
-        key = exact_key(values)
-    except (TypeError, OverflowError):  # not plain samples: not shared
-        return Prefixes(values)
+    key = _fingerprint(values)
     prefixes = distinct.get(key)
     if prefixes is None:
         prefixes = distinct[key] = Prefixes(values)
     return prefixes
 
 
-Fingerprint = bytes | tuple[bytes, bytes] | tuple | bool
+Fingerprint = bytes | bool
 
 
 def _fingerprints(
@@ -283,22 +291,7 @@ def _fingerprints(
     return prints
 
 
-def _fingerprint(values: list) -> Fingerprint:
+def _fingerprint(values: list) -> bytes:
     """What tells a timeline field's values apart exactly, hashable: == alone takes 0.0 for
-    -0.0, which a series passed on as is (a loss) writes as "-0". Phases (strings) are their
-    own."""
-    try:
-        return exact_key(values)
-    except (TypeError, OverflowError):
-        return tuple(values)
-
-
-def _cut(fingerprint: Fingerprint, length: int) -> Fingerprint:
-    """The fingerprint of the first `length` values."""
-    if isinstance(fingerprint, bytes):  # float64 bits
-        return fingerprint[: 8 * length]
-    if isinstance(fingerprint, tuple) and len(fingerprint) == 2 and type(fingerprint[0]) is bytes:
-        return fingerprint[0][: 8 * length], fingerprint[1][:length]  # bits and kinds
-    if isinstance(fingerprint, tuple):  # the samples themselves
-        return fingerprint[:length]
-    return fingerprint
+    -0.0, which a series passed on as is (a loss) writes as "-0"."""
+    return exact_key(values)
