@@ -282,19 +282,14 @@ def finished_job_test(ctx: RuleContext, document: dict) -> dict:
     progress = (TRAINING_NO_PROGRESS, TRAINING_STALLED, TRAINING_TARGETS_DOWN, CHECKPOINT_TOO_OLD)
     alerts = [a for a in progress if severity(ctx, a) == "page"]
     done = f"job:trainsignals_completed:bool{ctx.recorded()}"
+    reads = _reads(document, alerts, (done.partition("{")[0],))
     pages = "ALERTS" + matchers(
         {"alertname": regex("|".join(alerts)), "alertstate": "firing", "training_job": ctx.job}
     )
     return {
         "name": "a finished job whose GPU exporters stay is completed for 3 days, nothing pages",
         "interval": f"{STEP}m",
-        "input_series": _inputs(
-            ctx,
-            t,
-            _reads(document, alerts, (done.partition("{")[0],)),
-            training_until=DONE_AT,
-            minutes=minutes,
-        ),
+        "input_series": _inputs(ctx, t, reads, training_until=DONE_AT, minutes=minutes),
         "promql_expr_test": [
             *(
                 {"expr": done, "eval_time": f"{at}m", "exp_samples": [{"labels": done, "value": 1}]}
