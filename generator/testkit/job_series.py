@@ -313,6 +313,7 @@ def target_series(
     """`up` of every training rank and every node's GPU exporter; `down(kind, node, minute)`
     (None: never) says which targets are down when."""
     spec = ctx.spec
+    selector = spec.selector_labels  # (a property that builds its dict)
     series = []
     for n in range(spec.shape.nodes):
         node = f"node-{n}"
@@ -326,7 +327,7 @@ def target_series(
             else:
                 up = [0 if down(kind, node, m) else 1 for m in range(minutes + 1)]
             for i in range(count):
-                labels = {**spec.selector_labels, "job": job, "node": node}
+                labels = {**selector, "job": job, "node": node}
                 if kind == "training":
                     labels["rank"] = str(n * spec.shape.gpus_per_node + i)
                 series.append(RawSeries("up", labels, [*up]))  # a copy each: callers bend them
