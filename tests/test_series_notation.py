@@ -98,6 +98,11 @@ def test_shared_encodings_tell_equal_looking_series_apart() -> None:
             assert encode_shared(values) == _reference(values), values
         assert encode_shared([-0.0, 1.0]) == "-0+1x1"
         assert encode_shared([0.0, 1.0]) == "0+1x1"
+        # With gaps (their keys are marshal's bytes): the same, and gap kinds told apart.
+        assert encode_shared([None, -0.0, 1.0]) == "_ -0+1x1"
+        assert encode_shared([None, 0.0, 1.0]) == "_ 0+1x1"
+        assert encode_shared([STALE, 0.0, 1.0]) == "stale 0+1x1"
+        assert encode_shared([None, 1, 2]) == encode_shared([None, 1.0, 2.0]) == "_ 1+1x1"
 
 
 def test_prefixes_encode_every_prefix_as_the_greedy_loop_does() -> None:

@@ -27,9 +27,9 @@ from trainsignals.generator.signals.promql import RuleContext, matchers, regex
 from trainsignals.generator.signals.recording import group_names
 from trainsignals.generator.testkit.faults import FAULT_ONSET, JobTimeline, restart, stall
 from trainsignals.generator.testkit.input_series import RawSeries
-from trainsignals.generator.testkit.job_series import job_series, target_series
-from trainsignals.generator.testkit.series_notation import encode
-from trainsignals.generator.testkit.test_inputs import TestInputs
+from trainsignals.generator.testkit.job_series import rank_labels, target_series
+from trainsignals.generator.testkit.series_notation import encode_shared, shared_encodings
+from trainsignals.generator.testkit.test_inputs import TestInputs, sampled_job_series
 from trainsignals.metrics.promql_reads import records_read
 
 STEP = 3  # minutes between samples and between evaluations
@@ -73,9 +73,11 @@ def _inputs(
     reads: Reads,
     down: Callable[[str, str, int], bool] | None = None,
     training_until: int | None = None,
+    minutes: int | None = None,
 ) -> list[dict]:
-    """The job's, its targets' series, those `reads` keeps, one sample every STEP minutes."""
-    targets = target_series(ctx, t.minutes, down)
+    """The job's, its targets' series, those `reads` keeps, one sample every STEP minutes;
+    the targets' over `minutes` (None: the timeline's)."""
+    targets = target_series(ctx, t.minutes if minutes is None else minutes, down)
     if training_until is not None:  # the ranks left service discovery; GPU exporters stay
         targets = [
             RawSeries(s.name, s.labels, s.values[: training_until + 1])
@@ -83,11 +85,16 @@ def _inputs(
             else s
             for s in targets
         ]
-    inputs = []
-    for s in job_series(ctx, t, reads) + targets:
+    encoded = sampled_job_series(t, reads, STEP)  # one rank's: every rank's are alike
+    inputs = [
+        {"series": name + matchers({**labels, **extra}), "values": text}
+        for labels in rank_labels(ctx)
+        for name, extra, text in encoded
+    ]
+    for s in targets:
         selector = s.name + matchers(s.labels)
         if keeps(reads, selector):
-            inputs.append({"series": selector, "values": encode(s.values[::STEP])})
+            inputs.append({"series": selector, "values": encode_shared(s.values[::STEP])})
     return inputs
 
 
@@ -267,22 +274,22 @@ def finished_job_test(ctx: RuleContext, document: dict) -> dict:
     stay) is completed for 3 days, and none of its progress pages fires (issue 26: completion
     was forgotten after a day, and ScrapeTargetsVanished paged)."""
     minutes = DONE_AT + FINISHED_FOR
-    t = JobTimeline(ctx, minutes).build()
+    # The ranks' series end when the job is done: its timeline is worked out that far.
+    t = JobTimeline(ctx, DONE_AT).build()
     t.completed = DONE_AT
     t.phase[DONE_AT] = "done"
     t.tokens_per_second[DONE_AT] = t.steps_per_second[DONE_AT] = 0.0
     progress = (TRAINING_NO_PROGRESS, TRAINING_STALLED, TRAINING_TARGETS_DOWN, CHECKPOINT_TOO_OLD)
     alerts = [a for a in progress if severity(ctx, a) == "page"]
     done = f"job:trainsignals_completed:bool{ctx.recorded()}"
+    reads = _reads(document, alerts, (done.partition("{")[0],))
     pages = "ALERTS" + matchers(
         {"alertname": regex("|".join(alerts)), "alertstate": "firing", "training_job": ctx.job}
     )
     return {
         "name": "a finished job whose GPU exporters stay is completed for 3 days, nothing pages",
         "interval": f"{STEP}m",
-        "input_series": _inputs(
-            ctx, t, _reads(document, alerts, (done.partition("{")[0],)), training_until=DONE_AT
-        ),
+        "input_series": _inputs(ctx, t, reads, training_until=DONE_AT, minutes=minutes),
         "promql_expr_test": [
             *(
                 {"expr": done, "eval_time": f"{at}m", "exp_samples": [{"labels": done, "value": 1}]}
@@ -350,11 +357,13 @@ def long_tests(ctx: RuleContext, document: dict) -> list[dict]:
 
 def long_suite(ctx: RuleContext, rule_file: str, document: dict) -> dict:
     """The promtool file of a job's long-horizon tests."""
+    with shared_encodings():  # every rank's series are alike, and so are the targets'
+        tests = long_tests(ctx, document)
     return {
         "rule_files": [rule_file],
         "evaluation_interval": f"{STEP}m",
         "group_eval_order": [*group_names(ctx), f"trainsignals-{ctx.job}-alerts"],
-        "tests": long_tests(ctx, document),
+        "tests": tests,
     }
 
 

@@ -121,14 +121,28 @@ def _healthy_phases(count: int, pattern: Pattern) -> tuple[str, ...]:
     return tuple(healthy_phase(minute, pattern) for minute in range(count))
 
 
-@lru_cache(maxsize=256)
 def _at_speed(rate: float, count: int, pattern: Pattern, flat: bool = False) -> tuple[float, ...]:
     """Per healthy minute: `rate` times its phase's speed (`flat`: times 1) while stepping,
-    else 0. A spec's fault tests ask for a few dozen lengths: each worked out once."""
-    phases = _healthy_phases(count, pattern)
-    if flat:
-        return tuple([rate if p in _SPEED else 0.0 for p in phases])
-    return tuple([rate * _SPEED[p] if p in _SPEED else 0.0 for p in phases])
+    else 0. A spec's tests ask for a few dozen lengths of its own rates: each rate is worked
+    out once, at the longest length asked for yet, and a shorter column is its prefix."""
+    key = (rate, pattern, flat)
+    column = _COLUMNS.get(key)
+    if column is None or len(column) < count:
+        phases = _healthy_phases(count, pattern)
+        if flat:
+            column = tuple([rate if p in _SPEED else 0.0 for p in phases])
+        else:
+            column = tuple([rate * _SPEED[p] if p in _SPEED else 0.0 for p in phases])
+        if len(_COLUMNS) >= _COLUMNS_MAX:
+            _COLUMNS.clear()
+        _COLUMNS[key] = column
+    return column if len(column) == count else column[:count]
+
+
+# (rate, pattern, flat) -> _at_speed's longest column yet; cleared past the bound (a spec adds
+# two or three rates, and a miss only costs the column).
+_COLUMNS: dict[tuple[float, Pattern, bool], tuple[float, ...]] = {}
+_COLUMNS_MAX = 256
 
 
 @lru_cache(maxsize=256)

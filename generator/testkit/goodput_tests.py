@@ -48,16 +48,17 @@ def timeline_series(
     steps_per_second: Sequence[float],
     data_wait_share: Sequence[float],
 ) -> list[RawSeries]:
-    """Time counters and the global step of one rank of a JobTimeline (one process)."""
+    """Time counters of one rank of a JobTimeline (one process). (Its global step, which
+    restores a checkpoint's after a restart, is job_series.progress_series'.)"""
     # A timeline runs in stretches of equal minutes: each stretch's seconds worked out once.
     added: dict[str, list[float]] = {a: [] for a in ACTIVITIES}
     minutes = zip(phases[1:], steps_per_second[1:], data_wait_share[1:], strict=True)
     for minute, stretch in groupby(minutes):
-        length = sum(1 for _ in stretch)
+        length = len(list(stretch))  # (counted in C)
         seconds = activity_seconds(*minute)
         for activity, column in added.items():
             column += repeat(seconds.get(activity, 0.0), length)
-    series = [
+    return [
         RawSeries(
             "trainsignals_time_seconds_total",
             {**labels, "activity": a},
@@ -65,11 +66,6 @@ def timeline_series(
         )
         for a in ACTIVITIES
     ]
-    steps = [round(s * 60 * 64) / 64 for s in steps_per_second[1:]]
-    series.append(
-        RawSeries("trainsignals_global_step", labels, list(accumulate(steps, initial=0.0)))
-    )
-    return series
 
 
 @dataclass(frozen=True)

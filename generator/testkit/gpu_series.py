@@ -10,7 +10,7 @@ from __future__ import annotations
 from trainsignals.generator.signals.dcgm_source import DcgmExporter
 from trainsignals.generator.signals.gpu_sources import GpuSource
 from trainsignals.generator.testkit.input_series import RawSeries
-from trainsignals.generator.testkit.series_notation import is_gap
+from trainsignals.generator.testkit.series_notation import STALE
 from trainsignals.metrics.gpu_exporter import POWER_THROTTLE_REASONS, THERMAL_THROTTLE_REASONS
 
 
@@ -48,29 +48,18 @@ def _own_series(
 ) -> list[RawSeries]:
     labels = {**source.ctx.spec.selector_labels, "node": node, "gpu": str(gpu)}
     labels["uuid"] = test_uuid(node, gpu)
-    simple = {
-        "up": "trainsignals_gpu_up",
-        "utilization": "trainsignals_gpu_utilization_ratio",
-        "memory_used_ratio": None,
-        "temperature": "trainsignals_gpu_temperature_celsius",
-        "sm_clock": "trainsignals_gpu_sm_clock_hertz",
-        "remapped_rows_pending": "trainsignals_gpu_remapped_rows_pending",
-        "remapped_rows_failed": "trainsignals_gpu_remapped_rows_failed",
-        "ecc_uncorrected": "trainsignals_gpu_ecc_errors_total",
-        "nvml_errors": "trainsignals_gpu_exporter_nvml_errors_total",
-    }
     if signal == "memory_used_ratio":
         total = 80 * 2**30
         return [
             RawSeries(
                 "trainsignals_gpu_memory_used_bytes",
                 labels,
-                [v if is_gap(v) else v * total for v in values],
+                [v if v is None or v == STALE else v * total for v in values],
             ),
             RawSeries(
                 "trainsignals_gpu_memory_total_bytes",
                 labels,
-                [v if is_gap(v) else total for v in values],
+                [v if v is None or v == STALE else total for v in values],
             ),
         ]
     if signal in ("thermal_throttle", "power_throttle"):
@@ -90,7 +79,20 @@ def _own_series(
         labels = {**labels, "error_type": "uncorrected"}
     if signal == "nvml_errors":
         labels = {**labels, "function": "nvmlDeviceGetPowerUsage", "error": "timeout"}
-    return [RawSeries(simple[signal], labels, values)]
+    return [RawSeries(_OWN_NAMES[signal], labels, values)]
+
+
+# The own exporter's series of the signals that are one series each, as they are.
+_OWN_NAMES = {
+    "up": "trainsignals_gpu_up",
+    "utilization": "trainsignals_gpu_utilization_ratio",
+    "temperature": "trainsignals_gpu_temperature_celsius",
+    "sm_clock": "trainsignals_gpu_sm_clock_hertz",
+    "remapped_rows_pending": "trainsignals_gpu_remapped_rows_pending",
+    "remapped_rows_failed": "trainsignals_gpu_remapped_rows_failed",
+    "ecc_uncorrected": "trainsignals_gpu_ecc_errors_total",
+    "nvml_errors": "trainsignals_gpu_exporter_nvml_errors_total",
+}
 
 
 def _dcgm_labels(source: GpuSource, node: str, gpu: int) -> dict[str, str]:
@@ -123,7 +125,7 @@ def _dcgm_series(
     labels = _dcgm_labels(source, node, gpu)
 
     def scaled(factor: float, offset: float = 0.0) -> list:
-        return [v if is_gap(v) else offset + v * factor for v in values]
+        return [v if v is None or v == STALE else offset + v * factor for v in values]
 
     if signal == "memory_used_ratio":
         total = 81559

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import marshal
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from itertools import compress, count, groupby, islice, repeat
+from itertools import compress, count, groupby, islice
 from math import isfinite
 from operator import ne, sub
 
@@ -32,7 +33,7 @@ def is_gap(value: float | str | None) -> bool:
 # GPUs', targets' and peers' series whatever their objectives: each distinct list is encoded
 # once. Used inside `shared_encodings()` blocks only; kept across them, cleared past a bound
 # (a miss only costs the encoding).
-_memo: dict[bytes | tuple[bytes, bytes], str] = {}
+_memo: dict[bytes | tuple[bytes], str] = {}
 _MEMO_MAX = 8192
 _sharing = False
 
@@ -57,9 +58,8 @@ def encode_shared(values: Sequence[float | str | None]) -> str:
         return _run(first, 0, len(values) - 1)
     if not _sharing:
         return encode(values)
-    try:
-        key = exact_key(values)
-    except OverflowError:  # an int past float64: not memoised
+    key = _memo_key(values)
+    if key is None:
         return encode(values)
     text = _memo.get(key)
     if text is None:  # numbers only (a key of their bits alone): no gaps to look for
@@ -70,26 +70,28 @@ def encode_shared(values: Sequence[float | str | None]) -> str:
     return text
 
 
-def exact_key(values: Sequence[float | str | None]) -> bytes | tuple[bytes, bytes]:
-    """Equal keys, equal samples to the last bit (and equal encodings): the float64 bits of
-    numbers only (unlike a tuple, which equates 0.0 and -0.0), or _gap_key's pair where there
-    are gaps. TypeError for anything but numbers, None and STALE; OverflowError for an int
-    past float64."""
+def _memo_key(values: Sequence[float | str | None]) -> bytes | tuple[bytes] | None:
+    """Equal keys, equal samples: numbers only, their float64 bits (bytes: and no gaps to
+    look for); with gaps, a 1-tuple of exact_key's bytes. None: not memoised (an int past
+    float64, a type marshal does not write)."""
     try:
         return array("d", values).tobytes()
     except TypeError:
-        return _gap_key(values)
+        pass
+    except OverflowError:
+        return None
+    try:
+        return (exact_key(values),)
+    except ValueError:
+        return None
 
 
-def _gap_key(values: Sequence[float | str | None]) -> tuple[bytes, bytes]:
-    """An exact key for samples with gaps: the numbers' bits (0.0 in a gap) and each sample's
-    kind (0 a number, 1 missing, 2 stale), both built in C."""
-    numbers = array("d", map(_GAP_AS_ZERO.get, values, values)).tobytes()
-    return numbers, bytes(map(_GAP_CODE.get, values, repeat(0)))
-
-
-_GAP_AS_ZERO = {None: 0.0, STALE: 0.0}
-_GAP_CODE = {None: 1, STALE: 2}
+def exact_key(values: Sequence[float | str | None]) -> bytes:
+    """Equal keys, equal samples to the last bit (and equal encodings), unlike a tuple, which
+    equates 0.0 and -0.0: marshal's bytes (format 2: no back-references, so they follow from
+    the values alone) hold each sample's type and float64 bits, or its text. One pass in C.
+    ValueError for a type marshal does not write."""
+    return marshal.dumps(values, 2)
 
 
 def encode(values: Sequence[float | str | None]) -> str:

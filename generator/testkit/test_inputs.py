@@ -19,11 +19,13 @@ from trainsignals.generator.signals.promql import RuleContext, matchers
 from trainsignals.generator.testkit.faults import JobTimeline
 from trainsignals.generator.testkit.input_series import RawSeries
 from trainsignals.generator.testkit.job_series import (
+    READS_STEP_TIME_BOUND,
     REPORTING_RANKS,
     SIGNAL_GROUPS,
     incarnations,
     one_gpu_series,
     progress_once,
+    rank_labels,
     xid_series,
 )
 from trainsignals.generator.testkit.series_notation import (
@@ -58,12 +60,11 @@ class TestInputs:
         healthy = JobTimeline(ctx, horizon).build()
         self._selectors: dict[tuple, object] = {}
         self._healthy_gpus: dict[tuple[int, int], list[Input]] = {}
-        self._rank_labels = [
-            {**ctx.spec.selector_labels, "node": "node-0", "rank": str(rank)}
-            for rank in range(REPORTING_RANKS)
-        ]
-        self._healthy_fields = _fingerprints(healthy, horizon + 1)
-        self._healthy_groups = _healthy_groups(healthy, self._healthy_fields)
+        self._rank_labels = rank_labels(ctx)
+        self._healthy = healthy
+        healthy_prints = _fingerprints(healthy, horizon + 1)
+        self._healthy_prints = {(name, horizon + 1): p for name, p in healthy_prints.items()}
+        self._healthy_groups = _healthy_groups(healthy, healthy_prints)
         # Each group's series names (the same in every timeline): `job(names=...)` asks.
         self._group_names = [frozenset(name for name, _, _ in g) for g in self._healthy_groups]
 
@@ -109,7 +110,7 @@ class TestInputs:
         fields_read = {field for index, _ in groups for field in SIGNAL_GROUPS[index][0]}
         prints = _fingerprints(t, length, fields_read)
         changed = self._changed(t, length, prints)
-        computed = _Computed(t, length)
+        computed = _Computed(t, length, every=1)
         selectors: list[tuple[str, ...]] = []  # of each rank
         texts: list[str] = []
         for index, healthy in groups:
@@ -120,11 +121,7 @@ class TestInputs:
                         selectors.append(self._rank_selectors(name, extra))
                         texts.append(prefixes.text(length))
                 continue
-            key = (index, length, t.outage, t.step_time_bound, *(prints[f] for f in fields))
-            encoded = _GROUPS.get(key)
-            if encoded is None:
-                encoded = _remember(key, computed.group(index))
-            for name, extra, text in encoded:
+            for name, extra, text in computed.encoded(index, prints):
                 if names is None or name in names:
                     selectors.append(self._rank_selectors(name, extra))
                     texts.append(text)
@@ -142,8 +139,17 @@ class TestInputs:
         return {
             name
             for name, fingerprint in prints.items()
-            if fingerprint != _cut(self._healthy_fields[name], length)
+            if fingerprint != self._healthy_print(name, length)
         }
+
+    def _healthy_print(self, name: str, length: int) -> Fingerprint:
+        """The healthy job's field `name` fingerprinted over its first `length` minutes (the
+        tests ask for a few dozen lengths: each once)."""
+        fingerprint = self._healthy_prints.get((name, length))
+        if fingerprint is None:
+            fingerprint = _fingerprints(self._healthy, length, {name})[name]
+            self._healthy_prints[name, length] = fingerprint
+        return fingerprint
 
     def _rank_selectors(self, name: str, extra: dict) -> tuple[str, ...]:
         """The selector of each reporting rank's series `name` with `extra` labels."""
@@ -157,29 +163,76 @@ class TestInputs:
 
 
 class _Computed:
-    """A timeline's groups worked out (the timeline cut to `length`, its progress once)."""
+    """A timeline's groups worked out (the timeline cut to `length`, its progress once), one
+    sample every `every` minutes, encoded; or taken from the memo."""
 
-    def __init__(self, t: JobTimeline, length: int) -> None:
-        self._t, self._length = t, length
+    def __init__(self, t: JobTimeline, length: int, every: int) -> None:
+        self._t, self._length, self._every = t, length, every
         self._progress = None
 
+    def encoded(self, index: int, prints: dict) -> Encoded:
+        """Group `index`'s series: from the memo where a timeline had the same samples of the
+        group's fields (`prints`: _fingerprints of at least those), else worked out."""
+        t, fields = self._t, SIGNAL_GROUPS[index][0]
+        key = (index, self._length, self._every, t.outage, _bound(t, index))
+        key += tuple(prints[f] for f in fields)
+        encoded = _GROUPS.get(key)
+        if encoded is None:
+            encoded = _remember(key, self.group(index))
+            _NAMES[index] = frozenset(name for name, _, _ in encoded)
+        return encoded
+
     def group(self, index: int) -> Encoded:
-        t, length = self._t, self._length
+        t, length, every = self._t, self._length, self._every
         if self._progress is None:
             if length <= t.minutes and t.outage is None:  # a job that ended: its first minutes
                 self._t = t = t.first(length)
             self._progress = progress_once(t)
         return [
-            (name, extra, encode_shared(incarnations(t, name, values)[:length]))
+            (name, extra, encode_shared(incarnations(t, name, values)[:length][::every]))
             for name, extra, values in SIGNAL_GROUPS[index][1](t, self._progress)
         ]
 
 
-# Group encodings across specs: (group, length, outage, step-time bound, its fields' samples)
-# -> the group's series. A spec adds ~100; cleared past the bound (a fleet's specs come in a
-# few shapes, and a miss only costs the encoding).
+def sampled_job_series(t: JobTimeline, names: frozenset[str] | None, every: int) -> Encoded:
+    """One reporting rank's series of job_series(ctx, t) (every rank's are alike), of `names`
+    only (None: all), one sample every `every` minutes, encoded: (name, extra labels, text).
+    Each group from the memo where a timeline with the same samples of its fields had it (the
+    long-horizon tests: jobs of one shape share them, and most groups whatever their
+    objectives)."""
+    length = t.minutes + 1 if t.completed is None else t.completed + 1
+    groups = [
+        index
+        for index in range(len(SIGNAL_GROUPS))
+        if names is None or index not in _NAMES or not names.isdisjoint(_NAMES[index])
+    ]
+    prints = _fingerprints(t, length, {f for i in groups for f in SIGNAL_GROUPS[i][0]})
+    computed = _Computed(t, length, every)
+    return [
+        (name, extra, text)
+        for index in groups
+        for name, extra, text in computed.encoded(index, prints)
+        if names is None or name in names
+    ]
+
+
+# Each group's series names, as seen (the same in every timeline): a group with none of the
+# names asked for is not worked out.
+_NAMES: dict[int, frozenset[str]] = {}
+
+
+# Group encodings across specs: (group, length, minutes between samples, outage, step-time
+# bound where the group reads it, its fields' samples) -> the group's series. A spec adds
+# ~150; cleared past the bound (a fleet's specs come in a few shapes, and a miss only costs
+# the encoding).
 _GROUPS: dict[tuple, list] = {}
 _GROUPS_MAX = 4096
+
+
+def _bound(t: JobTimeline, index: int) -> float | None:
+    """The step-time bound for a group that reads it; None for the others (so specs that differ
+    in their bound alone share those groups' encodings)."""
+    return t.step_time_bound if SIGNAL_GROUPS[index][1] in READS_STEP_TIME_BOUND else None
 
 
 def _remember(key: tuple, value: list) -> list:
@@ -197,7 +250,7 @@ def _healthy_groups(healthy: JobTimeline, prints: dict) -> list[HealthyGroup]:
     distinct: dict[object, Prefixes] = {}
     progress = None
     for index, (fields, group) in enumerate(SIGNAL_GROUPS):
-        key = ("healthy", index, length, healthy.step_time_bound, *(prints[f] for f in fields))
+        key = ("healthy", index, length, _bound(healthy, index), *(prints[f] for f in fields))
         encoded = _GROUPS.get(key)
         if encoded is None:
             progress = progress or progress_once(healthy)
@@ -214,17 +267,14 @@ def _healthy_groups(healthy: JobTimeline, prints: dict) -> list[HealthyGroup]:
 
 def _prefixes(values: list, distinct: dict[object, Prefixes]) -> Prefixes:
     """The healthy encoding of `values`, shared with an equal list's."""
-    try:
-        key = exact_key(values)
-    except (TypeError, OverflowError):  # not plain samples: not shared
-        return Prefixes(values)
+    key = _fingerprint(values)
     prefixes = distinct.get(key)
     if prefixes is None:
         prefixes = distinct[key] = Prefixes(values)
     return prefixes
 
 
-Fingerprint = bytes | tuple[bytes, bytes] | tuple | bool
+Fingerprint = bytes | bool
 
 
 def _fingerprints(
@@ -241,22 +291,7 @@ def _fingerprints(
     return prints
 
 
-def _fingerprint(values: list) -> Fingerprint:
+def _fingerprint(values: list) -> bytes:
     """What tells a timeline field's values apart exactly, hashable: == alone takes 0.0 for
-    -0.0, which a series passed on as is (a loss) writes as "-0". Phases (strings) are their
-    own."""
-    try:
-        return exact_key(values)
-    except (TypeError, OverflowError):
-        return tuple(values)
-
-
-def _cut(fingerprint: Fingerprint, length: int) -> Fingerprint:
-    """The fingerprint of the first `length` values."""
-    if isinstance(fingerprint, bytes):  # float64 bits
-        return fingerprint[: 8 * length]
-    if isinstance(fingerprint, tuple) and len(fingerprint) == 2 and type(fingerprint[0]) is bytes:
-        return fingerprint[0][: 8 * length], fingerprint[1][:length]  # bits and kinds
-    if isinstance(fingerprint, tuple):  # the samples themselves
-        return fingerprint[:length]
-    return fingerprint
+    -0.0, which a series passed on as is (a loss) writes as "-0"."""
+    return exact_key(values)
