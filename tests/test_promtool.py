@@ -71,7 +71,7 @@ def eval_seconds(test: dict) -> int:
     return max(parse_duration(check["eval_time"]) for check in checks)
 
 
-def test_costs(suite: dict, rules: dict) -> list[float]:
+def group_costs(suite: dict, rules: dict) -> list[float]:
     """Each test group's promtool CPU, relative: its evaluated minutes times the characters of
     the rules it runs with (tests/promtool_subsets.py: the rules it reads; promtool parses each
     expression again at every evaluation, and with no data at all gpt-70b-pretrain's ~70,000
@@ -106,13 +106,13 @@ def promtool_parts(costs: list[float], count: int) -> list[list[int]]:
 
 @cache
 def _committed_costs(job: str) -> tuple[float, ...]:
-    """test_costs of the committed files, read at collection (generating the 512-rank job's
+    """group_costs of the committed files, read at collection (generating the 512-rank job's
     there would cost each worker seconds). The test splits the file it generates into as many
     parts: a stale committed file only misjudges the costs."""
     tests_file, rules_file = (ROOT / "alerts" / f"{job}.{kind}.yaml" for kind in ("test", "rules"))
     if not tests_file.exists() or not rules_file.exists():
         return ()
-    return tuple(test_costs(load_yaml(tests_file.read_text()), load_yaml(rules_file.read_text())))
+    return tuple(group_costs(load_yaml(tests_file.read_text()), load_yaml(rules_file.read_text())))
 
 
 @cache
@@ -141,7 +141,7 @@ def test_promtool_check_and_test_pass(job: str, part: int, tmp_path: Path) -> No
         checked = promtool("check", "rules", rules.name, cwd=tmp_path)
         assert checked.returncode == 0, checked.stdout + checked.stderr
     suite = _generated_suite(job)
-    costs = test_costs(suite, load_yaml(_generated_text(job)[0]))
+    costs = group_costs(suite, load_yaml(_generated_text(job)[0]))
     kept = promtool_parts(costs, len(_planned_parts(job)))[part]
     tests.write_text(dump({**suite, "tests": [suite["tests"][i] for i in kept]}))
     tested = promtool_test(tests.name, cwd=tmp_path)
@@ -151,7 +151,7 @@ def test_promtool_check_and_test_pass(job: str, part: int, tmp_path: Path) -> No
 @pytest.mark.parametrize("job", JOB_NAMES)
 def test_promtool_parts_hold_every_generated_test_once(job: str) -> None:
     suite = _generated_suite(job)
-    costs = test_costs(suite, load_yaml(_generated_text(job)[0]))
+    costs = group_costs(suite, load_yaml(_generated_text(job)[0]))
     tests = suite["tests"]
     for count in {len(_planned_parts(job)), part_count(costs), 1, len(tests)}:
         parts = promtool_parts(costs, count)
