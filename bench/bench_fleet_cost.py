@@ -260,8 +260,17 @@ def measure(nodes: int, work: Path, lead: float, rounds: int = ROUNDS) -> Scale:
     )
 
 
-def spawn_prometheus(config: Path, data: Path, port: int, log: BinaryIO) -> subprocess.Popen:
-    """A bench Prometheus on 127.0.0.1 over a backfilled TSDB (kept: retention 10y)."""
+# Go's collector runs when earlier queries' garbage adds up, on whichever query is running
+# then: a rule measured by the CPU of Prometheus's threads paid for the rules before it (the
+# `alerts` group's rounds split between ~55 and ~140 ms). Off for a replay, up to a bound.
+NO_COLLECTION = {"GOGC": "off", "GOMEMLIMIT": "8GiB"}
+
+
+def spawn_prometheus(
+    config: Path, data: Path, port: int, log: BinaryIO, env: dict[str, str] | None = None
+) -> subprocess.Popen:
+    """A bench Prometheus on 127.0.0.1 over a backfilled TSDB (kept: retention 10y); `env`:
+    variables added to this process's (NO_COLLECTION for a rule replay)."""
     return reaper.spawn(
         [
             PROMETHEUS,
@@ -273,6 +282,7 @@ def spawn_prometheus(config: Path, data: Path, port: int, log: BinaryIO) -> subp
         ],
         stdout=log,
         stderr=log,
+        env={**os.environ, **(env or {})},
     )
 
 

@@ -66,6 +66,7 @@ from bench_fleet_cost import (
     EVAL_S,
     GPUS_PER_NODE,
     MINUTES,
+    NO_COLLECTION,
     healthy_minutes,
     rank_series,
     short_name,
@@ -222,7 +223,7 @@ def measure(nodes: int, work: Path, lead: float, rounds: int) -> Shard:
             production,
             spec.name,
         )
-        process = spawn_prometheus(config, data, port, log)
+        process = spawn_prometheus(config, data, port, log, env=NO_COLLECTION)
     except BaseException:
         reaper.stop([store], timeout=30)
         raise

@@ -76,8 +76,10 @@ class Prometheus:
     timeout: float = 10.0
     log: list[tuple[str, str]] = field(default_factory=list)  # (what, PromQL)
 
-    def _get(self, path: str, params: dict[str, str]) -> dict:
-        url = f"{self.url.rstrip('/')}{path}?{urllib.parse.urlencode(params)}"
+    def get(self, path: str, **params: str) -> dict:
+        """The `data` of a GET on the HTTP API; a clear RuntimeError where it fails."""
+        query = f"?{urllib.parse.urlencode(params)}" if params else ""
+        url = f"{self.url.rstrip('/')}{path}{query}"
         try:
             with urllib.request.urlopen(url, timeout=self.timeout) as resp:
                 body = json.load(resp)
@@ -96,13 +98,20 @@ class Prometheus:
     def query(self, expr: str, at: float) -> list[dict]:
         """Instant query at `at` (unix seconds): the result vector."""
         self.log.append((f"query at {iso(at)}", expr))
-        return self._get("/api/v1/query", {"query": expr, "time": f"{at:.3f}"})["result"]
+        return self.get("/api/v1/query", query=expr, time=f"{at:.3f}")["result"]
+
+    def vector(self, expr: str) -> list[dict]:
+        """Instant query now: the result vector (not logged: readiness asks many)."""
+        return self.get("/api/v1/query", query=expr)["result"]
 
     def query_range(self, expr: str, start: float, end: float, step: float) -> list[dict]:
         self.log.append((f"query_range step={step:g}s", expr))
-        data = self._get(
+        data = self.get(
             "/api/v1/query_range",
-            {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"},
+            query=expr,
+            start=f"{start:.3f}",
+            end=f"{end:.3f}",
+            step=f"{step:g}",
         )
         return data["result"]
 

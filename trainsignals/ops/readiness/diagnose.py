@@ -10,32 +10,16 @@ from __future__ import annotations
 
 import difflib
 import json
-import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 
 from trainsignals.metrics.catalog import BY_NAME
 from trainsignals.metrics.promql_reads import Matcher
 from trainsignals.metrics.series_check import Selector
+from trainsignals.ops.query import Prometheus
 
 
-class PrometheusClient:
-    """The few read-only HTTP API calls readiness needs."""
-
-    def __init__(self, url: str, timeout: float = 10.0) -> None:
-        self.url = url.rstrip("/")
-        self.timeout = timeout
-
-    def get(self, path: str, **params: str) -> dict:
-        query = f"?{urllib.parse.urlencode(params)}" if params else ""
-        with urllib.request.urlopen(f"{self.url}{path}{query}", timeout=self.timeout) as resp:
-            body = json.load(resp)
-        if body.get("status") != "success":
-            raise RuntimeError(f"{path}: {body.get('error', body)}")
-        return body["data"]
-
-    def vector(self, expr: str) -> list[dict]:
-        return self.get("/api/v1/query", query=expr)["result"]
+class PrometheusClient(Prometheus):
+    """The query client (trainsignals/ops/query.py) with the label questions readiness asks."""
 
     def count(self, selector: str) -> int:
         result = self.vector(f"count({selector})")
