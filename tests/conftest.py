@@ -116,6 +116,11 @@ def pytest_configure(config: pytest.Config) -> None:
     """Clean teardown: SIGTERM unwinds like Ctrl-C (fixtures stop their processes), and an
     xdist worker gets SIGTERM when the controlling pytest dies, however it died."""
     worker = hasattr(config, "workerinput")  # an xdist worker
+    # Go's collector at a quarter of its default frequency for every Go tool the suite starts
+    # (promtool, Prometheus, Alertmanager, VictoriaMetrics): promtool on minimal's tests took
+    # 12% less CPU (115 -> 101 s) for 77 -> 141 MB; the stacks here hold tens of MB. A user's
+    # own GOGC wins.
+    os.environ.setdefault("GOGC", "400")
     reaper.raise_on_sigterm(forward=not worker)  # the controller passes it on to workers
     if worker:
         reaper.die_with_parent()

@@ -8,6 +8,7 @@ rules it reads, in their groups and order; `make check` runs the whole files as 
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Collection
 from pathlib import Path
 
 import yaml
@@ -18,18 +19,38 @@ from trainsignals.generator.testkit.rule_subsets import split_suite
 from .conftest import run_tool
 
 
+def changed_rules(before: dict, after: dict) -> set[str]:
+    """The record and alert names whose rules differ between two rule documents."""
+
+    def rules(document: dict) -> dict[str, list[dict]]:
+        found: dict[str, list[dict]] = {}
+        for group in document.get("groups") or []:
+            for rule in group["rules"]:
+                found.setdefault(rule.get("record", rule.get("alert")), []).append(rule)
+        return found
+
+    old, new = rules(before), rules(after)
+    return {name for name in old.keys() | new.keys() if old.get(name) != new.get(name)}
+
+
 def _load(path: Path) -> dict:
     return yaml.load(path.read_text(), Loader=yaml.CSafeLoader)
 
 
-def write_subsets(test_file: Path) -> list[str]:
+def write_subsets(test_file: Path, reading: Collection[str] | None = None) -> list[str]:
     """Beside `test_file`, one test file (and its rule files) per rule subset its groups
-    need; their names, relative to its folder."""
+    need; their names, relative to its folder. `reading`: only the subsets that run one of
+    these rules (a test that breaks a rule: no other group's outcome can change)."""
     folder, suite = test_file.parent, _load(test_file)
     rule_files = suite.get("rule_files") or []
     documents = {name: _load(folder / name) for name in rule_files}
+    subsets = split_suite(suite, documents)
+    if reading is not None:
+        subsets = [subset for subset in subsets if subset.reads_any(reading)]
+        if not subsets:  # promtool given no file would fail, and a mutation test pass
+            raise AssertionError(f"no test group of {test_file.name} reads {sorted(reading)}")
     written = []
-    for index, subset in enumerate(split_suite(suite, documents)):
+    for index, subset in enumerate(subsets):
         prefix = f"{test_file.name.removesuffix('.yaml')}.subset-{index}"
         names = {name: f"{prefix}.{Path(name).name}" for name in rule_files}
         for name, document in subset.rule_documents.items():
@@ -42,8 +63,9 @@ def write_subsets(test_file: Path) -> list[str]:
 
 
 def promtool_test(
-    test_file: str | Path, cwd: Path, timeout: int = 900
+    test_file: str | Path, cwd: Path, timeout: int = 900, reading: Collection[str] | None = None
 ) -> subprocess.CompletedProcess:
-    """`promtool test rules test_file` (relative to `cwd`), run as its subsets in one promtool."""
-    files = write_subsets(cwd / test_file)
+    """`promtool test rules test_file` (relative to `cwd`), run as its subsets in one promtool
+    (`reading`: write_subsets')."""
+    files = write_subsets(cwd / test_file, reading)
     return run_tool("promtool", "test", "rules", *files, cwd=cwd, timeout=timeout)

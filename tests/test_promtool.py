@@ -206,13 +206,13 @@ def test_generated_tests_catch_a_broken_rule(alert: str, broken: str, tmp_path: 
     """Weaken one alert by hand: its generated promtool test must notice."""
     rules, tests = generated("minimal", tmp_path)
     keep_tests(tests, alert)
-    assert promtool_test(tests.name, cwd=tmp_path).returncode == 0
+    assert promtool_test(tests.name, cwd=tmp_path, reading={alert}).returncode == 0
     document = yaml.safe_load(rules.read_text())
     for rule in document["groups"][1]["rules"]:
         if rule["alert"] == alert:
             rule["expr"] = broken
     rules.write_text(dump(document))
-    tested = promtool_test(tests.name, cwd=tmp_path)
+    tested = promtool_test(tests.name, cwd=tmp_path, reading={alert})
     assert tested.returncode != 0
     assert alert in tested.stdout + tested.stderr
 

@@ -25,7 +25,7 @@ rule's name, its other matchers against the rule's static labels where the rule 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from trainsignals.metrics.promql_reads import Matcher, reads_any_name, selectors
@@ -121,6 +121,11 @@ class Subset:
 
     tests: list[dict]
     rule_documents: dict[str, dict]  # rule file name (as the suite names it) -> its subset
+    need: Need
+
+    def reads_any(self, names: Collection[str]) -> bool:
+        """Whether one of these records or alerts is among the rules the groups run."""
+        return self.need is None or not self.need.isdisjoint(names)
 
 
 def needs(suite: dict, rule_documents: Mapping[str, dict]) -> list[Need]:
@@ -140,7 +145,9 @@ def split_suite(suite: dict, rule_documents: Mapping[str, dict]) -> list[Subset]
     for group, need in zip(suite.get("tests") or [], needs(suite, rule_documents), strict=True):
         by_need.setdefault(need, []).append(group)
     return [
-        Subset(groups, {name: cut(document, need) for name, document in rule_documents.items()})
+        Subset(
+            groups, {name: cut(document, need) for name, document in rule_documents.items()}, need
+        )
         for need, groups in by_need.items()
     ]
 
