@@ -140,3 +140,14 @@ def test_a_subset_without_a_record_its_alert_reads_fails(tmp_path: Path) -> None
     tested = run_tool("promtool", "test", "rules", written, cwd=tmp_path, timeout=300)
     assert tested.returncode != 0
     assert "DataLoaderStarved" in tested.stdout + tested.stderr
+
+
+def test_a_selection_of_groups_by_the_rule_they_run(tmp_path: Path) -> None:
+    """`reading` keeps the subsets that run a rule; none at all is an error, never a run of
+    nothing (a mutation test would read promtool's failure as the mutation caught)."""
+    _, tests = generated("minimal", tmp_path)
+    every = write_subsets(tests)
+    kept = write_subsets(tests, reading={"DataLoaderStarved"})
+    assert 0 < len(kept) < len(every)
+    with pytest.raises(AssertionError, match="NoSuchRule"):
+        write_subsets(tests, reading={"NoSuchRule"})
