@@ -13,10 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from trainsignals.generator.alerts.definitions.fabric import (
-    INFINIBAND_PORT_DOWN,
-    INFINIBAND_PORT_FLAPPING,
-)
 from trainsignals.generator.alerts.definitions.failslow import GPU_FAIL_SLOW
 from trainsignals.generator.alerts.definitions.gpu_conditions import (
     GPU_EXPORTER_NVML_ERRORS,
@@ -55,6 +51,7 @@ from trainsignals.generator.alerts.definitions.training import (
 from trainsignals.generator.spec.job import JobSpec, Recovery
 
 from .scenarios_culprit import CULPRIT_SCENARIOS
+from .scenarios_fabric import FABRIC_SCENARIOS
 from .scenarios_peers import PEER_SCENARIOS
 
 MINUTE, HOUR = 60, 3600
@@ -361,39 +358,13 @@ _SCENARIOS = (
     ),
 )
 
-# The fabric (node_exporter's InfiniBand series, simulator/fabric.py): tickets for the infra
-# team; a fault that stalls the job pages once, as the stall.
-_FABRIC_SCENARIOS = (
-    Scenario(
-        "ib_port_down",
-        "At fault_at InfiniBand port mlx5_0/1 of node 0 goes down for good (state 1, physical "
-        f"state polling, one link-down) and the job's collectives hang: {TRAINING_STALLED} pages "
-        f"~11m after onset, {INFINIBAND_PORT_DOWN} is a ticket ~2m after onset.",
-        Conditions(ib_down=(0,), stalled=True),
-        {TRAINING_STALLED: "page", INFINIBAND_PORT_DOWN: "ticket"},
-        duration=30 * MINUTE + 16 * MINUTE,
-        later_alerts={CHECKPOINT_TOO_OLD: "page"},
-    ),
-    Scenario(
-        "ib_port_flapping",
-        "From fault_at port mlx5_0/1 of node 0 goes down for 30 s every 10m (a link-down, "
-        "link recoveries and symbol errors each time); NCCL retries, training continues. "
-        f"{INFINIBAND_PORT_FLAPPING} is a ticket right after the second link-down (~10m after "
-        f"onset); no port stays down long enough for {INFINIBAND_PORT_DOWN}.",
-        Conditions(ib_flapping=(0,)),
-        {INFINIBAND_PORT_FLAPPING: "ticket"},
-        duration=30 * MINUTE + 15 * MINUTE,
-    ),
-)
-
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
         *_SCENARIOS,
-        *_FABRIC_SCENARIOS,
         *(
             Scenario(**{**p, "fault": Conditions(**p["fault"])})
-            for p in (*PEER_SCENARIOS, *CULPRIT_SCENARIOS)
+            for p in (*FABRIC_SCENARIOS, *PEER_SCENARIOS, *CULPRIT_SCENARIOS)
         ),
     )
 }
