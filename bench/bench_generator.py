@@ -10,17 +10,10 @@ default: one per core, at most one per 8 specs; generator/output/workers.py).
 
 Specs are copies of jobs/llama-8b-finetune.yaml with distinct names (training_job=<name> is in
 every selector). What the generator memoises lives for one spec, except bounded caches keyed
-on what jobs of one shape share: parsed selector texts; the healthy test timeline's phases,
-rates and loss per length; the test job's encoded series groups, keyed on the exact samples
-of the timeline fields each group reads (testkit/test_inputs.py); the two goodput test
-replays and their encodings (testkit/goodput_tests.py: the same for every spec); the
-encoding of each distinct list of test samples (testkit/series_notation.py); the YAML
-text of each string (output/yaml.py: it follows from the string alone); and what each PromQL
-expression reads, parsed once per *template* (the expression with its string literals, the
-job name among them, as placeholders: trainsignals/metrics/promql_reads.py). Renamed copies
-therefore reuse those as distinct jobs of one shape do; the "distinct objectives" rows give
-each copy its own thresholds and windows: every expression that carries one is parsed again,
-and the test job's throughput differs, so its series are encoded again.
+on what jobs of one shape share (README, "Generating a fleet's specs"). Renamed copies reuse
+those as distinct jobs of one shape do; the "distinct objectives" rows give each copy its own
+thresholds and windows, so the test job's throughput and the series built from it differ and
+are encoded again.
 """
 
 from __future__ import annotations
