@@ -9,7 +9,6 @@ incarnation must be older than MIN_INCARNATION_AGE).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import accumulate, groupby, islice, repeat
 
 from trainsignals.generator.alerts.model import AlertGroup, Rule
 from trainsignals.generator.signals.promql import RuleContext
@@ -44,26 +43,14 @@ def own_work_series(
     """One rank's own-work counter, step seconds and start time over a built job timeline:
     `factor[m]` times a healthy rank's own work in minute m (job_series; the job's pauses and
     outages are everyone's, and so are its steps: synchronous ranks step together)."""
-    values, steps = [0.0], [0.0]
-    end = t.minutes + 1
-    minutes = zip(
-        islice(t.steps_per_second, 1, end),
-        islice(t.data_wait_share, 1, end),
-        islice(factor, 1, end),
-        strict=True,  # (each at least minutes + 1 long, as the loop over them read them)
-    )
-    # A timeline runs in stretches of equal minutes: each stretch's increment worked out once,
-    # summed in C (accumulate adds in the same order, to the same bits, as a loop would).
-    for (rate, wait, share), stretch in groupby(minutes):
-        count = len(list(stretch))
-        if rate > 0:
-            own = 60 * HEALTHY_OWN_SHARE * (1 - wait) * share
-            own = round(own * 64) / 64  # exact in binary floating point (job_series)
-            values += islice(accumulate(repeat(own, count), initial=values[-1]), 1, None)
-            steps += islice(accumulate(repeat(60.0, count), initial=steps[-1]), 1, None)
-        else:
-            values += repeat(values[-1], count)
-            steps += repeat(steps[-1], count)
+    total, values, stepped, steps = 0.0, [0.0], 0.0, [0.0]
+    for m in range(1, t.minutes + 1):
+        if t.steps_per_second[m] > 0:
+            own = 60 * HEALTHY_OWN_SHARE * (1 - t.data_wait_share[m]) * factor[m]
+            total += round(own * 64) / 64  # exact in binary floating point (job_series)
+            stepped += 60.0
+        values.append(total)
+        steps.append(stepped)
     rank = {**t.ctx.spec.selector_labels, **labels}
     return [
         RawSeries(name, rank, incarnations(t, name, series))
