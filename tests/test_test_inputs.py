@@ -118,7 +118,8 @@ def test_random_faults_encode_as_the_plain_path() -> None:
 def test_encodings_kept_across_specs_are_each_specs_own() -> None:
     """The group memo outlives a spec: a job whose timelines match another's (a renamed copy;
     a copy whose only difference is the step-time bound, which moves the histogram's buckets
-    and not the timeline) must still get its own series."""
+    and not the timeline; a copy of another speed, which shares the groups that read only
+    whether a minute steps) must still get its own series."""
     llama = _ctx("llama-8b-finetune").spec
     # Steps per second from the MFU floor, not from the bound: one timeline for both bounds.
     base = llama.model_copy(
@@ -126,13 +127,19 @@ def test_encodings_kept_across_specs_are_each_specs_own() -> None:
     )
     bound = base.objectives.step_time_max_seconds or 2.0
     other = base.objectives.model_copy(update={"step_time_max_seconds": bound * 1.5})
+    # Another speed (MFU floor): the groups that read only whether a minute steps are shared.
+    faster = base.objectives.model_copy(
+        update={"mfu_min_ratio": base.objectives.mfu_min_ratio * 1.1}
+    )
     copies = [
         base,
         base.model_copy(update={"name": "renamed"}),
         base.model_copy(update={"name": "other-bound", "objectives": other}),
+        base.model_copy(update={"name": "other-speed", "objectives": faster}),
     ]
     timelines = [JobTimeline(RuleContext(s), 60).build() for s in copies]
     assert timelines[0].steps_per_second == timelines[2].steps_per_second  # what it is about
+    assert timelines[0].steps_per_second != timelines[3].steps_per_second
     for spec in copies:
         ctx = RuleContext(spec)
         with shared_encodings():

@@ -80,14 +80,16 @@ class _Unsupported(Exception):
 
 
 class _Memo(dict[str, str]):
-    """A string -> its scalar text; `key_texts`: a mapping key -> "key: ". Both follow from the
-    string alone, so one memo serves every document: the same series, encodings and labels
-    recur in test after test and spec after spec, and telling how to write a string the first
-    time (~5 us: a regex per implicit type) was half the cost of a test file."""
+    """A string -> its scalar text; `key_texts`: a mapping key -> "key: ", `key_heads`: a key ->
+    "key:". All follow from the string alone, so one memo serves every document: the same
+    series, encodings and labels recur in test after test and spec after spec, and telling how
+    to write a string the first time (~5 us: a regex per implicit type) was half the cost of a
+    test file."""
 
     def __init__(self) -> None:
         super().__init__()
         self.key_texts: dict[str, str] = {}
+        self.key_heads: dict[str, str] = {}
 
 
 _MEMO = _Memo()
@@ -95,9 +97,10 @@ _MEMO_MAX = 50_000  # strings; emptied past it (a spec adds a few hundred new on
 
 
 def _shared_memo() -> _Memo:
-    if len(_MEMO) + len(_MEMO.key_texts) > _MEMO_MAX:
+    if len(_MEMO) + len(_MEMO.key_texts) + len(_MEMO.key_heads) > _MEMO_MAX:
         _MEMO.clear()
         _MEMO.key_texts.clear()
+        _MEMO.key_heads.clear()
     return _MEMO
 
 
@@ -197,14 +200,17 @@ def _key(key: object, memo: _Memo) -> str:
 def _mapping(data: dict, indent: str, lines: list[str], memo: _Memo) -> None:
     """A non-empty block mapping; its first key goes on the line `lines` ends with when that
     is a sequence item's `- ` (libyaml writes `- key: value`)."""
-    first = True
+    key_heads, append = memo.key_heads, lines.append
+    after_dash = bool(lines) and lines[-1].endswith("- ") and len(lines[-1]) == len(indent)
     for key, value in data.items():
-        head = _key(key, memo) + ":"
-        if first and lines and lines[-1].endswith("- ") and len(lines[-1]) == len(indent):
+        head = key_heads.get(key)
+        if head is None:
+            head = key_heads[key] = _key(key, memo) + ":"
+        if after_dash:
             lines[-1] += head
+            after_dash = False
         else:
-            lines.append(indent + head)
-        first = False
+            append(indent + head)
         _value(value, indent, lines, memo)
 
 
@@ -212,11 +218,13 @@ def _sequence(data: list | tuple, indent: str, lines: list[str], memo: _Memo) ->
     first_head, next_head = indent + "- ", indent + "  "
     room = _WIDTH - len(first_head)  # for a key and its value on one line, unfolded
     key_texts, texts, append = memo.key_texts, memo.get, lines.append
-    for item in data:
-        if lines and lines[-1].endswith("- ") and len(lines[-1]) == len(indent):
-            lines[-1] += "- "  # a sequence in a sequence: `- - item`
-            _item(item, indent + "  ", lines, memo)
-            continue
+    items = iter(data)
+    if lines and lines[-1].endswith("- ") and len(lines[-1]) == len(indent):
+        # A sequence in a sequence: `- - item`. Only the first item can follow that `- `: every
+        # line an item writes is longer than the indent.
+        lines[-1] += "- "
+        _item(next(items), indent + "  ", lines, memo)
+    for item in items:
         if type(item) is dict and item:
             # A mapping of strings (a test file has thousands: its input series) written here
             # as `- ` and _mapping would write it, without their dispatch per value.
@@ -248,7 +256,8 @@ def _value(value: object, indent: str, lines: list[str], memo: _Memo) -> None:
     elif (kind is list or kind is tuple) and value:
         _sequence(value, indent, lines, memo)  # libyaml does not indent it under its key
     else:
-        text = _empty_or_scalar(value, memo)
+        # (most values are strings already seen: their text straight from the memo)
+        text = (kind is str and memo.get(value)) or _empty_or_scalar(value, memo)
         column = len(lines[-1]) + 1
         if column + len(text) > _WIDTH:  # it may have a space past the width
             text = _fold(text, column, len(indent) + 2)

@@ -163,8 +163,12 @@ class JobSpec(StrictModel):
 
     @property
     def selector_labels(self) -> dict[str, str]:
-        """The labels every series of this job carries (default: training_job=<name>)."""
-        return dict(sorted((self.selector or {"training_job": self.name}).items()))
+        """The labels every series of this job carries (default: training_job=<name>). A new
+        dict on each call (callers extend it); the default without a sort (~20,000 calls a spec
+        with tests)."""
+        if not self.selector:
+            return {"training_job": self.name}
+        return dict(sorted(self.selector.items()))
 
     @property
     def tokens_per_second_floor(self) -> float | None:

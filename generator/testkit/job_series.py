@@ -267,6 +267,10 @@ SIGNAL_GROUPS: tuple[tuple[tuple[str, ...], Group], ...] = (
 # The groups that read the step-time bound beyond their fields (it places the buckets): the
 # others' series are the same for every bound (test_inputs.py keys its memo on it for these).
 READS_STEP_TIME_BOUND = frozenset({_buckets})
+# The groups that read steps_per_second only as whether a minute steps (> 0, <= 0, or NaN:
+# neither), not how fast: test_inputs.py keys their memo on that, so jobs that differ in their
+# speed alone (their MFU or tokens/s objective) share these groups' encodings.
+READS_ONLY_STEPPING = frozenset({_own_work, _last_step_and_checkpoint, _time_accounts})
 
 
 def progress_series(t: JobTimeline) -> tuple[list, list, list]:

@@ -9,7 +9,9 @@ groups of series (job_series.SIGNAL_GROUPS) whose timeline fields its fault chan
 What a group's series are follows from its fields' samples alone (and the step-time bound,
 which places the histogram's buckets), not from the spec's names: the encodings are kept
 across specs in a bounded memo keyed on those samples' exact bits, so jobs whose timelines
-agree (one throughput objective, one fault vocabulary) encode each group once.
+agree (one throughput objective, one fault vocabulary) encode each group once. Groups that
+read the speed only as stepping or not (job_series.READS_ONLY_STEPPING) are keyed on that:
+jobs of one shape share them whatever their throughput objectives.
 `job_series` stays the plain path: tests/test_test_inputs.py checks this one against it.
 """
 
@@ -19,6 +21,7 @@ from trainsignals.generator.signals.promql import RuleContext, matchers
 from trainsignals.generator.testkit.faults import JobTimeline
 from trainsignals.generator.testkit.input_series import RawSeries
 from trainsignals.generator.testkit.job_series import (
+    READS_ONLY_STEPPING,
     READS_STEP_TIME_BOUND,
     REPORTING_RANKS,
     SIGNAL_GROUPS,
@@ -169,13 +172,16 @@ class _Computed:
     def __init__(self, t: JobTimeline, length: int, every: int) -> None:
         self._t, self._length, self._every = t, length, every
         self._progress = None
+        self._stepping: Fingerprint | None = None
 
     def encoded(self, index: int, prints: dict) -> Encoded:
         """Group `index`'s series: from the memo where a timeline had the same samples of the
         group's fields (`prints`: _fingerprints of at least those), else worked out."""
-        t, fields = self._t, SIGNAL_GROUPS[index][0]
+        t = self._t
+        if SIGNAL_GROUPS[index][1] in READS_ONLY_STEPPING and self._stepping is None:
+            self._stepping = _stepping(t, self._length)
         key = (index, self._length, self._every, t.outage, _bound(t, index))
-        key += tuple(prints[f] for f in fields)
+        key += _key_prints(index, prints, self._stepping)
         encoded = _GROUPS.get(key)
         if encoded is None:
             encoded = _remember(key, self.group(index))
@@ -222,9 +228,9 @@ _NAMES: dict[int, frozenset[str]] = {}
 
 
 # Group encodings across specs: (group, length, minutes between samples, outage, step-time
-# bound where the group reads it, its fields' samples) -> the group's series. A spec adds
-# ~150; cleared past the bound (a fleet's specs come in a few shapes, and a miss only costs
-# the encoding).
+# bound where the group reads it, its fields' samples: _key_prints) -> the group's series. A
+# spec adds ~150; cleared past the bound (a fleet's specs come in a few shapes, and a miss only
+# costs the encoding).
 _GROUPS: dict[tuple, list] = {}
 _GROUPS_MAX = 4096
 
@@ -233,6 +239,22 @@ def _bound(t: JobTimeline, index: int) -> float | None:
     """The step-time bound for a group that reads it; None for the others (so specs that differ
     in their bound alone share those groups' encodings)."""
     return t.step_time_bound if SIGNAL_GROUPS[index][1] in READS_STEP_TIME_BOUND else None
+
+
+def _key_prints(index: int, prints: dict, stepping: Fingerprint | None) -> tuple:
+    """The fingerprints group `index`'s memo key holds: of its fields, but for a group that
+    reads the speed only as stepping or not, `stepping` (_stepping) in the speed's place."""
+    fields, group = SIGNAL_GROUPS[index]
+    if group not in READS_ONLY_STEPPING:
+        return tuple(prints[f] for f in fields)
+    return tuple(stepping if f == "steps_per_second" else prints[f] for f in fields)
+
+
+def _stepping(t: JobTimeline, length: int) -> Fingerprint:
+    """Which of the first `length` minutes step (> 0), which do not (<= 0), which are neither
+    (NaN): what the READS_ONLY_STEPPING groups read of steps_per_second."""
+    steps = t.steps_per_second[:length]
+    return _fingerprint([v > 0 for v in steps]) + _fingerprint([v <= 0 for v in steps])
 
 
 def _remember(key: tuple, value: list) -> list:
@@ -249,8 +271,10 @@ def _healthy_groups(healthy: JobTimeline, prints: dict) -> list[HealthyGroup]:
     groups = []
     distinct: dict[object, Prefixes] = {}
     progress = None
-    for index, (fields, group) in enumerate(SIGNAL_GROUPS):
-        key = ("healthy", index, length, _bound(healthy, index), *(prints[f] for f in fields))
+    stepping = _stepping(healthy, length)
+    for index, (_, group) in enumerate(SIGNAL_GROUPS):
+        key = ("healthy", index, length, _bound(healthy, index))
+        key += _key_prints(index, prints, stepping)
         encoded = _GROUPS.get(key)
         if encoded is None:
             progress = progress or progress_once(healthy)
