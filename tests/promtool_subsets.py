@@ -33,17 +33,18 @@ def changed_rules(before: dict, after: dict) -> set[str]:
     return {name for name in old.keys() | new.keys() if old.get(name) != new.get(name)}
 
 
-def _load(path: Path) -> dict:
-    return yaml.load(path.read_text(), Loader=yaml.CSafeLoader)
+def load_yaml(text: str) -> dict:
+    """libyaml's parser: the 512-rank job's test file takes 2 s in pure Python, 0.2 s here."""
+    return yaml.load(text, Loader=yaml.CSafeLoader)
 
 
 def write_subsets(test_file: Path, reading: Collection[str] | None = None) -> list[str]:
     """Beside `test_file`, one test file (and its rule files) per rule subset its groups
     need; their names, relative to its folder. `reading`: only the subsets that run one of
     these rules (a test that breaks a rule: no other group's outcome can change)."""
-    folder, suite = test_file.parent, _load(test_file)
+    folder, suite = test_file.parent, load_yaml(test_file.read_text())
     rule_files = suite.get("rule_files") or []
-    documents = {name: _load(folder / name) for name in rule_files}
+    documents = {name: load_yaml((folder / name).read_text()) for name in rule_files}
     subsets = split_suite(suite, documents)
     if reading is not None:
         subsets = [subset for subset in subsets if subset.reads_any(reading)]

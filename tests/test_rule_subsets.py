@@ -13,8 +13,8 @@ from trainsignals.generator.testkit.rule_subsets import cut, needs, split_suite
 from trainsignals.metrics.promql_reads import names
 
 from .conftest import run_tool
-from .promtool_subsets import promtool_test, write_subsets
-from .test_promtool import JOB_NAMES, _generated_text, generated, keep_tests, load_yaml
+from .promtool_subsets import load_yaml, promtool_test, write_subsets
+from .test_promtool import JOB_NAMES, generated, generated_text, keep_tests
 
 RULES = {
     "groups": [
@@ -104,7 +104,7 @@ def test_cut_keeps_groups_and_order_and_drops_empty_groups() -> None:
 def test_every_subset_of_a_generated_suite_is_closed(job: str) -> None:
     """Each subset holds every record its rules read (names from the one PromQL reader, and
     from query templates), and every test group lands in exactly one subset."""
-    rules_text, tests_text = _generated_text(job)
+    rules_text, tests_text = generated_text(job)
     suite, rules = load_yaml(tests_text), load_yaml(rules_text)
     (rule_file,) = suite["rule_files"]
     subsets = split_suite(suite, {rule_file: rules})

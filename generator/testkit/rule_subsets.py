@@ -68,10 +68,15 @@ class _Rules:
         ]
 
 
-def group_need(rules: _Rules, group: dict) -> Need:
+def _group_need(rules: _Rules, group: dict) -> Need:
     """The record and alert names a test group's checks read, transitively."""
     keep: set[str] = set()
     pending = [check["expr"] for check in group.get("promql_expr_test") or []]
+
+    def add_record(name: str) -> None:
+        if name in rules.records and name not in keep:
+            keep.add(name)
+            pending.extend(rules.records[name])
 
     def add_alert(alert: str) -> bool:
         """Keep `alert` and queue what it reads; False where that is every rule."""
@@ -81,9 +86,8 @@ def group_need(rules: _Rules, group: dict) -> Need:
             templated = _template_names(rule)
             if templated & _ALERT_SERIES:
                 return False
-            for name in templated & rules.records.keys() - keep:
-                keep.add(name)
-                pending.extend(rules.records[name])
+            for name in templated:
+                add_record(name)
         return True
 
     for check in group.get("alert_rule_test") or []:
@@ -94,13 +98,12 @@ def group_need(rules: _Rules, group: dict) -> Need:
         if reads_any_name(expr):
             return None
         for name, matchers in selectors(expr):
-            if name in _ALERT_SERIES:
-                for alert in rules.alerts_matching(matchers):
-                    if alert not in keep and not add_alert(alert):
-                        return None
-            elif name in rules.records and name not in keep:
-                keep.add(name)
-                pending += rules.records[name]
+            if name not in _ALERT_SERIES:
+                add_record(name)
+                continue
+            for alert in rules.alerts_matching(matchers):
+                if alert not in keep and not add_alert(alert):
+                    return None
     return frozenset(keep)
 
 
@@ -135,7 +138,7 @@ def needs(suite: dict, rule_documents: Mapping[str, dict]) -> list[Need]:
     if missing:
         raise ValueError(f"rule files not given: {missing}")
     rules = _Rules.of(rule_documents.values())
-    return [group_need(rules, group) for group in suite.get("tests") or []]
+    return [_group_need(rules, group) for group in suite.get("tests") or []]
 
 
 def split_suite(suite: dict, rule_documents: Mapping[str, dict]) -> list[Subset]:

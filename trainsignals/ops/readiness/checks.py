@@ -175,13 +175,20 @@ def check_targets(prom: PrometheusClient, job: Job) -> Check:
     return check
 
 
+def _not_ready(base_url: str) -> str | None:
+    """Why Prometheus or Alertmanager at `base_url` is not ready (`/-/ready`), None if it is."""
+    try:
+        with urllib.request.urlopen(f"{base_url.rstrip('/')}/-/ready", timeout=10):
+            return None
+    except OSError as exc:
+        return str(exc)
+
+
 def check_alertmanager(prom: PrometheusClient, am_url: str) -> Check:
     check = Check(f"Prometheus sends to Alertmanager {am_url}")
-    try:
-        with urllib.request.urlopen(f"{am_url.rstrip('/')}/-/ready", timeout=10):
-            pass
-    except OSError as exc:
-        check.fail(f"Alertmanager not ready: {exc}", "start it, or pass its URL")
+    problem = _not_ready(am_url)
+    if problem:
+        check.fail(f"Alertmanager not ready: {problem}", "start it, or pass its URL")
         return check
     netloc = urllib.parse.urlsplit(am_url).netloc
     active = [a["url"] for a in prom.get("/api/v1/alertmanagers")["activeAlertmanagers"]]
@@ -292,11 +299,9 @@ def readiness(
     """Every readiness check of one job against a live Prometheus (and Alertmanager)."""
     prom = PrometheusClient(prometheus_url)
     up = Check(f"Prometheus ready at {prometheus_url}")
-    try:
-        with urllib.request.urlopen(f"{prom.url}/-/ready", timeout=10):
-            pass
-    except OSError as exc:
-        up.fail(f"no answer: {exc}", "start Prometheus or pass the right --prometheus URL")
+    problem = _not_ready(prom.url)
+    if problem:
+        up.fail(f"no answer: {problem}", "start Prometheus or pass the right --prometheus URL")
         return [up]
     job = Job.generate(spec, all_specs)
     checks = [up, *check_rules(prom, job), check_series(prom, job), check_targets(prom, job)]
