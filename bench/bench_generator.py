@@ -21,9 +21,14 @@ from __future__ import annotations
 import gc
 import os
 import resource
+import sys
 import time
 import tracemalloc
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from figures import REFERENCE_MS, at_reference
 
 from trainsignals.generator.loader import load_specs
 from trainsignals.generator.output.workers import worker_count
@@ -109,44 +114,35 @@ ROWS = [  # (specs, what, options, goal, distinct objectives, every file)
 ]
 
 
-def reference_ms(repeats: int = 3) -> float:
-    """A fixed pure-Python workload (string building and dict lookups, as the generator does),
-    best of `repeats`. This machine's speed swings by up to 1.8x within minutes (the loop took
-    79 ms, then 144, then 81 on an idle machine): each row prints the loop's cost measured just
-    before and after it, and rows compare by their cost in loops (`cpu/ref`)."""
-    best = float("inf")
-    for _ in range(repeats):
-        started = time.process_time()
-        memo: dict[str, str] = {}
-        for i in range(200_000):
-            key = f'series{{node="node-{i % 64}",rank="{i % 512}"}}'
-            memo[key] = memo.get(key, "") or key.replace('"', "'")
-        best = min(best, time.process_time() - started)
-    return best * 1000
-
-
 def main() -> None:
     load, began = os.getloadavg(), time.monotonic()
     generate_all(specs(1), Options())  # imports and template compilation are not per-spec cost
     cores = len(os.sched_getaffinity(0))
     print(f"generator: cost per spec (copies of llama-8b-finetune), {cores} cores")
     print("  wall: elapsed / specs; cpu: CPU time of this process and its workers / specs;")
-    print("  ref: the reference loop's ms around the row (reference_ms); cpu/ref: cpu in loops")
+    print(
+        f"  both at the README machine's speed (bench/figures.py: the reference loop measured"
+        f" around each row, scaled to its {REFERENCE_MS:.0f} ms there); cpu/ref: cpu in loops"
+    )
     head = f"{'specs':>6} {'what':<29} {'workers':>7} {'wall ms':>8} {'cpu ms':>7} {'goal':>6}"
-    print(f"{head} {'ref ms':>7} {'cpu/ref':>8} {'peak MiB':>9}")
+    print(f"{head} {'cpu/ref':>8} {'peak MiB':>9}")
+    loops = []
     for count, label, options, goal, distinct, every_file in ROWS:
-        before = reference_ms()
-        wall, cpu, peak = measure(count, options, distinct, every_file)
-        ref = (before + reference_ms()) / 2
+        (wall, cpu, peak), factor = at_reference(
+            lambda: measure(count, options, distinct, every_file)  # noqa: B023 (called here)
+        )
+        loops.append(REFERENCE_MS / factor)
+        wall, cpu = wall * factor, cpu * factor
         workers = worker_count(count, options.workers)
         limit = f"<={goal}" if goal else ""
         print(
             f"{count:>6} {label:<29} {workers:>7} {wall:>8.2f} {cpu:>7.2f} {limit:>6}"
-            f" {ref:>7.0f} {cpu / ref:>8.3f} {peak:>9.1f}"
+            f" {cpu / REFERENCE_MS:>8.3f} {peak:>9.1f}"
         )
+    print(f"machine: the reference loop here: {min(loops):.0f}-{max(loops):.0f} ms (its speed now)")
     # The machine may be shared: its load says how far wall times can be trusted.
     print(
-        f"load average (1/5/15 min) at start {' '.join(f'{x:.1f}' for x in load)}, at end "
+        f"machine: load average (1/5/15 min) at start {' '.join(f'{x:.1f}' for x in load)}, at end "
         f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}; bench took "
         f"{(time.monotonic() - began) / 60:.1f} min"
     )

@@ -1,6 +1,7 @@
 """Scrape cost of the GPU exporter on fake GPUs (run by `make bench`; prints, never asserts).
 
-For 1, 8 and 64 fake GPUs: latency p50/p99 and CPU milliseconds per scrape for
+For 1, 8 and 64 fake GPUs: latency p50/p99 and CPU milliseconds per scrape (the median of
+ROUNDS rounds, at the README machine's speed: bench/figures.py) for
 - `render_text`: the exporter's own text writer, called directly (what /metrics serves);
 - `generate_latest`: prometheus_client's formatting of the same registry (for callers that
   use the registry, e.g. the simulator's in-process scrape);
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import collections
 import statistics
+import sys
 import time
 import urllib.request
 from collections.abc import Callable
@@ -26,18 +28,21 @@ from pathlib import Path
 
 from prometheus_client import generate_latest
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from figures import at_reference, median_of_rounds
+
 from trainsignals.exporters.gpu.collector import SEEDED_XIDS, CollectOptions
 from trainsignals.exporters.gpu.fake_backend import FakeBackend, plausible_gpus
 from trainsignals.exporters.gpu.server import build_exporter, serve
 
-SCRAPES = 300
+SCRAPES = 120  # per round
+ROUNDS = 5
 DCGM_COUNTERS = Path(__file__).with_name("dcgm-exporter-default-counters.csv")
 
 
-def measure(scrape: Callable[[], object], n: int = SCRAPES) -> tuple[float, float, float]:
-    """(p50 ms, p99 ms, CPU ms per scrape) of this process (server thread included)."""
-    for _ in range(10):  # warm-up
-        scrape()
+def one_round(scrape: Callable[[], object], n: int = SCRAPES) -> dict[str, float]:
+    """{p50, p99: ms, cpu: ms per scrape} of this process (server thread included)."""
     latencies = []
     cpu0 = time.process_time()
     for _ in range(n):
@@ -46,10 +51,22 @@ def measure(scrape: Callable[[], object], n: int = SCRAPES) -> tuple[float, floa
         latencies.append(time.perf_counter() - t0)
     cpu = (time.process_time() - cpu0) / n
     q = statistics.quantiles(latencies, n=100)
-    return q[49] * 1e3, q[98] * 1e3, cpu * 1e3
+    return {"p50": q[49] * 1e3, "p99": q[98] * 1e3, "cpu": cpu * 1e3}
+
+
+def measure(scrape: Callable[[], object]) -> tuple[float, float, float]:
+    """(p50 ms, p99 ms, CPU ms per scrape): each the median of ROUNDS rounds, at the README
+    machine's speed."""
+    for _ in range(10):  # warm-up
+        scrape()
+    figures, factor = at_reference(
+        lambda: median_of_rounds(one_round(scrape) for _ in range(ROUNDS))
+    )
+    return figures["p50"] * factor, figures["p99"] * factor, figures["cpu"] * factor
 
 
 def main() -> None:
+    print(f"median of {ROUNDS} rounds of {SCRAPES} scrapes, at the README machine's speed")
     print(
         f"{'GPUs':>5} {'path':<16} {'p50 ms':>8} {'p99 ms':>8} {'CPU ms/scrape':>14} {'bytes':>8}"
     )

@@ -3,10 +3,12 @@
 Plain script (prints, never asserts): `python bench/bench_instrumentation.py [iterations]`.
 Reports microseconds per step for the instrumented loop body and for the same loop body
 without instrumentation, and their difference (the cost a training step pays); then the cost
-one `collective_wait()` mark adds to a step (the own-work counter needs one per blocking
-collective the loop wants left out of its own work), and their sum: what a step pays for its
-own work to be counted (issue 28 item 1, goal <= 20 µs per step; the own-work accounting runs
-inside `step()`).
+of one `collective_wait()` mark (the own-work counter needs one per blocking collective the
+loop wants left out of its own work) and of the own-work accounting `step()` runs, each timed
+in a loop of its own (as a difference of two whole-step loops, ~1 µs of ~12, it swung 2x
+between runs), and their sum: what a step pays for its own work to be counted (issue 28 item
+1, goal <= 20 µs per step). Every figure is the best of 5 runs at the README machine's speed
+(bench/figures.py).
 """
 
 from __future__ import annotations
@@ -14,6 +16,12 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from figures import at_reference
 
 from trainsignals.exporters.training import TrainingMetrics
 
@@ -38,18 +46,12 @@ def _instrumented(metrics: TrainingMetrics, n: int) -> float:
     return time.perf_counter() - start
 
 
-def _marked(metrics: TrainingMetrics, n: int) -> float:
-    """The instrumented loop with one collective marked per step."""
-    loss = 1.0
+def _marks(metrics: TrainingMetrics, n: int) -> float:
+    """One collective mark per iteration, alone."""
     start = time.perf_counter()
     for _ in range(n):
-        with metrics.step(tokens=4096, samples=8):
-            with metrics.data_wait():
-                pass
-            loss = loss * 0.999999
-            with metrics.collective_wait():
-                pass
-        metrics.loss(loss)
+        with metrics.collective_wait():
+            pass
     return time.perf_counter() - start
 
 
@@ -62,18 +64,28 @@ def _own_work(metrics: TrainingMetrics, n: int) -> float:
 
 
 def measure(iterations: int = 200_000, repeats: int = 5) -> dict[str, float]:
-    """Best-of-`repeats` µs per step: empty loop, instrumented loop, the overhead, what a
-    collective mark adds to it, and the own-work accounting inside the overhead."""
+    """Best-of-`repeats` µs per step at the README machine's speed: empty loop, instrumented
+    loop, the overhead, one collective mark, and the own-work accounting inside the
+    overhead."""
     metrics = TrainingMetrics(rank=0, local_rank=0, world_size=1, node="bench")
-    empty = min(_empty(iterations) for _ in range(repeats)) / iterations * 1e6
-    inst = min(_instrumented(metrics, iterations) for _ in range(repeats)) / iterations * 1e6
-    marked = min(_marked(metrics, iterations) for _ in range(repeats)) / iterations * 1e6
-    own = min(_own_work(metrics, iterations) for _ in range(repeats)) / iterations * 1e6
+
+    def best(loop: Callable[[int], float]) -> float:
+        return min(loop(iterations) for _ in range(repeats)) / iterations * 1e6
+
+    (empty, inst, marks, own), factor = at_reference(
+        lambda: (
+            best(_empty),
+            best(lambda n: _instrumented(metrics, n)),
+            best(lambda n: _marks(metrics, n)),
+            best(lambda n: _own_work(metrics, n)),
+        )
+    )
+    empty, inst, marks, own = (value * factor for value in (empty, inst, marks, own))
     return {
         "empty_us": empty,
         "instrumented_us": inst,
         "overhead_us": inst - empty,
-        "collective_mark_us": marked - inst,
+        "collective_mark_us": marks - empty,
         "own_work_us": own - empty,
     }
 
@@ -82,10 +94,8 @@ def main(argv: list[str]) -> None:
     iterations = int(argv[1]) if len(argv) > 1 else 200_000
     load = os.getloadavg()[0]
     result = measure(iterations)
-    print(
-        f"iterations per run   : {iterations} (best of 5); load average {load:.1f} -> "
-        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
-    )
+    print(f"iterations per run   : {iterations} (best of 5, at the README machine's speed)")
+    print(f"machine: load average {load:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     print(f"empty loop           : {result['empty_us']:.3f} µs/step")
     print(f"instrumented loop    : {result['instrumented_us']:.3f} µs/step")
     print(f"instrumentation cost : {result['overhead_us']:.3f} µs/step (budget 20 µs)")

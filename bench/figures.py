@@ -1,0 +1,55 @@
+"""What the benches print their timings against, so two runs of `make bench` agree.
+
+This machine's speed swings by up to 1.8x within minutes (the reference loop below took 79 ms,
+then 144, then 81 on an idle machine), and a shared 2-core box adds other processes' bursts.
+So a bench does not print the milliseconds it measured: it measures the reference loop around
+each measurement and prints the time the measurement would have taken on the README's machine,
+where the loop takes REFERENCE_MS (`at_reference`). A figure then moves when the code's cost
+moves, not when the machine's speed does. Figures made of many samples print a median of
+rounds, not one round's tail or a difference of two nearby timings.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Iterable
+from typing import TypeVar
+
+# The loop's cost on the README's machine (README, "Generating a fleet's specs").
+REFERENCE_MS = 37.0
+
+T = TypeVar("T")
+
+
+def reference_ms(repeats: int = 3) -> float:
+    """A fixed pure-Python workload (string building and dict lookups, as the generator does),
+    best of `repeats`, in CPU milliseconds."""
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.process_time()
+        memo: dict[str, str] = {}
+        for i in range(200_000):
+            key = f'series{{node="node-{i % 64}",rank="{i % 512}"}}'
+            memo[key] = memo.get(key, "") or key.replace('"', "'")
+        best = min(best, time.process_time() - started)
+    return best * 1000
+
+
+def at_reference(measure: Callable[[], T]) -> tuple[T, float]:
+    """(what `measure` returned, the factor that turns its timings into the README machine's:
+    REFERENCE_MS over the loop's cost measured just before and just after it)."""
+    before = reference_ms()
+    result = measure()
+    loop = (before + reference_ms()) / 2
+    return result, REFERENCE_MS / loop
+
+
+def median_of_rounds(rounds: Iterable[dict[str, float]]) -> dict[str, float]:
+    """Each key's median over rounds (dicts of the same keys): one round's p99 is its two or
+    three slowest samples, which one scheduler hiccup sets; the median round's is the code's."""
+    collected: dict[str, list[float]] = {}
+    for figures in rounds:
+        for key, value in figures.items():
+            collected.setdefault(key, []).append(value)
+    return {key: statistics.median(values) for key, values in collected.items()}
