@@ -29,7 +29,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_fleet_cost import EVAL_S, group_durations, spawn_prometheus
+from bench_fleet_cost import EVAL_S, NO_COLLECTION, group_durations, spawn_prometheus
 from rule_timing import ROUNDS, Spread, group_spread, percent, replay, unload_rules
 
 from trainsignals.fleet.emit import import_openmetrics
@@ -108,7 +108,7 @@ def main() -> None:
         import_openmetrics([work / "series.om"], data)
         port = free_port()
         log = (work / "prometheus.log").open("wb")
-        process = spawn_prometheus(config, data, port, log)
+        process = spawn_prometheus(config, data, port, log, env=NO_COLLECTION)
         try:
             real, stamps = group_durations(port)
             unload_rules(port, config)
@@ -132,13 +132,18 @@ def main() -> None:
         print(
             f"  {name.removeprefix('trainsignals-'):<24} interval {interval:>4} s: CPU "
             f"{cost.median * 1000:.0f} ms ({cost.low * 1000:.0f}-{cost.high * 1000:.0f}) per "
-            f"evaluation = {percent(cost, interval)} (real evaluations, median: "
-            f"{Spread.of(real[name]).median * 1000:.0f} ms)"
+            f"evaluation = {percent(cost, interval)}"
         )
     print(
-        f"goal every group < {GOAL:.0%}: {'met' if worst < GOAL else 'NOT met'} (worst "
-        f"{worst:.2%}); load average {load[0]:.1f} -> {os.getloadavg()[0]:.1f} on "
-        f"{os.cpu_count()} CPUs"
+        f"goal every group < {GOAL:.0%}: {'met' if worst < GOAL else 'NOT met'} (worst {worst:.2%})"
+    )
+    print(
+        "machine: real evaluations here now (wall, median): "
+        + ", ".join(
+            f"{name.removeprefix('trainsignals-')} {Spread.of(real[name]).median * 1000:.0f} ms"
+            for name in production
+        )
+        + f"; load average {load[0]:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
     )
 
 

@@ -349,12 +349,15 @@ def main() -> None:
                 f"{g} {t.median * 1000:.0f} ms ({t.low * 1000:.0f}-{t.high * 1000:.0f})"
                 for g, t in sorted(shard.engine.items())
             )
-            + "; last real evaluation (groups concurrent) "
-            + ", ".join(f"{g} {t * 1000:.0f} ms" for g, t in sorted(shard.real.items()))
             + f"; remote-written series {shard.edge_series}; "
-            f"{shard.bytes_per_sample:.2f} B/sample; remote-write delay {shard.delay_s:.1f} s; "
-            f"raw series {shard.age_s:.0f} s old at the evaluation replayed; "
-            f"writing the series took {shard.write_s:.0f} s"
+            f"{shard.bytes_per_sample:.2f} B/sample"
+        )
+        # Wall times of this machine now: how it fared, not what the rules cost.
+        print(
+            f"  machine: at {shard.gpus} GPUs the last real evaluation (groups concurrent) "
+            + ", ".join(f"{g} {t * 1000:.0f} ms" for g, t in sorted(shard.real.items()))
+            + f"; remote-write delay {shard.delay_s:.1f} s; raw series {shard.age_s:.0f} s old"
+            f" at the evaluation replayed; writing the series took {shard.write_s:.0f} s"
         )
     raw_per_gpu = own_mean + per_rank + own_node / GPUS_PER_NODE
     global_cost = {
@@ -398,9 +401,9 @@ def main() -> None:
     print(
         f"global goal < 10%: {'met' if worst_global < GOAL else 'NOT met'} "
         f"(worst {worst_global:.1%}); added time to page: up to one edge evaluation "
-        f"({INTERVAL_S} s) + remote-write delay (measured up to "
-        f"{max(s.delay_s for s in shards):.1f} s here; 5 s batch deadline by default)"
+        f"({INTERVAL_S} s) + remote-write delay (5 s batch deadline by default)"
     )
+    print(f"machine: remote-write delay measured up to {max(s.delay_s for s in shards):.1f} s")
     if recommended is not None:
         print(
             f"recommended: {recommended} shards for {GPUS:,} GPUs = "
@@ -426,7 +429,7 @@ def main() -> None:
         )
     # The machine may be shared: its load says how far CPU figures can be trusted.
     print(
-        f"load average (1/5/15 min) at start {' '.join(f'{x:.1f}' for x in load)}, at end "
+        f"machine: load average (1/5/15 min) at start {' '.join(f'{x:.1f}' for x in load)}, at end "
         f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}, on {os.cpu_count()} CPUs; "
         f"bench took {(time.monotonic() - began) / 60:.1f} min"
     )

@@ -20,7 +20,10 @@ threads (/proc/PID/task/*/schedstat, ns). The cost is the CPU: on the shared 2-c
 512-GPU shard measured in a busy minute cost more than a 1,024-GPU one in a quiet minute; CPU
 time does not count the time other processes hold the cores. A group's cost in a round is
 the sum of its rules' (a group runs its rules one after another); the figures are the median
-over rounds and the spread p25-p75.
+over rounds and the spread p25-p75. CPU time still counts a slower machine (this one's speed
+swings by up to 1.8x within minutes, and a busy neighbour on the other hyperthread slows every
+instruction): each round is scaled to the README machine's speed by the reference loop
+measured before and after it (bench/figures.py).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+from figures import REFERENCE_MS, reference_ms
 
 from trainsignals.stacks.stack import HOST
 
@@ -92,6 +96,18 @@ def unload_rules(port: int, config: Path) -> None:
     urllib.request.urlopen(request, timeout=60).read()
 
 
+def collect_garbage(port: int) -> None:
+    """Have Prometheus run Go's garbage collector now (net/http/pprof's heap profile with
+    `gc=1` calls runtime.GC first), between the timed queries. A replay runs with the
+    collector off (bench_fleet_cost.NO_COLLECTION), so each round starts from the same heap
+    instead of from the last round's garbage: at 1,024 GPUs a shard's garbage reached the
+    memory limit within a few rounds and the collector then ran on every query of the later
+    rounds (the `edge` group's rounds: 674 to 3,830 ms in one run)."""
+    url = f"http://{HOST}:{port}/debug/pprof/heap?gc=1"
+    with urllib.request.urlopen(url, timeout=120) as answer:
+        answer.read()
+
+
 def rule_name(rule: dict) -> str:
     return rule.get("record") or rule["alert"]
 
@@ -106,20 +122,30 @@ def replay(
 ) -> tuple[Timings, Timings]:
     """({group (`name` of its full name): {rule: [CPU seconds per round]}}, the same in
     engine seconds) for `groups` (rule file groups) on the Prometheus `pid` at `port`, each
-    group's rules at `stamps[group]`; rules of one name in a group (the hang suspects' arms)
-    are summed."""
+    group's rules at `stamps[group]`, at the README machine's speed; rules of one name in a
+    group (the hang suspects' arms) are summed."""
     cpu: Timings = {name(g["name"]): {} for g in groups}
     engine: Timings = {name(g["name"]): {} for g in groups}
+    loop_before = reference_ms()
     for round_ in range(rounds):
+        collect_garbage(port)
+        measured: list[tuple[Timings, str, str, float]] = []
         for group in groups:
             short = name(group["name"])
             for rule in group["rules"]:
                 wall, spent = engine_seconds(port, pid, rule["expr"], stamps[short])
-                for timings, seconds in ((engine, wall), (cpu, spent)):
-                    runs = timings[short].setdefault(rule_name(rule), [])
-                    if len(runs) == round_:
-                        runs.append(0.0)
-                    runs[round_] += seconds
+                measured += [
+                    (engine, short, rule_name(rule), wall),
+                    (cpu, short, rule_name(rule), spent),
+                ]
+        loop_after = reference_ms()
+        factor = REFERENCE_MS / ((loop_before + loop_after) / 2)
+        loop_before = loop_after
+        for timings, short, rule, seconds in measured:
+            runs = timings[short].setdefault(rule, [])
+            if len(runs) == round_:
+                runs.append(0.0)
+            runs[round_] += seconds * factor
     return cpu, engine
 
 
@@ -166,9 +192,15 @@ def fit_spread(points: list[tuple[float, Spread]], at: float) -> Spread:
 
 
 def percent(spread: Spread, interval: float) -> str:
-    """`12.3% (11.9-12.8)`: median and p25-p75 as shares of `interval`."""
-    share = spread.scaled(1 / interval)
-    return f"{share.median:.1%} ({share.low * 100:.1f}-{share.high * 100:.1f})"
+    """`12.3% (11.9-12.8)`: median and p25-p75 as shares of `interval`, each to ~3 significant
+    digits (a share of 0.2% printed to one decimal would move by half when it moves by 0.05)."""
+    share = spread.scaled(100 / interval)
+    return f"{_digits(share.median)}% ({_digits(share.low)}-{_digits(share.high)})"
+
+
+def _digits(percent: float) -> str:
+    decimals = 1 if percent >= 10 else 2 if percent >= 1 else 3
+    return f"{percent:.{decimals}f}"
 
 
 def last_evaluations(port: int, name: Callable[[str], str]) -> dict[str, float]:
