@@ -33,14 +33,14 @@ from prometheus_client import generate_latest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from figures import at_reference, median_of_rounds
+from figures import median_at_reference
 
 from trainsignals.exporters.gpu.collector import SEEDED_XIDS, CollectOptions
 from trainsignals.exporters.gpu.fake_backend import FakeBackend, plausible_gpus
 from trainsignals.exporters.gpu.server import build_exporter, serve
 
 SCRAPES = 120  # per round
-ROUNDS = 5
+ROUNDS = 9
 DCGM_COUNTERS = Path(__file__).with_name("dcgm-exporter-default-counters.csv")
 
 
@@ -64,10 +64,8 @@ def measure(scrape: Callable[[], object]) -> tuple[float, float, float]:
     machine's speed."""
     for _ in range(10):  # warm-up
         scrape()
-    figures, factor = at_reference(
-        lambda: median_of_rounds(one_round(scrape) for _ in range(ROUNDS))
-    )
-    return figures["p50"] * factor, figures["p99"] * factor, figures["cpu"] * factor
+    figures = median_at_reference(lambda: one_round(scrape), ROUNDS)
+    return figures["p50"], figures["p99"], figures["cpu"]
 
 
 def main() -> None:
@@ -110,7 +108,7 @@ def main() -> None:
     # CPU time per HTTP scrape includes the client side (urllib) in this same process, so
     # this share is an upper bound for the exporter alone.
     print(
-        f"\n8 GPUs at a 1 s scrape interval: {cpu_8_http / 1e3 / 1.0 * 100:.2f} % of one core "
+        f"\n8 GPUs at a 1 s scrape interval: {cpu_8_http / 1e3 / 1.0 * 100:.3f} % of one core "
         "(HTTP scrape, client CPU included: an upper bound)"
     )
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import TypeVar
 
 # The loop's cost on the README's machine (README, "Generating a fleet's specs").
@@ -24,16 +24,17 @@ T = TypeVar("T")
 
 def reference_ms(repeats: int = 3) -> float:
     """A fixed pure-Python workload (string building and dict lookups, as the generator does),
-    best of `repeats`, in CPU milliseconds."""
-    best = float("inf")
+    the median of `repeats`, in CPU milliseconds. The median, not the best: what it scales
+    ran through the same neighbours' bursts, not only the quietest moment between them."""
+    runs = []
     for _ in range(repeats):
         started = time.process_time()
         memo: dict[str, str] = {}
         for i in range(200_000):
             key = f'series{{node="node-{i % 64}",rank="{i % 512}"}}'
             memo[key] = memo.get(key, "") or key.replace('"', "'")
-        best = min(best, time.process_time() - started)
-    return best * 1000
+        runs.append(time.process_time() - started)
+    return statistics.median(runs) * 1000
 
 
 def at_reference(measure: Callable[[], T]) -> tuple[T, float]:
@@ -45,11 +46,19 @@ def at_reference(measure: Callable[[], T]) -> tuple[T, float]:
     return result, REFERENCE_MS / loop
 
 
-def median_of_rounds(rounds: Iterable[dict[str, float]]) -> dict[str, float]:
-    """Each key's median over rounds (dicts of the same keys): one round's p99 is its two or
-    three slowest samples, which one scheduler hiccup sets; the median round's is the code's."""
+def median_at_reference(one_round: Callable[[], dict[str, float]], rounds: int) -> dict[str, float]:
+    """Each figure of `one_round` (a dict of timings) at the README machine's speed, the median
+    over `rounds` rounds, each scaled by the loop measured just before and after it: a round
+    lasts a fraction of a second, so its factor is the speed it ran at. One round's p99 is its
+    two or three slowest samples, which one scheduler hiccup sets; the median round's is the
+    code's."""
     collected: dict[str, list[float]] = {}
-    for figures in rounds:
+    loop_before = reference_ms()
+    for _ in range(rounds):
+        figures = one_round()
+        loop_after = reference_ms()
+        factor = REFERENCE_MS / ((loop_before + loop_after) / 2)
+        loop_before = loop_after
         for key, value in figures.items():
-            collected.setdefault(key, []).append(value)
+            collected.setdefault(key, []).append(value * factor)
     return {key: statistics.median(values) for key, values in collected.items()}
