@@ -92,6 +92,10 @@ e2e-vm: setup
 e2e-sharded: setup
 	TRAINSIGNALS_SHARDED=all $(BIN)/pytest -q tests/e2e/test_sharded.py
 
+# Costs per item or ratios, at the README machine's speed (bench/figures.py: a reference loop
+# measured around each measurement), so two runs agree within 20% however busy this machine
+# is; what describes the machine itself is on `machine:` lines. Two runs compared:
+#   make bench > a.txt; make bench > b.txt; .venv/bin/python bench/compare.py a.txt b.txt
 bench: setup
 	$(BIN)/python bench/bench_generator.py
 	$(BIN)/python bench/bench_gpu_exporter.py
