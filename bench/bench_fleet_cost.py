@@ -237,7 +237,7 @@ def measure(nodes: int, work: Path, lead: float, rounds: int = ROUNDS) -> Scale:
         for g in yaml.safe_load(rules_text)["groups"]
     }
     samples += record_history(start, port, data, document["groups"], production, spec.name)
-    process = spawn_prometheus(config, data, port, log, env=NO_COLLECTION)
+    process = start()
     try:
         real, stamps = group_durations(port)
         unload_rules(port, config)
@@ -262,9 +262,9 @@ def measure(nodes: int, work: Path, lead: float, rounds: int = ROUNDS) -> Scale:
 
 # Go's collector runs when earlier queries' garbage adds up, on whichever query is running
 # then: a rule measured by the CPU of Prometheus's threads paid for the rules before it (the
-# `alerts` group's rounds split between ~55 and ~140 ms). Off for a replay, up to a bound; the
-# replay collects between its rounds (rule_timing.collect_garbage). So the figures leave out
-# the collection of the rules' garbage, which a production Prometheus pays as well.
+# `alerts` group's rounds split between ~55 and ~140 ms). Off for a shard's replay, up to a
+# bound (bench_sharded.py); the replay collects between its rounds (rule_timing.py). Here the
+# collector stays on: the peak memory printed is the rule manager's, as in production.
 NO_COLLECTION = {"GOGC": "off", "GOMEMLIMIT": "8GiB"}
 
 

@@ -98,11 +98,10 @@ def unload_rules(port: int, config: Path) -> None:
 
 def collect_garbage(port: int) -> None:
     """Have Prometheus run Go's garbage collector now (net/http/pprof's heap profile with
-    `gc=1` calls runtime.GC first), between the timed queries. A replay runs with the
-    collector off (bench_fleet_cost.NO_COLLECTION), so each round starts from the same heap
-    instead of from the last round's garbage: at 1,024 GPUs a shard's garbage reached the
-    memory limit within a few rounds and the collector then ran on every query of the later
-    rounds (the `edge` group's rounds: 674 to 3,830 ms in one run)."""
+    `gc=1` calls runtime.GC first), between the timed queries: each round starts from the same
+    heap, not from the last round's garbage. With the collector off (bench_sharded.py) the heap
+    would otherwise grow round by round to its memory limit, where the collector runs on every
+    query; with it on, a collection lands on whichever rule runs when the garbage adds up."""
     url = f"http://{HOST}:{port}/debug/pprof/heap?gc=1"
     with urllib.request.urlopen(url, timeout=120) as answer:
         answer.read()
