@@ -67,7 +67,9 @@ lint: $(VENV)/.installed-test
 # ask. In one group on one worker the stack tests ran ~966 s in a row and set the suite's wall
 # time (CI: 721-983 s); the two groups side by side took 529 s at ~0.5 of a core. promtool
 # runs each generated test group on the rules it reads (tests/promtool_subsets.py): the suite
-# ~600 s of pytest, 16.6 min of CPU (README, "How the suite shares two cores").
+# ~600 s of pytest, 16.6 min of CPU (README, "How the suite shares two cores"). The matrix
+# worker (~506 s) is the critical path: more matrix stacks at a time, or the VictoriaMetrics
+# matrix beside the Prometheus one, shortened it and failed on a loaded machine (README).
 # The longer fault tests (`chaos_full`) run in `make chaos`; the short ones run here.
 # PYTEST_ARGS narrows the run (tests/test_teardown.py kills a `make test` of one file).
 # exec: the quotes make `make` run a shell; exec keeps pytest its direct child, so a SIGTERM

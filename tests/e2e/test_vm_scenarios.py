@@ -22,7 +22,10 @@ from trainsignals.generator.loader import load_specs
 from trainsignals.simulator.scenarios import SCENARIOS, Scenario
 
 # On the scenario matrix's worker, after it (tests/conftest.py MATRIX_GROUP): never beside it,
-# and its ~75 s balance the two stack workers.
+# and its ~75 s balance the two stack workers. Beside it (last of the tests/e2e topologies,
+# from ~200 s, on a third stack worker) it would take ~70 s off the matrix's worker, the
+# suite's critical path, but on a loaded machine every stack of the matrix lost its scrapes at
+# once while it ran (with 8 and with 9 matrix stacks), and so did its own.
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group(MATRIX_GROUP)]
 
 # Short page scenarios (<= 50 simulated minutes: under a minute of real time at scale 60).
