@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -146,3 +148,12 @@ def shaped() -> Iterator[PagerShaped]:
     found = PagerShaped()
     yield found
     found.stop()
+
+
+def load_script(path: Path) -> ModuleType:
+    """A script outside the package (bench/, examples/) imported as a module, to test it."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec and spec.loader, path
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
+
+from tests.conftest import load_script
 
 SCRIPT = Path(__file__).resolve().parent.parent / "bench" / "compare.py"
 
 
 def _compare():
-    spec = importlib.util.spec_from_file_location("bench_compare", SCRIPT)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT)
 
 
 def test_a_figure_that_moved_is_reported_and_machine_lines_are_not() -> None:

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
+
+from tests.conftest import load_script
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "bench_instrumentation.py"
 
 
 def test_benchmark_runs_and_reports_its_figures(capsys) -> None:
-    spec = importlib.util.spec_from_file_location("bench_instrumentation", BENCH)
-    assert spec and spec.loader
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_script(BENCH)
     result = bench.measure(iterations=200, repeats=1)
     assert set(result) == {
         "empty_us",

@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import load_script
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "train_tiny.py"
 
 
 @pytest.fixture(scope="module")
 def example():
-    spec = importlib.util.spec_from_file_location("train_tiny", EXAMPLE)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(EXAMPLE)
 
 
 def test_importing_the_example_does_not_import_torch(example) -> None:
