@@ -95,8 +95,10 @@ e2e-sharded: setup
 	TRAINSIGNALS_SHARDED=all $(BIN)/pytest -q tests/e2e/test_sharded.py
 
 # Costs per item or ratios, at the README machine's speed (bench/figures.py: a reference loop
-# measured around each measurement), so two runs agree within 20% however busy this machine
-# is; what describes the machine itself is on `machine:` lines. Two runs compared:
+# measured around each measurement); what describes the machine itself is on `machine:` lines.
+# On this 2-core machine two idle runs still differ by over 20% in some figures (the
+# generator's and Prometheus's costs follow memory more than the loop; README, "Benchmark
+# figures that agree between runs"). Two runs compared:
 #   make bench > a.txt; make bench > b.txt; .venv/bin/python bench/compare.py a.txt b.txt
 bench: setup
 	$(BIN)/python bench/bench_generator.py

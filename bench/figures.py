@@ -5,7 +5,9 @@ then 144, then 81 on an idle machine), and a shared 2-core box adds other proces
 So a bench does not print the milliseconds it measured: it measures the reference loop around
 each measurement and prints the time the measurement would have taken on the README's machine,
 where the loop takes REFERENCE_MS (`at_reference`). A figure then moves when the code's cost
-moves, not when the machine's speed does. Figures made of many samples print a median of
+moves, much less when the machine's speed does: for the CPU-bound exporter and
+instrumentation, not for work that waits on memory (the generator, Prometheus), whose speed
+this loop follows only partly. Figures made of many samples print a median of
 rounds, not one round's tail or a difference of two nearby timings.
 """
 
