@@ -39,13 +39,27 @@ def reference_ms(repeats: int = 3) -> float:
     return statistics.median(runs) * 1000
 
 
+class RoundSpeed:
+    """The factor that turns consecutive measurements' timings into the README machine's:
+    REFERENCE_MS over the loop's cost timed just before and just after each (the loop after
+    one measurement is the loop before the next)."""
+
+    def __init__(self) -> None:
+        self._before = reference_ms()
+
+    def factor(self) -> float:
+        """The factor of the measurement since the last call (or since this was made)."""
+        after = reference_ms()
+        factor = REFERENCE_MS / ((self._before + after) / 2)
+        self._before = after
+        return factor
+
+
 def at_reference(measure: Callable[[], T]) -> tuple[T, float]:
-    """(what `measure` returned, the factor that turns its timings into the README machine's:
-    REFERENCE_MS over the loop's cost measured just before and just after it)."""
-    before = reference_ms()
+    """(what `measure` returned, the factor that turns its timings into the README machine's)."""
+    speed = RoundSpeed()
     result = measure()
-    loop = (before + reference_ms()) / 2
-    return result, REFERENCE_MS / loop
+    return result, speed.factor()
 
 
 def median_at_reference(one_round: Callable[[], dict[str, float]], rounds: int) -> dict[str, float]:
@@ -55,12 +69,10 @@ def median_at_reference(one_round: Callable[[], dict[str, float]], rounds: int) 
     two or three slowest samples, which one scheduler hiccup sets; the median round's is the
     code's."""
     collected: dict[str, list[float]] = {}
-    loop_before = reference_ms()
+    speed = RoundSpeed()
     for _ in range(rounds):
         figures = one_round()
-        loop_after = reference_ms()
-        factor = REFERENCE_MS / ((loop_before + loop_after) / 2)
-        loop_before = loop_after
+        factor = speed.factor()
         for key, value in figures.items():
             collected.setdefault(key, []).append(value * factor)
     return {key: statistics.median(values) for key, values in collected.items()}

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-from figures import REFERENCE_MS, reference_ms
+from figures import RoundSpeed
 
 from trainsignals.stacks.stack import HOST
 
@@ -125,7 +125,7 @@ def replay(
     group (the hang suspects' arms) are summed."""
     cpu: Timings = {name(g["name"]): {} for g in groups}
     engine: Timings = {name(g["name"]): {} for g in groups}
-    loop_before = reference_ms()
+    speed = RoundSpeed()
     for round_ in range(rounds):
         collect_garbage(port)
         measured: list[tuple[Timings, str, str, float]] = []
@@ -137,9 +137,7 @@ def replay(
                     (engine, short, rule_name(rule), wall),
                     (cpu, short, rule_name(rule), spent),
                 ]
-        loop_after = reference_ms()
-        factor = REFERENCE_MS / ((loop_before + loop_after) / 2)
-        loop_before = loop_after
+        factor = speed.factor()
         for timings, short, rule, seconds in measured:
             runs = timings[short].setdefault(rule, [])
             if len(runs) == round_:
