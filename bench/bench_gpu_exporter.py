@@ -1,7 +1,7 @@
 """Scrape cost of the GPU exporter on fake GPUs (run by `make bench`; prints, never asserts).
 
-For 1, 8 and 64 fake GPUs: the CPU time per scrape, its median, p99 and mean (each the median
-of ROUNDS rounds, at the README machine's speed: bench/figures.py) for
+For 1, 8 and 64 fake GPUs: the CPU time per scrape, its median, p99 and mean over ROUNDS
+rounds (each scrape at the README machine's speed: bench/figures.py) for
 - `render_text`: the exporter's own text writer, called directly (what /metrics serves);
 - `generate_latest`: prometheus_client's formatting of the same registry (for callers that
   use the registry, e.g. the simulator's in-process scrape);
@@ -33,7 +33,7 @@ from prometheus_client import generate_latest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from figures import median_at_reference
+from figures import RoundSpeed
 
 from trainsignals.exporters.gpu.collector import SEEDED_XIDS, CollectOptions
 from trainsignals.exporters.gpu.fake_backend import FakeBackend, plausible_gpus
@@ -44,33 +44,35 @@ ROUNDS = 9
 DCGM_COUNTERS = Path(__file__).with_name("dcgm-exporter-default-counters.csv")
 
 
-def one_round(scrape: Callable[[], object], n: int = SCRAPES) -> dict[str, float]:
-    """{p50, p99, cpu (mean)}: CPU ms per scrape of this process (the HTTP server's thread
-    included)."""
+def one_round(scrape: Callable[[], object], n: int = SCRAPES) -> list[float]:
+    """CPU ms of each of `n` scrapes, this process's (the HTTP server's thread included)."""
     cpus = []
     for _ in range(n):
         started = time.process_time()
         scrape()
-        cpus.append(time.process_time() - started)
-    return {
-        "p50": statistics.median(cpus) * 1e3,
-        "p99": statistics.quantiles(cpus, n=100)[98] * 1e3,
-        "cpu": statistics.fmean(cpus) * 1e3,
-    }
+        cpus.append((time.process_time() - started) * 1e3)
+    return cpus
 
 
 def measure(scrape: Callable[[], object]) -> tuple[float, float, float]:
-    """(p50, p99, mean CPU ms per scrape): each the median of ROUNDS rounds, at the README
-    machine's speed."""
+    """(p50, p99, mean CPU ms per scrape) over ROUNDS rounds of SCRAPES scrapes, each scrape
+    at the README machine's speed (scaled by the reference loop timed around its round). The
+    p99 is the pooled samples' (the 11th slowest of 1,080), not a median of per-round p99s:
+    one round's p99 is its two slowest scrapes, and moved by 50% between two runs."""
     for _ in range(10):  # warm-up
         scrape()
-    figures = median_at_reference(lambda: one_round(scrape), ROUNDS)
-    return figures["p50"], figures["p99"], figures["cpu"]
+    speed, samples = RoundSpeed(), []
+    for _ in range(ROUNDS):
+        cpus = one_round(scrape)
+        factor = speed.factor()
+        samples.extend(cpu * factor for cpu in cpus)
+    p99 = statistics.quantiles(samples, n=100)[98]
+    return statistics.median(samples), p99, statistics.fmean(samples)
 
 
 def main() -> None:
     print(
-        f"median of {ROUNDS} rounds of {SCRAPES} scrapes, at the README machine's speed; CPU time"
+        f"{ROUNDS} rounds of {SCRAPES} scrapes, each at the README machine's speed; CPU time"
     )
     print(f"{'GPUs':>5} {'path':<16} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8} {'bytes':>8}")
     cpu_8_http = 0.0

@@ -1,14 +1,14 @@
 """Per-step cost of the training instrumentation: `with step()` + data_wait() + loss().
 
-Plain script (prints, never asserts): `python bench/bench_instrumentation.py [iterations]`.
+Plain script (prints, never asserts): `python bench/bench_instrumentation.py [iterations [rounds]]`.
 Reports microseconds per step for the instrumented loop body and for the same loop body
 without instrumentation, and their difference (the cost a training step pays); then the cost
 of one `collective_wait()` mark (the own-work counter needs one per blocking collective the
 loop wants left out of its own work) and of the own-work accounting `step()` runs, each timed
 in a loop of its own (as a difference of two whole-step loops, ~1 µs of ~12, it swung 2x
 between runs), and their sum: what a step pays for its own work to be counted (issue 28 item
-1, goal <= 20 µs per step). Every figure is the best of 5 runs at the README machine's speed
-(bench/figures.py).
+1, goal <= 20 µs per step). Every figure is the median of 15 rounds, each at the README
+machine's speed (bench/figures.py).
 """
 
 from __future__ import annotations
@@ -16,12 +16,11 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from figures import at_reference
+from figures import median_at_reference
 
 from trainsignals.exporters.training import TrainingMetrics
 
@@ -63,38 +62,37 @@ def _own_work(metrics: TrainingMetrics, n: int) -> float:
     return time.perf_counter() - start
 
 
-def measure(iterations: int = 200_000, repeats: int = 5) -> dict[str, float]:
-    """Best-of-`repeats` µs per step at the README machine's speed: empty loop, instrumented
-    loop, the overhead, one collective mark, and the own-work accounting inside the
-    overhead."""
+def measure(iterations: int = 50_000, repeats: int = 15) -> dict[str, float]:
+    """µs per step at the README machine's speed, the median of `repeats` rounds, each round
+    scaled by the reference loop timed around it (figures.median_at_reference): empty loop,
+    instrumented loop, the overhead, one collective mark, and the own-work accounting inside
+    the overhead. One factor for a whole run of best-of-5 loops let the sub-µs figures move
+    by 40-60% between two runs: the machine's speed changed during the run."""
     metrics = TrainingMetrics(rank=0, local_rank=0, world_size=1, node="bench")
 
-    def best(loop: Callable[[int], float]) -> float:
-        return min(loop(iterations) for _ in range(repeats)) / iterations * 1e6
+    def one_round() -> dict[str, float]:
+        per_step = 1e6 / iterations
+        empty = _empty(iterations) * per_step
+        return {
+            "empty_us": empty,
+            "instrumented_us": _instrumented(metrics, iterations) * per_step,
+            "collective_mark_us": _marks(metrics, iterations) * per_step - empty,
+            "own_work_us": _own_work(metrics, iterations) * per_step - empty,
+        }
 
-    (empty, inst, marks, own), factor = at_reference(
-        lambda: (
-            best(_empty),
-            best(lambda n: _instrumented(metrics, n)),
-            best(lambda n: _marks(metrics, n)),
-            best(lambda n: _own_work(metrics, n)),
-        )
-    )
-    empty, inst, marks, own = (value * factor for value in (empty, inst, marks, own))
-    return {
-        "empty_us": empty,
-        "instrumented_us": inst,
-        "overhead_us": inst - empty,
-        "collective_mark_us": marks - empty,
-        "own_work_us": own - empty,
-    }
+    result = median_at_reference(one_round, repeats)
+    return {**result, "overhead_us": result["instrumented_us"] - result["empty_us"]}
 
 
 def main(argv: list[str]) -> None:
-    iterations = int(argv[1]) if len(argv) > 1 else 200_000
+    iterations = int(argv[1]) if len(argv) > 1 else 50_000
+    rounds = int(argv[2]) if len(argv) > 2 else 15
     load = os.getloadavg()[0]
-    result = measure(iterations)
-    print(f"iterations per run   : {iterations} (best of 5, at the README machine's speed)")
+    result = measure(iterations, rounds)
+    print(
+        f"iterations per round : {iterations} (median of {rounds} rounds, each at the README"
+        " machine's speed)"
+    )
     print(f"machine: load average {load:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     print(f"empty loop           : {result['empty_us']:.3f} µs/step")
     print(f"instrumented loop    : {result['instrumented_us']:.3f} µs/step")

@@ -20,7 +20,7 @@ def test_benchmark_runs_and_reports_its_figures(capsys) -> None:
         "own_work_us",
     }
     assert result["instrumented_us"] > 0
-    bench.main(["bench", "100"])
+    bench.main(["bench", "100", "2"])
     out = capsys.readouterr().out
     assert "instrumentation cost" in out and "one collective mark" in out
     assert "own work + one collective_wait()" in out  # issue 28's per-step figure

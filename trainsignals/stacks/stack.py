@@ -11,6 +11,7 @@ every window and `for` divided by `time_scale`; run the Simulation with the same
 from __future__ import annotations
 
 import json
+import os
 import random
 import socket
 import subprocess
@@ -331,7 +332,12 @@ class Stack:
             if result and int(float(result[0]["value"][1])) >= count:
                 return
             time.sleep(0.2)
-        raise TimeoutError(f"fewer than {count} targets up after {timeout:g} s")
+        # On compressed time a stack this late says the machine is too busy for the timings.
+        load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+        raise TimeoutError(
+            f"fewer than {count} targets up after {timeout:g} s (load average {load} on "
+            f"{os.cpu_count()} CPUs)"
+        )
 
     def load_rules(self) -> None:
         """Add the rule files to the config and reload Prometheus (its lifecycle API).
