@@ -21,6 +21,7 @@ from __future__ import annotations
 import gc
 import os
 import resource
+import statistics
 import sys
 import time
 import tracemalloc
@@ -28,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from figures import REFERENCE_MS, at_reference
+from figures import REFERENCE_MS, RoundSpeed
 
 from trainsignals.generator.loader import load_specs
 from trainsignals.generator.output.workers import worker_count
@@ -68,34 +69,58 @@ def _cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
+CHUNKS = 10  # a row of 10 specs or more is timed in this many chunks (or more, up to 100)
+SHORT_REPEATS = 5  # a row of fewer specs is timed this many times
+
+
 def measure(
     count: int, options: Options, distinct: bool = False, every_file: bool = False
-) -> tuple[float, float, float]:
-    """(wall ms per spec, CPU ms per spec, peak MiB). Timed alone (tracemalloc slows Python
-    several-fold); the peak is measured in one process, up to PEAK_SPECS specs (nan
-    otherwise). Memory grows with the specs because every file is held until the end (atomic
-    writes): linearly, so the 100-spec rows give it per spec, and a traced rerun of 300 specs
-    (minutes on a loaded machine) told nothing more."""
+) -> tuple[float, float, float, list[float]]:
+    """(wall ms per spec, CPU ms per spec, peak MiB, the reference loop's ms while timed), the
+    costs at the README machine's speed. Each timing is scaled by the reference loop measured
+    just before and after it (figures.RoundSpeed), and the figure is the median of those: a row
+    of 10 specs or more is generated in CHUNKS consecutive chunks (one timing each, every
+    chunk's files held until the row ends, as one run of `count` specs holds them), a shorter
+    row SHORT_REPEATS times. With one loop timed around a whole row, rows of one run moved in
+    opposite directions between two runs (by up to 43%): the machine's speed changed within
+    the row. Timed alone (tracemalloc slows Python several-fold); the peak is measured in one
+    process, up to PEAK_SPECS specs (nan otherwise). Memory grows with the specs because
+    every file is held until the end (atomic writes): linearly, so the 100-spec rows give it
+    per spec."""
     batch = specs(count, distinct)
     run = generate_all if every_file else generate
-    elapsed = cpu = float("inf")
-    # A run of a few specs lasts milliseconds: one full collection of what earlier rows left
-    # (~15-30 ms) would be most of it. So the garbage goes first, and a short row is the best
-    # of 5 runs (as timeit does); the long rows pay their own collections, as a real run does.
-    for _ in range(5 if count < 10 else 1):
-        gc.collect()
+    if count < CHUNKS:
+        chunks = [batch] * SHORT_REPEATS
+    else:
+        size = max(count // CHUNKS, count // 100, 1)
+        chunks = [batch[i : i + size] for i in range(0, count, size)]
+    walls, cpus, loops, held = [], [], [], []
+    # The garbage earlier rows left goes first (a full collection is ~15-30 ms: most of a
+    # short row); a long row pays its own collections, as a real run does.
+    gc.collect()
+    speed = RoundSpeed()
+    for chunk in chunks:
+        if count < CHUNKS:
+            gc.collect()
         started, cpu_before = time.perf_counter(), _cpu_seconds()
-        files = run(batch, options)
-        elapsed = min(elapsed, time.perf_counter() - started)
-        cpu = min(cpu, _cpu_seconds() - cpu_before)
-        assert len(files) >= count
+        files = run(chunk, options)
+        elapsed, cpu = time.perf_counter() - started, _cpu_seconds() - cpu_before
+        factor = speed.factor()
+        assert len(files) >= len(chunk)
+        if count >= CHUNKS:
+            held.append(files)
+        walls.append(elapsed * 1000 / len(chunk) * factor)
+        cpus.append(cpu * 1000 / len(chunk) * factor)
+        loops.append(REFERENCE_MS / factor)
+    del held
+    wall, cpu = statistics.median(walls), statistics.median(cpus)
     if options.workers != 1 or count > PEAK_SPECS:  # (tracemalloc: minutes, or not the workers')
-        return elapsed * 1000 / count, cpu * 1000 / count, float("nan")
+        return wall, cpu, float("nan"), loops
     tracemalloc.start()
     run(batch, options)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    return elapsed * 1000 / count, cpu * 1000 / count, peak / 2**20
+    return wall, cpu, peak / 2**20, loops
 
 
 ROWS = [  # (specs, what, options, goal, distinct objectives, every file)
@@ -122,17 +147,16 @@ def main() -> None:
     print("  wall: elapsed / specs; cpu: CPU time of this process and its workers / specs;")
     print(
         f"  both at the README machine's speed (bench/figures.py: the reference loop measured"
-        f" around each row, scaled to its {REFERENCE_MS:.0f} ms there); cpu/ref: cpu in loops"
+        f" around each timing, scaled to its {REFERENCE_MS:.0f} ms there), the median of a"
+        f" row's {CHUNKS}+ chunks (or of {SHORT_REPEATS} runs of a short row); cpu/ref: cpu"
+        " in loops"
     )
     head = f"{'specs':>6} {'what':<29} {'workers':>7} {'wall ms':>8} {'cpu ms':>7} {'goal':>6}"
     print(f"{head} {'cpu/ref':>8} {'peak MiB':>9}")
-    loops = []
+    loops: list[float] = []
     for count, label, options, goal, distinct, every_file in ROWS:
-        (wall, cpu, peak), factor = at_reference(
-            lambda: measure(count, options, distinct, every_file)  # noqa: B023 (called here)
-        )
-        loops.append(REFERENCE_MS / factor)
-        wall, cpu = wall * factor, cpu * factor
+        wall, cpu, peak, row_loops = measure(count, options, distinct, every_file)
+        loops += row_loops
         workers = worker_count(count, options.workers)
         limit = f"<={goal}" if goal else ""
         print(
