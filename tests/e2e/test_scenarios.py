@@ -3,8 +3,8 @@
 Each scenario runs on a real Prometheus and Alertmanager of its own (tests/e2e/matrix.py: one
 Simulation each, a spec copy named `e2e-<scenario>` with its own `training_job` selector, rules
 and routes), AT_ONCE of them at a time, longest first. Each scenario runs on its own time
-scale (its simulated duration in ~2.5 real minutes, within the simulator's cap and floor:
-matrix.TARGET_REAL_SECONDS); its rules are generated with the same scale. The healthy
+scale (its simulated duration in at most ~5.5 real minutes, within the simulator's cap and
+floor: matrix.TARGET_REAL_SECONDS); its rules are generated with the same scale. The healthy
 simulated day is the longest run and sets the matrix's wall time (~6 minutes; see
 matrix.MAX_SCALE).
 
