@@ -70,9 +70,11 @@ lint: $(VENV)/.installed-test
 # ask. In one group on one worker the stack tests ran ~966 s in a row and set the suite's wall
 # time (CI: 721-983 s); the two groups side by side took 529 s at ~0.5 of a core. promtool
 # runs each generated test group on the rules it reads (tests/promtool_subsets.py): the suite
-# ~600 s of pytest, 16.6 min of CPU (README, "How the suite shares two cores"). The matrix
-# worker (~506 s) is the critical path: more matrix stacks at a time, or the VictoriaMetrics
-# matrix beside the Prometheus one, shortened it and failed on a loaded machine (README).
+# ~600 s of pytest, 16.6 min of CPU (README, "How the suite shares two cores"), and twice
+# both on the same machine in a slow spell (its speed halves for hours). The matrix worker
+# (~506 s) is the critical path at full speed: more matrix stacks at a time, the
+# VictoriaMetrics matrix beside the Prometheus one, or shorter scenarios shortened it and
+# failed (README).
 # The longer fault tests (`chaos_full`) run in `make chaos`; the short ones run here.
 # PYTEST_ARGS narrows the run (tests/test_teardown.py kills a `make test` of one file).
 # exec: the quotes make `make` run a shell; exec keeps pytest its direct child, so a SIGTERM
