@@ -70,7 +70,7 @@ def _cpu_seconds() -> float:
 
 
 CHUNKS = 10  # a row of 10 specs or more is timed in this many chunks (or more, up to 100)
-SHORT_REPEATS = 5  # a row of fewer specs is timed this many times
+SHORT_REPEATS = 15  # a row of fewer specs is timed this many times (5 let it move 20%)
 
 
 def measure(

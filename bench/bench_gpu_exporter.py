@@ -71,9 +71,7 @@ def measure(scrape: Callable[[], object]) -> tuple[float, float, float]:
 
 
 def main() -> None:
-    print(
-        f"{ROUNDS} rounds of {SCRAPES} scrapes, each at the README machine's speed; CPU time"
-    )
+    print(f"{ROUNDS} rounds of {SCRAPES} scrapes, each at the README machine's speed; CPU time")
     print(f"{'GPUs':>5} {'path':<16} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8} {'bytes':>8}")
     cpu_8_http = 0.0
     for gpus in (1, 8, 64):
