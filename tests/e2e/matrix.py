@@ -11,7 +11,6 @@ tests/e2e/test_vm_scenarios.py.
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 import threading
 import time
@@ -149,18 +148,6 @@ def prepare(base: JobSpec, scenario: Scenario, workdir: Path) -> tuple[Run, Path
 Probe = Callable[[Stack, dict[str, Run]], dict[str, list[dict]]]
 
 
-def ram_dir() -> str | None:
-    """/dev/shm where it is a writable tmpfs folder, else None (the default temp folder).
-
-    The stacks' Prometheus, Alertmanager and VictoriaMetrics data live there. In two
-    clean-clone suites every stack of the matrix paged TrainingTargetsDown and NodeDown at one
-    moment (a compressed `for` is 1-2 s), ~100 s in, while other tests wrote hundreds of MB
-    to the disk (the wheel walkthrough's venv, the fleet replay's blocks); the machine had no
-    memory pressure and some IO stalls. Storage in RAM keeps the disk out of their way."""
-    shm = Path("/dev/shm")
-    return str(shm) if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK) else None
-
-
 def real_seconds(run: Run) -> float:
     return run.duration / run.scale
 
@@ -192,7 +179,7 @@ def run_matrix(
     """
     base = base or load_specs([JOBS / "minimal.yaml"])[0]
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix=prefix, dir=ram_dir()) as tmp:
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         workdir = Path(tmp)
         runs: dict[str, Run] = {}
         rule_files: dict[str, Path] = {}
