@@ -4,7 +4,7 @@ This machine's speed swings by up to 1.8x within minutes (the reference loop bel
 then 144, then 81 on an idle machine), and a shared 2-core box adds other processes' bursts.
 So a bench does not print the milliseconds it measured: it measures the reference loop around
 each measurement and prints the time the measurement would have taken on the README's machine,
-where the loop takes REFERENCE_MS (`at_reference`). A figure then moves when the code's cost
+where the loop takes REFERENCE_MS (`RoundSpeed`). A figure then moves when the code's cost
 moves, much less when the machine's speed does: for the CPU-bound exporter and
 instrumentation, not for work that waits on memory (the generator, Prometheus), whose speed
 this loop follows only partly. Figures made of many samples print a median of
@@ -16,12 +16,9 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from typing import TypeVar
 
 # The loop's cost on the README's machine (README, "Generating a fleet's specs").
 REFERENCE_MS = 37.0
-
-T = TypeVar("T")
 
 
 def reference_ms(repeats: int = 3) -> float:
@@ -53,13 +50,6 @@ class RoundSpeed:
         factor = REFERENCE_MS / ((self._before + after) / 2)
         self._before = after
         return factor
-
-
-def at_reference(measure: Callable[[], T]) -> tuple[T, float]:
-    """(what `measure` returned, the factor that turns its timings into the README machine's)."""
-    speed = RoundSpeed()
-    result = measure()
-    return result, speed.factor()
 
 
 def median_at_reference(one_round: Callable[[], dict[str, float]], rounds: int) -> dict[str, float]:
