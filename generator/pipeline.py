@@ -108,7 +108,7 @@ def rules_document(ctx: RuleContext, alerts: list[AlertRule]) -> dict:
 
 def job_output(spec: JobSpec, source: str, options: Options = Options()) -> JobOutput:
     """One job's typed results: alerts, rules document, promtool tests, dashboard."""
-    ctx = RuleContext(spec, options.time_scale, options.min_range_seconds)
+    ctx = RuleContext(spec, options.time_scale, options.min_range_seconds, options.min_for_seconds)
     alerts = alert_rules(ctx)
     digest = spec_hash(spec)
     document = rules_document(ctx, alerts)

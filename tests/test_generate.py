@@ -132,6 +132,24 @@ def test_time_scale_divides_windows_and_for(repo_root: Path) -> None:
     assert "alerts/minimal.test.yaml" not in files  # promtool tests are for production rules
 
 
+def test_a_for_floor_lifts_short_fors_only(repo_root: Path) -> None:
+    """Compressed `for`s below `min_for_seconds` rise to it (the scenario matrix: one late
+    scrape must not page); longer ones and every window stay as scaled."""
+    spec = load_specs([repo_root / "jobs/minimal.yaml"])[0]
+
+    def fors(min_for: float) -> dict[str, str]:
+        options = Options(time_scale=60, min_range_seconds=4, min_for_seconds=min_for)
+        files = generate_all([(spec, "jobs/minimal.yaml")], options)
+        groups = yaml.safe_load(files["alerts/minimal.rules.yaml"])["groups"]
+        return {r["alert"]: r.get("for", "") for g in groups for r in g["rules"] if "alert" in r}
+
+    plain, floored = fors(1), fors(4)
+    assert (plain["TrainingStalled"], floored["TrainingStalled"]) == ("1s", "4s")  # 1m / 60
+    assert (plain["TrainingTargetsDown"], floored["TrainingTargetsDown"]) == ("2s", "4s")
+    assert plain["ThroughputBelowFloor"] == floored["ThroughputBelowFloor"] == "5s"  # 5m / 60
+    assert plain["NodeUnreachableRecently"] == floored["NodeUnreachableRecently"] == ""
+
+
 def test_severity_override_and_off(tmp_path: Path, repo_root: Path) -> None:
     spec_text = (repo_root / "jobs/minimal.yaml").read_text()
     jobs = tmp_path / "jobs"

@@ -58,7 +58,7 @@ def render_alert(ctx: RuleContext, alert: AlertRule) -> dict:
     uid = dashboard_uid(spec.name)
     rule: dict = {"alert": alert.name, "expr": firing_expr(ctx, alert)}
     if alert.for_seconds:
-        rule["for"] = ctx.duration(alert.for_seconds)
+        rule["for"] = ctx.for_duration(alert.for_seconds)
     rule["labels"] = static_labels(ctx, alert.name)
     rule["annotations"] = {
         "dashboard_url": f"{spec.links.grafana_base_url}/d/{uid}/{spec.name}"

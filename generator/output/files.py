@@ -23,6 +23,7 @@ class Options:
 
     time_scale: float = 1.0
     min_range_seconds: int = 60
+    min_for_seconds: float = 1  # alerts' `for` floor in real seconds (RuleContext.for_duration)
     with_tests: bool = True
     with_dashboards: bool = True
     monitoring: MonitoringSettings | None = None  # None: generator/spec/monitoring.py's defaults

@@ -62,7 +62,7 @@ def _row(ctx: RuleContext, alert: AlertRule, source: str) -> JobRow:
         severity=severity(ctx, alert.name),
         threshold=alert.threshold,
         window=alert.window,
-        for_=ctx.duration(alert.for_seconds),
+        for_=ctx.for_duration(alert.for_seconds),
         expr=firing_expr(ctx, alert),
         panel=PANEL_TITLES[alert.panel],
         # Same link as the alert's dashboard_url annotation.

@@ -50,12 +50,14 @@ class RuleContext:
 
     `time_scale` divides every window and `for` duration, so end-to-end tests can run hours of
     simulated training in seconds. Production specs use 1. Range windows never go below
-    `min_range_seconds` (a rate() needs a few scrapes in its window).
+    `min_range_seconds` (a rate() needs a few scrapes in its window), and an alert's `for`
+    never below `min_for_seconds`.
     """
 
     spec: JobSpec
     time_scale: float = 1.0
     min_range_seconds: int = 60
+    min_for_seconds: float = 1
 
     @property
     def job(self) -> str:
@@ -69,8 +71,14 @@ class RuleContext:
         return format_duration(max(self.seconds(nominal_seconds), self.min_range_seconds))
 
     def duration(self, nominal_seconds: float) -> str:
-        """A `for`, offset or horizon, scaled; at least one second."""
+        """An offset, horizon or evaluation interval, scaled; at least one second."""
         return format_duration(max(self.seconds(nominal_seconds), 1))
+
+    def for_duration(self, nominal_seconds: float) -> str:
+        """An alert's `for`, scaled; at least `min_for_seconds`. Production `for`s are a
+        minute or more; under compression a floor of a few scrapes keeps one late scrape
+        (a second of real time) from paging."""
+        return format_duration(max(self.seconds(nominal_seconds), self.min_for_seconds, 1))
 
     def raw(self, **extra: str | Op) -> str:
         """Selector for raw series of this job (selector labels plus `extra`)."""

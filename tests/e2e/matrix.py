@@ -46,6 +46,12 @@ TARGET_REAL_SECONDS = 330
 # as progressing if stall_after / scale also covers a step plus one scrape and one evaluation
 # (600 s / (0.5 + 1 + 1) s = 240): at 360 the healthy day paged TrainingStalled.
 MIN_SCALE, MAX_SCALE = 60, 240
+# Alerts' `for` at least this many real seconds (4 scrapes and evaluations), the shortest
+# window's length (job_files' min_range_seconds). At the scales above a 1-2 m `for` is 1-2 s:
+# on a loaded machine the stacks' scrapes stall that long at once (every first-wave stack
+# paged TrainingTargetsDown and NodeDown together, healthy day included), while a node's
+# 1 m drop window, 4 s here, did not empty. With the floor both need 4 s of lost scrapes.
+MIN_FOR_SECONDS = 4
 START_LEAD_SECONDS = 5  # endpoints served and scraped, rules loaded, before the clocks start
 # FAST_TIMING with group_wait 3 s instead of 1 s: a node going down fails its targets' scrapes
 # up to a scrape interval apart, so TrainingTargetsDown can fire one evaluation before NodeDown;
@@ -127,7 +133,7 @@ def prepare(base: JobSpec, scenario: Scenario, workdir: Path) -> tuple[Run, Path
         GPUS_PER_NODE,
     )
     scale = scale_for(scenario)
-    files = job_files(spec, scale)
+    files = job_files(spec, scale, MIN_FOR_SECONDS)
     rules_path = workdir / "rules" / f"{spec.name}.rules.yaml"
     rules_path.parent.mkdir(parents=True, exist_ok=True)
     rules_text = files[f"alerts/{spec.name}.rules.yaml"]

@@ -85,9 +85,15 @@ def free_port() -> int:
     raise RuntimeError(f"no free port on {HOST} between {_PORTS_FLOOR} and {ceiling}")
 
 
-def job_files(spec: JobSpec, time_scale: float) -> dict[str, str]:
-    """The job's generated rules and dashboard, windows divided by `time_scale`."""
-    options = Options(time_scale=time_scale, min_range_seconds=4, with_tests=False)
+def job_files(spec: JobSpec, time_scale: float, min_for_seconds: float = 1) -> dict[str, str]:
+    """The job's generated rules and dashboard, windows divided by `time_scale` (alerts' `for`
+    at least `min_for_seconds`)."""
+    options = Options(
+        time_scale=time_scale,
+        min_range_seconds=4,
+        min_for_seconds=min_for_seconds,
+        with_tests=False,
+    )
     return generate_job(spec, f"<e2e {spec.name}>", options)
 
 
