@@ -8,7 +8,7 @@ from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from itertools import compress, count, groupby, islice
-from math import isfinite
+from math import copysign, isfinite
 from operator import ne, sub
 
 
@@ -35,6 +35,8 @@ def is_gap(value: float | str | None) -> bool:
 # (a miss only costs the encoding).
 _memo: dict[bytes | tuple[bytes], str] = {}
 _MEMO_MAX = 8192
+# A constant series' text: (value, length, its sign) -> "valuexlength-1"; cleared past _MEMO_MAX.
+_constants: dict[tuple[float, int, float], str] = {}
 _sharing = False
 
 
@@ -55,7 +57,15 @@ def encode_shared(values: Sequence[float | str | None]) -> str:
     first = values[0] if values else None
     # A constant (most test series): one run. (Not NaN or inf: their steps are NaN.)
     if type(first) in (int, float) and isfinite(first) and values.count(first) == len(values):
-        return _run(first, 0, len(values) - 1)
+        # Its text from the memo: a spec's tests ask for a few dozen (value, length) pairs,
+        # each hundreds of times. The sign is in the key: 0.0 == -0.0, but "-0" is written.
+        key = (first, len(values), copysign(1.0, first))
+        text = _constants.get(key)
+        if text is None:
+            if len(_constants) >= _MEMO_MAX:
+                _constants.clear()
+            text = _constants[key] = _run(first, 0, len(values) - 1)
+        return text
     if not _sharing:
         return encode(values)
     key = _memo_key(values)
