@@ -80,15 +80,13 @@ class _Unsupported(Exception):
 
 
 class _Memo(dict[str, str]):
-    """A string -> its scalar text; `key_texts`: a mapping key -> "key: ", `key_heads`: a key ->
-    "key:". All follow from the string alone, so one memo serves every document: the same
-    series, encodings and labels recur in test after test and spec after spec, and telling how
-    to write a string the first time (~5 us: a regex per implicit type) was half the cost of a
-    test file."""
+    """A string -> its scalar text; `key_heads`: a mapping key -> "key:". Both follow from the
+    string alone, so one memo serves every document: the same series, encodings and labels
+    recur in test after test and spec after spec, and telling how to write a string the first
+    time (~5 us: a regex per implicit type) was half the cost of a test file."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.key_texts: dict[str, str] = {}
         self.key_heads: dict[str, str] = {}
 
 
@@ -97,9 +95,8 @@ _MEMO_MAX = 50_000  # strings; emptied past it (a spec adds a few hundred new on
 
 
 def _shared_memo() -> _Memo:
-    if len(_MEMO) + len(_MEMO.key_texts) + len(_MEMO.key_heads) > _MEMO_MAX:
+    if len(_MEMO) + len(_MEMO.key_heads) > _MEMO_MAX:
         _MEMO.clear()
-        _MEMO.key_texts.clear()
         _MEMO.key_heads.clear()
     return _MEMO
 
@@ -216,8 +213,11 @@ def _mapping(data: dict, indent: str, lines: list[str], memo: _Memo) -> None:
 
 def _sequence(data: list | tuple, indent: str, lines: list[str], memo: _Memo) -> None:
     first_head, next_head = indent + "- ", indent + "  "
-    room = _WIDTH - len(first_head)  # for a key and its value on one line, unfolded
-    key_texts, texts, append = memo.key_texts, memo.get, lines.append
+    texts, append = memo.get, lines.append
+    # Per key of the items' mappings: its line's start as an item's first key and as a later
+    # one, and the room left for a value that cannot fold (a test file's thousands of input
+    # series share two keys: their lines built from these, one concatenation each).
+    heads: dict[object, tuple[str, str, int]] = {}
     items = iter(data)
     if lines and lines[-1].endswith("- ") and len(lines[-1]) == len(indent):
         # A sequence in a sequence: `- - item`. Only the first item can follow that `- `: every
@@ -229,19 +229,21 @@ def _sequence(data: list | tuple, indent: str, lines: list[str], memo: _Memo) ->
             # A mapping of strings (a test file has thousands: its input series) written here
             # as `- ` and _mapping would write it, without their dispatch per value.
             written = len(lines)
-            head = first_head
+            first = True
             for key, value in item.items():
                 if type(value) is not str:
                     del lines[written:]  # another mapping: the general path below
                     break
-                key_text = key_texts.get(key)
-                if key_text is None:
-                    key_text = key_texts[key] = _key(key, memo) + ": "
+                head = heads.get(key)
+                if head is None:
+                    key_text = _key(key, memo) + ": "
+                    room = _WIDTH - len(first_head) - len(key_text)  # for the value, unfolded
+                    head = heads[key] = (first_head + key_text, next_head + key_text, room)
                 text = texts(value) or _string(value, memo)
-                if len(key_text) + len(text) > room:  # it may fold
-                    text = _fold(text, len(head) + len(key_text), len(indent) + 4)
-                append(head + key_text + text)
-                head = next_head
+                if len(text) > head[2]:  # it may fold
+                    text = _fold(text, len(head[0]), len(indent) + 4)
+                append((head[0] if first else head[1]) + text)
+                first = False
             else:
                 continue
         append(first_head)
