@@ -50,17 +50,17 @@ def _own_series(
     labels["uuid"] = test_uuid(node, gpu)
     if signal == "memory_used_ratio":
         total = 80 * 2**30
+        first = values[0] if values else None
+        if type(first) is float and first and values.count(first) == len(values):
+            # One non-zero ratio throughout (most tests; no gap, no sign of zero to keep):
+            # the same samples, without a comparison per minute.
+            used, totals = [first * total] * len(values), [total] * len(values)
+        else:
+            used = [v if v is None or v == STALE else v * total for v in values]
+            totals = [v if v is None or v == STALE else total for v in values]
         return [
-            RawSeries(
-                "trainsignals_gpu_memory_used_bytes",
-                labels,
-                [v if v is None or v == STALE else v * total for v in values],
-            ),
-            RawSeries(
-                "trainsignals_gpu_memory_total_bytes",
-                labels,
-                [v if v is None or v == STALE else total for v in values],
-            ),
+            RawSeries("trainsignals_gpu_memory_used_bytes", labels, used),
+            RawSeries("trainsignals_gpu_memory_total_bytes", labels, totals),
         ]
     if signal in ("thermal_throttle", "power_throttle"):
         reason = (
