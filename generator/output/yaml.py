@@ -102,6 +102,8 @@ def _shared_memo() -> _Memo:
 
 
 _RESOLVER = Resolver()
+_IMPLICIT_FIRST = frozenset(_RESOLVER.yaml_implicit_resolvers)
+assert None not in _IMPLICIT_FIRST  # (no resolver for any first character)
 _PRINTABLE = re.compile(r"[ -~]*", re.ASCII)
 # libyaml's analyze_scalar: a first character that is an indicator rules plain style out.
 _INDICATOR_START = frozenset("#,[]{}&*!|>'\"%@`")
@@ -132,7 +134,11 @@ def _string(value: str, memo: _Memo) -> str:
         return "''"
     if not _PRINTABLE.fullmatch(value):
         raise _Unsupported  # a line break, a tab, non-ASCII
-    if _plain_allowed(value) and _RESOLVER.resolve(ScalarNode, value, (True, False)) == _STR:
+    if _plain_allowed(value) and (
+        # (A first character that starts no implicit type: plain, as in _Dumper.resolve.)
+        value[0] not in _IMPLICIT_FIRST
+        or _RESOLVER.resolve(ScalarNode, value, (True, False)) == _STR
+    ):
         text = value  # folded where it is written (_fold)
     elif len(value) <= _MAX_QUOTED:  # libyaml's choice where plain is not allowed or would
         text = "'" + value.replace("'", "''") + "'"  # not read back as a string
