@@ -212,6 +212,15 @@ def _mapping(data: dict, indent: str, lines: list[str], memo: _Memo) -> None:
         if after_dash:
             lines[-1] += head
             after_dash = False
+        elif type(value) is str:
+            # A string (most values: a rule's expression and labels, a test's name): its line
+            # written at once, as _value would write it after `key:`.
+            text = memo.get(value) or _string(value, memo)
+            column = len(indent) + len(head) + 1
+            if column + len(text) > _WIDTH:  # it may have a space past the width
+                text = _fold(text, column, len(indent) + 2)
+            append(f"{indent}{head} {text}")
+            continue
         else:
             append(indent + head)
         _value(value, indent, lines, memo)
