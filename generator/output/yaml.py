@@ -80,15 +80,13 @@ class _Unsupported(Exception):
 
 
 class _Memo(dict[str, str]):
-    """A string -> its scalar text; `key_texts`: a mapping key -> "key: ", `key_heads`: a key ->
-    "key:". All follow from the string alone, so one memo serves every document: the same
-    series, encodings and labels recur in test after test and spec after spec, and telling how
-    to write a string the first time (~5 us: a regex per implicit type) was half the cost of a
-    test file."""
+    """A string -> its scalar text; `key_heads`: a mapping key -> "key:". Both follow from the
+    string alone, so one memo serves every document: the same series, encodings and labels
+    recur in test after test and spec after spec, and telling how to write a string the first
+    time (~5 us: a regex per implicit type) was half the cost of a test file."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.key_texts: dict[str, str] = {}
         self.key_heads: dict[str, str] = {}
 
 
@@ -97,14 +95,15 @@ _MEMO_MAX = 50_000  # strings; emptied past it (a spec adds a few hundred new on
 
 
 def _shared_memo() -> _Memo:
-    if len(_MEMO) + len(_MEMO.key_texts) + len(_MEMO.key_heads) > _MEMO_MAX:
+    if len(_MEMO) + len(_MEMO.key_heads) > _MEMO_MAX:
         _MEMO.clear()
-        _MEMO.key_texts.clear()
         _MEMO.key_heads.clear()
     return _MEMO
 
 
 _RESOLVER = Resolver()
+_IMPLICIT_FIRST = frozenset(_RESOLVER.yaml_implicit_resolvers)
+assert None not in _IMPLICIT_FIRST  # (no resolver for any first character)
 _PRINTABLE = re.compile(r"[ -~]*", re.ASCII)
 # libyaml's analyze_scalar: a first character that is an indicator rules plain style out.
 _INDICATOR_START = frozenset("#,[]{}&*!|>'\"%@`")
@@ -135,7 +134,11 @@ def _string(value: str, memo: _Memo) -> str:
         return "''"
     if not _PRINTABLE.fullmatch(value):
         raise _Unsupported  # a line break, a tab, non-ASCII
-    if _plain_allowed(value) and _RESOLVER.resolve(ScalarNode, value, (True, False)) == _STR:
+    if _plain_allowed(value) and (
+        # (A first character that starts no implicit type: plain, as in _Dumper.resolve.)
+        value[0] not in _IMPLICIT_FIRST
+        or _RESOLVER.resolve(ScalarNode, value, (True, False)) == _STR
+    ):
         text = value  # folded where it is written (_fold)
     elif len(value) <= _MAX_QUOTED:  # libyaml's choice where plain is not allowed or would
         text = "'" + value.replace("'", "''") + "'"  # not read back as a string
@@ -209,6 +212,15 @@ def _mapping(data: dict, indent: str, lines: list[str], memo: _Memo) -> None:
         if after_dash:
             lines[-1] += head
             after_dash = False
+        elif type(value) is str:
+            # A string (most values: a rule's expression and labels, a test's name): its line
+            # written at once, as _value would write it after `key:`.
+            text = memo.get(value) or _string(value, memo)
+            column = len(indent) + len(head) + 1
+            if column + len(text) > _WIDTH:  # it may have a space past the width
+                text = _fold(text, column, len(indent) + 2)
+            append(f"{indent}{head} {text}")
+            continue
         else:
             append(indent + head)
         _value(value, indent, lines, memo)
@@ -216,8 +228,11 @@ def _mapping(data: dict, indent: str, lines: list[str], memo: _Memo) -> None:
 
 def _sequence(data: list | tuple, indent: str, lines: list[str], memo: _Memo) -> None:
     first_head, next_head = indent + "- ", indent + "  "
-    room = _WIDTH - len(first_head)  # for a key and its value on one line, unfolded
-    key_texts, texts, append = memo.key_texts, memo.get, lines.append
+    texts, append = memo.get, lines.append
+    # Per key of the items' mappings: its line's start as an item's first key and as a later
+    # one, and the room left for a value that cannot fold (a test file's thousands of input
+    # series share two keys: their lines built from these, one concatenation each).
+    heads: dict[object, tuple[str, str, int]] = {}
     items = iter(data)
     if lines and lines[-1].endswith("- ") and len(lines[-1]) == len(indent):
         # A sequence in a sequence: `- - item`. Only the first item can follow that `- `: every
@@ -229,19 +244,21 @@ def _sequence(data: list | tuple, indent: str, lines: list[str], memo: _Memo) ->
             # A mapping of strings (a test file has thousands: its input series) written here
             # as `- ` and _mapping would write it, without their dispatch per value.
             written = len(lines)
-            head = first_head
+            first = True
             for key, value in item.items():
                 if type(value) is not str:
                     del lines[written:]  # another mapping: the general path below
                     break
-                key_text = key_texts.get(key)
-                if key_text is None:
-                    key_text = key_texts[key] = _key(key, memo) + ": "
+                head = heads.get(key)
+                if head is None:
+                    key_text = _key(key, memo) + ": "
+                    room = _WIDTH - len(first_head) - len(key_text)  # for the value, unfolded
+                    head = heads[key] = (first_head + key_text, next_head + key_text, room)
                 text = texts(value) or _string(value, memo)
-                if len(key_text) + len(text) > room:  # it may fold
-                    text = _fold(text, len(head) + len(key_text), len(indent) + 4)
-                append(head + key_text + text)
-                head = next_head
+                if len(text) > head[2]:  # it may fold
+                    text = _fold(text, len(head[0]), len(indent) + 4)
+                append((head[0] if first else head[1]) + text)
+                first = False
             else:
                 continue
         append(first_head)

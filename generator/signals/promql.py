@@ -33,6 +33,23 @@ def le_label(bound: float) -> str:
 
 def matchers(labels: dict[str, str | Op]) -> str:
     """`{a="1",b=~"2|3"}`, sorted so output is stable. Values were validated as safe by the spec."""
+    # A spec asks for ~1,000 selectors, a quarter of them distinct (a test series recurs in
+    # test after test): each text is built once, keyed on the labels as given (strings or Ops,
+    # as typed: equal keys, equal texts).
+    key = tuple(labels.items())
+    text = _MATCHERS.get(key)
+    if text is None:
+        if len(_MATCHERS) >= _MATCHERS_MAX:
+            _MATCHERS.clear()
+        text = _MATCHERS[key] = _matchers(labels)
+    return text
+
+
+_MATCHERS: dict[tuple, str] = {}
+_MATCHERS_MAX = 4096  # texts; emptied past it (a spec adds ~250)
+
+
+def _matchers(labels: dict[str, str | Op]) -> str:
     # Equality written directly, without an Op per label: every test series is a selector.
     # (A plain loop, strings tested first: most values are; ~15% faster than a comprehension.)
     parts = []

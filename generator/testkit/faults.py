@@ -99,8 +99,11 @@ class JobTimeline:
         self.disk_free_ratio += [0.5] * count
         self.process_start += [0.0] * count
         if self.fault:
-            for minute in range(self.minutes + 1):
-                self.fault(self, minute)
+            # A fault from an onset on (from_onset): its change applied from there directly,
+            # without a call per minute that leaves the minute alone.
+            apply, start = getattr(self.fault, "from_onset", (self.fault, 0))
+            for minute in range(start, self.minutes + 1):
+                apply(self, minute)
         return self
 
     def first(self, length: int) -> JobTimeline:
@@ -213,6 +216,7 @@ def from_onset(
         if m >= onset:
             apply(t, m)
 
+    fault.from_onset = (apply, onset)  # type: ignore[attr-defined]  # (JobTimeline.build)
     return fault
 
 

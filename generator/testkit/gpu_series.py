@@ -25,7 +25,7 @@ def test_series(
     """The series of one GPU signal (`values`: per interval, in the own exporter's units)."""
     if isinstance(source, DcgmExporter):
         return _dcgm_series(source, signal, node, gpu, values)
-    return _own_series(source, signal, node, gpu, values)
+    return _own_series(signal, _own_labels(source, node, gpu), values)
 
 
 def gpu_test_series(
@@ -38,29 +38,39 @@ def gpu_test_series(
 
 
 def _each(source: GpuSource, node: str, gpu: int, signals: dict[str, list]) -> list[RawSeries]:
-    return [
-        s for name, values in signals.items() for s in test_series(source, name, node, gpu, values)
-    ]
+    series: list[RawSeries] = []
+    if isinstance(source, DcgmExporter):
+        for name, values in signals.items():
+            series += _dcgm_series(source, name, node, gpu, values)
+        return series
+    # The GPU's labels made once for all its signals' series (they never change them).
+    labels = _own_labels(source, node, gpu)
+    for name, values in signals.items():
+        series += _own_series(name, labels, values)
+    return series
 
 
-def _own_series(
-    source: GpuSource, signal: str, node: str, gpu: int, values: list
-) -> list[RawSeries]:
+def _own_labels(source: GpuSource, node: str, gpu: int) -> dict[str, str]:
     labels = {**source.ctx.spec.selector_labels, "node": node, "gpu": str(gpu)}
     labels["uuid"] = test_uuid(node, gpu)
+    return labels
+
+
+def _own_series(signal: str, labels: dict[str, str], values: list) -> list[RawSeries]:
+    """The own exporter's series of one signal of the GPU with these labels (_own_labels)."""
     if signal == "memory_used_ratio":
         total = 80 * 2**30
+        first = values[0] if values else None
+        if type(first) is float and first and values.count(first) == len(values):
+            # One non-zero ratio throughout (most tests; no gap, no sign of zero to keep):
+            # the same samples, without a comparison per minute.
+            used, totals = [first * total] * len(values), [total] * len(values)
+        else:
+            used = [v if v is None or v == STALE else v * total for v in values]
+            totals = [v if v is None or v == STALE else total for v in values]
         return [
-            RawSeries(
-                "trainsignals_gpu_memory_used_bytes",
-                labels,
-                [v if v is None or v == STALE else v * total for v in values],
-            ),
-            RawSeries(
-                "trainsignals_gpu_memory_total_bytes",
-                labels,
-                [v if v is None or v == STALE else total for v in values],
-            ),
+            RawSeries("trainsignals_gpu_memory_used_bytes", labels, used),
+            RawSeries("trainsignals_gpu_memory_total_bytes", labels, totals),
         ]
     if signal in ("thermal_throttle", "power_throttle"):
         reason = (

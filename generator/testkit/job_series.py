@@ -7,7 +7,7 @@ generator/testkit/faults.py's JobTimeline, bent by each fault.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import cache, partial
 from itertools import accumulate, chain, groupby, islice, repeat
 from operator import eq
@@ -53,12 +53,22 @@ def _cumulative(per_minute: Sequence, scale: Callable[[Any], float]) -> list[flo
     expands `a+bxn` as a + i*b, and that must equal our running sum to the last bit, or the
     counter would seem to step backwards where one run ends and the next begins.
     """
+    return _summed(_stretches(per_minute), scale)
+
+
+def _stretches(per_minute: Iterable) -> list[tuple[Any, int]]:
+    """(value, minutes) of each stretch of equal values after the first minute: what
+    _cumulative's increments follow from (series of one field share them)."""
+    return [(value, len(list(stretch))) for value, stretch in groupby(islice(per_minute, 1, None))]
+
+
+def _summed(stretches: list[tuple[Any, int]], scale: Callable[[Any], float]) -> list[float]:
+    """_cumulative from the stretches (_stretches) of its per-minute values."""
     # A timeline runs in stretches of equal minutes (a few dozen in hours): each stretch's
     # increment is scaled and rounded once, and repeated in C (a rounding per minute was a
     # fifth of the tests' cost).
     increments = chain.from_iterable(
-        repeat(round(scale(value) * 64) / 64, len(list(stretch)))
-        for value, stretch in groupby(islice(per_minute, 1, None))
+        repeat(round(scale(value) * 64) / 64, count) for value, count in stretches
     )
     return list(accumulate(increments, initial=0.0))
 
@@ -143,7 +153,8 @@ def _tokens(t: JobTimeline, _progress: Progress) -> list[Signal]:
 
 
 def _steps(t: JobTimeline, _progress: Progress) -> list[Signal]:
-    steps = _cumulative(t.steps_per_second, lambda s: s * 60)
+    stretches = _stretches(t.steps_per_second)  # (both counters step with it)
+    steps = _summed(stretches, lambda s: s * 60)
     return [
         ("trainsignals_steps_total", {}, steps),
         ("trainsignals_step_duration_seconds_count", {}, [*steps]),
@@ -151,19 +162,20 @@ def _steps(t: JobTimeline, _progress: Progress) -> list[Signal]:
         (
             "trainsignals_step_duration_seconds_sum",
             {},
-            _cumulative(t.steps_per_second, lambda s: 60.0 if s * 60 > 0 else 0.0),
+            _summed(stretches, lambda s: 60.0 if s * 60 > 0 else 0.0),
         ),
     ]
 
 
 def _buckets(t: JobTimeline, _progress: Progress) -> list[Signal]:
-    minutes = list(zip(t.steps_per_second, t.slow_step_share, strict=False))
+    # Every bucket's counter steps in the same stretches of (steps/s, slow share): found once.
+    stretches = _stretches(zip(t.steps_per_second, t.slow_step_share, strict=False))
     signals: list[Signal] = []
     # Buckets with the same (healthy, slow) shares have the same counts: each pair once.
     counts: dict[tuple[float, float], list[float]] = {}
     for le, (healthy, slow) in step_buckets(t).items():
         if (healthy, slow) not in counts:
-            counts[healthy, slow] = _cumulative(minutes, _bucket_steps(healthy, slow))
+            counts[healthy, slow] = _summed(stretches, _bucket_steps(healthy, slow))
         signals.append(
             ("trainsignals_step_duration_seconds_bucket", {"le": le}, [*counts[healthy, slow]])
         )

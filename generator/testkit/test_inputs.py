@@ -66,7 +66,7 @@ class TestInputs:
         self._rank_labels = rank_labels(ctx)
         self._healthy = healthy
         healthy_prints = _fingerprints(healthy, horizon + 1)
-        self._healthy_prints = {(name, horizon + 1): p for name, p in healthy_prints.items()}
+        self._healthy_prints = healthy_prints  # over the whole horizon
         self._healthy_groups = _healthy_groups(healthy, healthy_prints)
         # Each group's series names (the same in every timeline): `job(names=...)` asks.
         self._group_names = [frozenset(name for name, _, _ in g) for g in self._healthy_groups]
@@ -139,20 +139,10 @@ class TestInputs:
         minutes; None: every series must be computed (an outage, or past the horizon)."""
         if t.outage is not None or length > self.horizon + 1:
             return None
+        whole = self._healthy_prints
         return {
-            name
-            for name, fingerprint in prints.items()
-            if fingerprint != self._healthy_print(name, length)
+            name for name, fingerprint in prints.items() if not _starts(whole[name], fingerprint)
         }
-
-    def _healthy_print(self, name: str, length: int) -> Fingerprint:
-        """The healthy job's field `name` fingerprinted over its first `length` minutes (the
-        tests ask for a few dozen lengths: each once)."""
-        fingerprint = self._healthy_prints.get((name, length))
-        if fingerprint is None:
-            fingerprint = _fingerprints(self._healthy, length, {name})[name]
-            self._healthy_prints[name, length] = fingerprint
-        return fingerprint
 
     def _rank_selectors(self, name: str, extra: dict) -> tuple[str, ...]:
         """The selector of each reporting rank's series `name` with `extra` labels."""
@@ -313,6 +303,16 @@ def _fingerprints(
             value = _fingerprint(value if len(value) == length else value[:length])
         prints[name] = value
     return prints
+
+
+def _starts(whole: Fingerprint, first: Fingerprint) -> bool:
+    """Whether `first`, a field's first samples fingerprinted, is of `whole`'s first samples
+    (the same field over at least as many minutes). Without fingerprinting `whole`'s prefix:
+    marshal writes a list as "[", its length in 4 bytes, then each item, each item's bytes
+    telling where they end; so the items' bytes of the prefix start those of the whole."""
+    if type(whole) is not bytes or type(first) is not bytes:
+        return whole == first  # (a field that is one value, not a list)
+    return whole.startswith(memoryview(first)[5:], 5)
 
 
 def _fingerprint(values: list) -> bytes:

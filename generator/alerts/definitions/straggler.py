@@ -9,6 +9,7 @@ incarnation must be older than MIN_INCARNATION_AGE).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import islice
 
 from trainsignals.generator.alerts.model import AlertGroup, Rule
 from trainsignals.generator.signals.promql import RuleContext
@@ -44,10 +45,24 @@ def own_work_series(
     `factor[m]` times a healthy rank's own work in minute m (job_series; the job's pauses and
     outages are everyone's, and so are its steps: synchronous ranks step together)."""
     total, values, stepped, steps = 0.0, [0.0], 0.0, [0.0]
-    for m in range(1, t.minutes + 1):
-        if t.steps_per_second[m] > 0:
-            own = 60 * HEALTHY_OWN_SHARE * (1 - t.data_wait_share[m]) * factor[m]
-            total += round(own * 64) / 64  # exact in binary floating point (job_series)
+    end = t.minutes + 1
+    minutes = zip(
+        islice(t.steps_per_second, 1, end),
+        islice(t.data_wait_share, 1, end),
+        islice(factor, 1, end),
+        strict=False,
+    )
+    # A minute's increment follows from its data wait and factor: worked out again only where
+    # they are other objects than the last minute's (runs of minutes share them).
+    wait_then = factor_then = None
+    increment = 0.0
+    for rate, wait, f in minutes:
+        if rate > 0:
+            if wait is not wait_then or f is not factor_then:
+                own = 60 * HEALTHY_OWN_SHARE * (1 - wait) * f
+                increment = round(own * 64) / 64  # exact in binary floating point (job_series)
+                wait_then, factor_then = wait, f
+            total += increment
             stepped += 60.0
         values.append(total)
         steps.append(stepped)
