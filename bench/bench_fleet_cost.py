@@ -52,7 +52,8 @@ from trainsignals.fleet.spec import JOB, fleet_spec, generated_files
 from trainsignals.fleet.timeline import STEP_SECONDS, Minute
 from trainsignals.generator.spec.durations import format_duration, parse_duration
 from trainsignals.stacks import reaper
-from trainsignals.stacks.stack import HOST, PROMETHEUS, free_port
+from trainsignals.stacks.ports import free_port
+from trainsignals.stacks.stack import HOST, PROMETHEUS
 
 NODES, GPUS_PER_NODE = 2048, 8
 GPUS = NODES * GPUS_PER_NODE

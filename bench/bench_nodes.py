@@ -38,7 +38,8 @@ from trainsignals.generator.nodes.files import nodes_document
 from trainsignals.generator.signals.node_incidents import FAULT_START, INCIDENT_START, TICKET_START
 from trainsignals.generator.spec.durations import parse_duration
 from trainsignals.stacks import reaper
-from trainsignals.stacks.stack import PROMETHEUS, free_port
+from trainsignals.stacks.ports import free_port
+from trainsignals.stacks.stack import PROMETHEUS
 
 NODES = 16_384  # 131,072 GPUs
 LEMON_SHARE = 0.012  # Kokolis et al. 2024: 1.2% of the nodes

@@ -96,7 +96,8 @@ from trainsignals.generator.signals.straggler import OWN_WORK
 from trainsignals.generator.spec.durations import parse_duration
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.stacks import reaper
-from trainsignals.stacks.stack import HOST, PROMETHEUS, free_port
+from trainsignals.stacks.ports import free_port
+from trainsignals.stacks.stack import HOST, PROMETHEUS
 
 GPUS = 131_072
 # Nodes on the measured shard: 512 and 1,024 GPUs, where every group but the baseline takes

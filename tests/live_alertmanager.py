@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainsignals.stacks import reaper
-from trainsignals.stacks.stack import free_port
+from trainsignals.stacks.ports import free_port
 
 from .conftest import require_tool
 

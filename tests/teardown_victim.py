@@ -20,7 +20,8 @@ from tests.conftest import JOBS
 from trainsignals.generator.loader import load_specs
 from trainsignals.simulator.job import effective_spec
 from trainsignals.stacks import reaper
-from trainsignals.stacks.stack import Stack, free_port
+from trainsignals.stacks.ports import free_port
+from trainsignals.stacks.stack import Stack
 
 WAIT_SECONDS = 120  # bounded even if nobody kills this run
 pytestmark = pytest.mark.timed  # its run's workers unwind at normal priority when killed

@@ -17,7 +17,7 @@ from trainsignals.metrics.promql_reads import Matcher
 from trainsignals.metrics.series_check import dashboard_expr, selectors
 from trainsignals.ops.readiness import Job, check_routing, check_runbooks
 from trainsignals.ops.readiness.diagnose import _label_fix
-from trainsignals.stacks.stack import free_port
+from trainsignals.stacks.ports import free_port
 
 
 def _minimal():

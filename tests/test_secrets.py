@@ -24,7 +24,8 @@ from trainsignals.generator.routing.alertmanager import alertmanager_config
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.generator.spec.secrets import looks_secret
 from trainsignals.stacks import reaper
-from trainsignals.stacks.stack import FAST_TIMING, free_port
+from trainsignals.stacks.ports import free_port
+from trainsignals.stacks.stack import FAST_TIMING
 
 from .conftest import JOBS, ROOT, require_tool
 

@@ -25,7 +25,7 @@ from trainsignals.generator.loader import load_specs
 from trainsignals.generator.pipeline import generate_job, spec_hash
 from trainsignals.generator.spec.pipeline_alerts import SHARD_ALERT
 from trainsignals.metrics.promql_reads import names
-from trainsignals.stacks.stack import free_port
+from trainsignals.stacks.ports import free_port
 
 SPECS = sorted(JOBS.glob("*.yaml"))
 AGGREGATION = r"\b(sum|avg|min|max|count|quantile|topk|bottomk)\b"

@@ -30,7 +30,8 @@ from trainsignals.cli.main import main
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.simulator.job import Simulation, effective_spec
 from trainsignals.simulator.targets import Target
-from trainsignals.stacks.stack import FAST_TIMING, free_port, job_files
+from trainsignals.stacks.ports import free_port
+from trainsignals.stacks.stack import FAST_TIMING, job_files
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]
 

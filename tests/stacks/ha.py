@@ -32,13 +32,8 @@ from trainsignals.generator.meta.files import meta_files
 from trainsignals.generator.pipeline import Options
 from trainsignals.generator.spec.monitoring import Heartbeat, MonitoringSettings
 from trainsignals.generator.spec.receivers import Receiver, Routing
-from trainsignals.stacks.stack import (
-    ALERTMANAGER,
-    HOST,
-    PROMETHEUS,
-    Stack,
-    free_port,
-)
+from trainsignals.stacks.ports import free_port
+from trainsignals.stacks.stack import ALERTMANAGER, HOST, PROMETHEUS, Stack
 
 PROMETHEUS_JOB, ALERTMANAGER_JOB = "prometheus", "alertmanager"
 

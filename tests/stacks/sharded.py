@@ -27,7 +27,8 @@ from tests.stacks.vm import BINARIES, HEALTH, VICTORIA_METRICS, binary, vmalert_
 from trainsignals.generator.deploy.sharding import shard_config
 from trainsignals.generator.output.yaml import dump
 from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS, MonitoringSettings
-from trainsignals.stacks.stack import HOST, PROMETHEUS, SCRAPE_SECONDS, Stack, free_port
+from trainsignals.stacks.ports import free_port
+from trainsignals.stacks.stack import HOST, PROMETHEUS, SCRAPE_SECONDS, Stack
 
 
 def split_files(rule_file: Path) -> tuple[Path, Path]:

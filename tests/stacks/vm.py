@@ -19,12 +19,8 @@ from pathlib import Path
 
 import yaml
 
-from trainsignals.stacks.stack import (
-    HOST,
-    SCRAPE_SECONDS,
-    Stack,
-    free_port,
-)
+from trainsignals.stacks.ports import free_port
+from trainsignals.stacks.stack import HOST, SCRAPE_SECONDS, Stack
 from trainsignals.stacks.stack import prometheus_config as scrape_and_rules_config
 
 VICTORIA_METRICS = "victoria-metrics"

@@ -18,7 +18,8 @@ import urllib.request
 from pathlib import Path
 
 from trainsignals.stacks import reaper
-from trainsignals.stacks.stack import HOST, PROMETHEUS, free_port
+from trainsignals.stacks.ports import free_port
+from trainsignals.stacks.stack import HOST, PROMETHEUS
 
 STEP_S = 60
 
