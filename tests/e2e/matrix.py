@@ -28,7 +28,13 @@ from trainsignals.generator.spec.durations import parse_duration
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.simulator.job import Simulation, effective_spec
 from trainsignals.simulator.scenarios import SCENARIOS, Scenario
-from trainsignals.stacks.stack import FAST_TIMING, Notification, Stack, job_files
+from trainsignals.stacks.stack import (
+    FAST_TIMING,
+    MIN_RANGE_SECONDS,
+    Notification,
+    Stack,
+    job_files,
+)
 
 NODES, GPUS_PER_NODE = 2, 2
 # Each scenario's duration is compressed into about this much real time. The healthy day
@@ -44,11 +50,11 @@ TARGET_REAL_SECONDS = 150
 # (600 s / (0.5 + 1 + 1) s = 240): at 360 the healthy day paged TrainingStalled.
 MIN_SCALE, MAX_SCALE = 60, 240
 # Alerts' `for` at least this many real seconds (4 scrapes and evaluations), the shortest
-# window's length (job_files' min_range_seconds). At the scales above a 1-2 m `for` is 1-2 s:
+# window's length (MIN_RANGE_SECONDS). At the scales above a 1-2 m `for` is 1-2 s:
 # on a loaded machine the stacks' scrapes stall that long at once (every first-wave stack
 # paged TrainingTargetsDown and NodeDown together, healthy day included), while a node's
 # 1 m drop window, 4 s here, did not empty. With the floor both need 4 s of lost scrapes.
-MIN_FOR_SECONDS = 4
+MIN_FOR_SECONDS = MIN_RANGE_SECONDS
 START_LEAD_SECONDS = 5  # endpoints served and scraped, rules loaded, before the clocks start
 # FAST_TIMING with group_wait 3 s instead of 1 s: a node going down fails its targets' scrapes
 # up to a scrape interval apart, so TrainingTargetsDown can fire one evaluation before NodeDown;

@@ -33,7 +33,7 @@ from trainsignals.generator.pipeline import Options
 from trainsignals.generator.spec.monitoring import Heartbeat, MonitoringSettings
 from trainsignals.generator.spec.receivers import Receiver, Routing
 from trainsignals.stacks.ports import free_port
-from trainsignals.stacks.stack import ALERTMANAGER, HOST, PROMETHEUS, Stack
+from trainsignals.stacks.stack import ALERTMANAGER, HOST, MIN_RANGE_SECONDS, PROMETHEUS, Stack
 
 PROMETHEUS_JOB, ALERTMANAGER_JOB = "prometheus", "alertmanager"
 
@@ -207,7 +207,9 @@ class HAStack(Stack):
         ]
 
     def _write_meta_rules(self) -> Path:
-        options = Options(time_scale=self.time_scale, min_range_seconds=4, with_tests=False)
+        options = Options(
+            time_scale=self.time_scale, min_range_seconds=MIN_RANGE_SECONDS, with_tests=False
+        )
         files = meta_files([(s, "<e2e>") for s in self.specs], options, self.settings)
         path = self.workdir / "meta.rules.yaml"
         path.write_text(files["alerts/meta.rules.yaml"], encoding="utf-8")

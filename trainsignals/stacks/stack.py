@@ -40,6 +40,7 @@ FAST_TIMING: dict[str, dict[str, str]] = {
     for key in ("default", "page", "ticket")
 }
 SCRAPE_SECONDS = 1  # scrape and rule evaluation interval
+MIN_RANGE_SECONDS = 4  # the shortest window of compressed rules: a few scrapes
 
 
 def job_files(spec: JobSpec, time_scale: float, min_for_seconds: float = 1) -> dict[str, str]:
@@ -47,7 +48,7 @@ def job_files(spec: JobSpec, time_scale: float, min_for_seconds: float = 1) -> d
     at least `min_for_seconds`)."""
     options = Options(
         time_scale=time_scale,
-        min_range_seconds=4,
+        min_range_seconds=MIN_RANGE_SECONDS,
         min_for_seconds=min_for_seconds,
         with_tests=False,
     )
