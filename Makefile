@@ -80,7 +80,7 @@ lint: $(VENV)/.installed-test
 # exec: the quotes make `make` run a shell; exec keeps pytest its direct child, so a SIGTERM
 # to make reaches the suite (tests/test_teardown.py).
 test: setup lint
-	exec $(BIN)/pytest -q -n 4 --dist loadgroup -m "not chaos_full" $(PYTEST_ARGS)
+	exec $(BIN)/pytest -q -n 6 --dist loadgroup -m "not chaos_full" $(PYTEST_ARGS)
 
 # Every fault test on the real pipeline (~8 min): Alertmanager and Prometheus killed and
 # restarted, a cluster member lost, a receiver answering 500, a failing rule, a stopped

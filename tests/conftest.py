@@ -39,16 +39,20 @@ def require_tool(name: str) -> str:
 
 
 # Tests that run a real stack on compressed time: a scrape answered late there is a target
-# down and a false page. Two xdist groups on two workers: the scenario matrices (Prometheus,
-# then VictoriaMetrics; mostly waiting on compressed time) and `real-stack`, every other stack
-# test one after another beside them. So at most a matrix and one more topology run side by
-# side (~0.5 of a core together, 0.9 at the peak). (One group once held them all: the
-# Prometheus and VictoriaMetrics matrices started together and lost every scrape for ~25 s, when
-# the Prometheus matrix was 23 jobs on one Prometheus at 1-1.5 cores; now each scenario has a
-# light stack of its own.) Everything else is CPU-bound work at nice 10 that must leave them
+# down and a false page. Three xdist groups, each on a worker of its own, run them one after
+# another within the group: the Prometheus scenario matrix (8 light stacks at a time, mostly
+# waiting on compressed time; its healthy simulated day alone is 360 s of real time), the
+# other tests/e2e topologies (sharded, Slurm, dcgm-exporter, MIG, readiness, goodput and the
+# VictoriaMetrics matrix) and `real-stack`, every other stack test. Together ~0.5-1 of a
+# core. (One group once held them all: the Prometheus and VictoriaMetrics matrices started
+# together and lost every scrape for ~25 s, when the Prometheus matrix was 23 jobs on one
+# Prometheus at 1-1.5 cores; now each scenario has a light stack of its own, and the timed
+# groups run at nice -10.) Everything else is CPU-bound work at nice 10 that must leave them
 # the CPU they ask for.
 MATRIX_GROUP = "scenario-matrix"
-TIMED_GROUPS = frozenset({"real-stack", MATRIX_GROUP})
+TOPOLOGY_GROUP = "e2e-topologies"
+STACK_GROUP = "real-stack"
+TIMED_GROUPS = frozenset({STACK_GROUP, TOPOLOGY_GROUP, MATRIX_GROUP})
 ONE_CORE = {"GOMAXPROCS": "1", "OMP_NUM_THREADS": "1"}  # Go tools; torch and numpy
 
 

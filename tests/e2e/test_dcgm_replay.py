@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import JOBS, require_tool
+from tests.conftest import JOBS, TOPOLOGY_GROUP, require_tool
 from tests.dcgm_page import FB_RESERVED_MIB, FB_TOTAL_MIB, DcgmPages, Gpu
 from trainsignals.generator.dashboards.kit import panel_queries
 from trainsignals.generator.loader import load_specs
@@ -40,8 +40,8 @@ from trainsignals.ops.readiness.diagnose import PrometheusClient
 from trainsignals.simulator.job import effective_spec
 from trainsignals.stacks.stack import Stack, job_files
 
-# Its own xdist group: it can run beside the scenario suite instead of after it.
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]
+# In the tests/e2e topologies' xdist group (tests/conftest.py TOPOLOGY_GROUP), beside the matrix.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group(TOPOLOGY_GROUP)]
 
 SCALE = 60  # 15 min windows and `for`s become 15 s
 NODES = {"node-0": "Hostname", "node-1": "hostname"}

@@ -22,7 +22,7 @@ import pytest
 from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import JOBS, require_tool
+from tests.conftest import JOBS, TOPOLOGY_GROUP, require_tool
 from trainsignals.cli.main import main
 from trainsignals.generator.loader import load_specs
 from trainsignals.generator.signals.goodput import CATEGORIES
@@ -32,7 +32,7 @@ from trainsignals.simulator.job import Simulation
 from trainsignals.simulator.scenarios import RESTART
 from trainsignals.stacks.stack import Stack, job_files
 
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group(TOPOLOGY_GROUP)]
 
 SCALE = 60
 SAMPLE = 0.25  # real seconds between samples (one simulator tick)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import JOBS, require_tool
+from tests.conftest import JOBS, TOPOLOGY_GROUP, require_tool
 from tests.dcgm_page import DcgmPages, Gpu, MigInstance
 from trainsignals.exporters.gpu.fake_backend import FakeBackend, FakeGpu, FakeMigInstance
 from trainsignals.exporters.gpu.server import build_exporter, serve
@@ -29,7 +29,7 @@ from trainsignals.generator.spec.job import JobSpec
 from trainsignals.simulator.job import effective_spec
 from trainsignals.stacks.stack import Stack, job_files
 
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group(TOPOLOGY_GROUP)]
 
 SCALE = 60  # the NVLink rate's 5m window becomes 5 s
 GIB = 2**30

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from tests.conftest import JOBS, ROOT, require_tool
+from tests.conftest import JOBS, ROOT, TOPOLOGY_GROUP, require_tool
 from trainsignals.cli.main import main
 from trainsignals.generator.alerts.definitions.inputs import missing_expr, required_inputs
 from trainsignals.generator.alerts.rules import alert_rules
@@ -34,8 +34,8 @@ from trainsignals.ops.readiness.diagnose import PrometheusClient
 from trainsignals.simulator.job import Simulation, effective_spec
 from trainsignals.stacks.stack import Stack, job_files
 
-# Its own xdist group: the module's one stack serves all three tests on one worker.
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]
+# The module's one stack serves all three tests on one worker (its xdist group's).
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group(TOPOLOGY_GROUP)]
 NODES, GPUS_PER_NODE = 1, 2
 SCALE = 60
 TYPO = "ready-mislabeled"  # what the mislabelled job's targets carry

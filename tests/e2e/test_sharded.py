@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from tests.conftest import JOBS, require_tool
+from tests.conftest import JOBS, TOPOLOGY_GROUP, require_tool
 from tests.e2e.matrix import GPUS_PER_NODE, NODES, Results, Run, run_matrix
 from tests.stacks.sharded import ShardedStack
 from tests.stacks.vm import BINARIES
@@ -31,7 +31,7 @@ from trainsignals.generator.spec.monitoring import DEFAULT_SETTINGS
 from trainsignals.generator.spec.pipeline_alerts import SHARD_ALERT
 from trainsignals.simulator.scenarios import SCENARIOS
 
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group(TOPOLOGY_GROUP)]
 
 SHARDS = 2
 MINUTE = 60

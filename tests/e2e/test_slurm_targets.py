@@ -24,7 +24,7 @@ import yaml
 from click.testing import CliRunner
 
 from tests.chaos.conftest import wait_until
-from tests.conftest import require_tool
+from tests.conftest import TOPOLOGY_GROUP, require_tool
 from tests.stacks.ha import HAStack
 from trainsignals.cli.main import main
 from trainsignals.generator.spec.job import JobSpec
@@ -33,7 +33,7 @@ from trainsignals.simulator.targets import Target
 from trainsignals.stacks.ports import free_port
 from trainsignals.stacks.stack import FAST_TIMING, job_files
 
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group(TOPOLOGY_GROUP)]
 
 HOSTS = ("127.0.0.1", "127.0.0.2")
 SCALE = 120.0  # ScrapeTargetsVanished's and NodeExporterDown's 10m `for`: 5 s

@@ -15,18 +15,19 @@ import os
 
 import pytest
 
-from tests.conftest import JOBS, MATRIX_GROUP, require_tool
+from tests.conftest import JOBS, TOPOLOGY_GROUP, require_tool
 from tests.e2e.matrix import GPUS_PER_NODE, NODES, Results, run_matrix
 from tests.stacks.vm import BINARIES, VmStack
 from trainsignals.generator.loader import load_specs
 from trainsignals.simulator.scenarios import SCENARIOS, Scenario
 
-# On the scenario matrix's worker, after it (tests/conftest.py MATRIX_GROUP): never beside it,
-# and its ~75 s balance the two stack workers. Beside it (last of the tests/e2e topologies,
-# from ~200 s, on a third stack worker) it would take ~70 s off the matrix's worker, the
-# suite's critical path, but on a loaded machine every stack of the matrix lost its scrapes at
-# once while it ran (with 8 and with 9 matrix stacks), and so did its own.
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group(MATRIX_GROUP)]
+# With the other tests/e2e topologies, beside the Prometheus matrix on a worker of its own
+# (tests/conftest.py TOPOLOGY_GROUP). It once ran after the matrix on the matrix's worker, the
+# suite's critical path: ~70 s more there. Beside the matrix it failed on a machine loaded by
+# other sessions (every matrix stack lost its scrapes at once) when the timed groups ran at
+# nice 0 and the matrix's `for`s were 1-2 real seconds; at nice -10 with the 4 s `for` floor
+# (tests/e2e/matrix.py) it passed there (load 8-9).
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group(TOPOLOGY_GROUP)]
 
 # Short page scenarios (<= 50 simulated minutes: under a minute of real time at scale 60).
 SUITE_MAX_DURATION = 50 * 60
