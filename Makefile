@@ -62,19 +62,14 @@ lint: $(VENV)/.installed-test
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/hadolint Containerfile
 
-# Four workers on two cores. The stack tests (Prometheus, Alertmanager, simulators; mostly
-# waiting on compressed time) are two xdist groups on two of them: the scenario matrices
-# (tests/e2e/test_scenarios.py, ~440 s, its healthy simulated day alone 360 s; then the
-# VictoriaMetrics one, ~75 s) beside every other stack test (~455 s one after another). The
-# other two workers run everything else at nice 10, so the stacks still get the CPU when they
-# ask. In one group on one worker the stack tests ran ~966 s in a row and set the suite's wall
-# time (CI: 721-983 s); the two groups side by side took 529 s at ~0.5 of a core. promtool
-# runs each generated test group on the rules it reads (tests/promtool_subsets.py): the suite
-# ~600 s of pytest, 16.6 min of CPU (README, "How the suite shares two cores"), and twice
-# both on the same machine in a slow spell (its speed halves for hours). The matrix worker
-# (~506 s) is the critical path at full speed: more matrix stacks at a time, the
-# VictoriaMetrics matrix beside the Prometheus one, or shorter scenarios shortened it and
-# failed (README).
+# Six workers on two cores. The stack tests (Prometheus, Alertmanager, simulators; mostly
+# waiting on compressed time) are three xdist groups, each on a worker of its own at nice -10:
+# the Prometheus scenario matrix (tests/e2e/test_scenarios.py, ~380 s, its healthy simulated
+# day alone 360 s: the suite's floor), the other tests/e2e topologies (~240 s, the
+# VictoriaMetrics matrix among them) and every other stack test (~175 s). The other workers
+# run everything else at nice 10 (promtool, the fleet replay, torch), and the tests that wait
+# without a stack group (the short chaos tests, the wheel walkthrough: ~250 s of waiting) no
+# longer hold one of only two CPU-bound workers. README, "How the suite shares two cores".
 # The longer fault tests (`chaos_full`) run in `make chaos`; the short ones run here.
 # PYTEST_ARGS narrows the run (tests/test_teardown.py kills a `make test` of one file).
 # exec: the quotes make `make` run a shell; exec keeps pytest its direct child, so a SIGTERM

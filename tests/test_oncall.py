@@ -181,10 +181,11 @@ def test_generated_tests_cover_the_cases(files: dict[str, str]) -> None:
 
 
 def mutate(folder: Path, files: dict[str, str], name: str, expr: str) -> str:
-    """Replace one rule's expr, run the generated tests, return promtool's output (must fail)."""
+    """Replace one rule's expr, run the generated tests that read it (no other group's outcome
+    can change), return promtool's output (must fail)."""
     rules, tests = write(folder, files)
-    # Only the test groups that run the rule: no other group's outcome can change.
-    assert promtool_test(tests.name, cwd=folder, reading={name}).returncode == 0
+    # The same groups pass unbroken in test_promtool_check_and_generated_tests_pass[default]
+    # (run again here, they were ~40% of these tests' CPU).
     document = yaml.safe_load(rules.read_text())
     for group in document["groups"]:
         for rule in group["rules"]:

@@ -200,8 +200,7 @@ def test_every_alert_has_a_firing_and_a_healthy_test(tmp_path: Path) -> None:
 def test_generated_tests_catch_a_broken_rule(alert: str, broken: str, tmp_path: Path) -> None:
     """Weaken one alert by hand: its generated promtool test must notice."""
     rules, tests = generated("minimal", tmp_path)
-    keep_tests(tests, alert)
-    assert promtool_test(tests.name, cwd=tmp_path, reading={alert}).returncode == 0
+    keep_tests(tests, alert)  # unbroken, they pass in test_promtool_check_and_test_pass
     document = yaml.safe_load(rules.read_text())
     for rule in document["groups"][1]["rules"]:
         if rule["alert"] == alert:
@@ -214,8 +213,7 @@ def test_generated_tests_catch_a_broken_rule(alert: str, broken: str, tmp_path: 
 
 def test_a_healthy_test_catches_a_noisy_rule(tmp_path: Path) -> None:
     rules, tests = generated("minimal", tmp_path)
-    keep_tests(tests, "healthy")
-    assert promtool_test(tests.name, cwd=tmp_path).returncode == 0
+    keep_tests(tests, "healthy")  # unbroken, they pass in test_promtool_check_and_test_pass
     document = yaml.safe_load(rules.read_text())
     for rule in document["groups"][1]["rules"]:
         if rule["alert"] == "DataLoaderStarved":
