@@ -9,11 +9,15 @@ SCENARIO ?= healthy
 
 setup: $(VENV)/.installed-test tools
 
-# Two stamps, one venv. The base package is all generating needs (`make dashboards`: ~0.2 GB);
-# the test extras add torch, transformers and lightning (~1.5 GB) for the callback tests.
-$(VENV)/.installed-base: pyproject.toml
+# The venv itself, made once; the stamps below install into it (order-only: a newer python
+# does not reinstall).
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+
+# Two stamps, one venv. The base package is all generating needs (`make dashboards`: ~0.2 GB);
+# the test extras add torch, transformers and lightning (~1.5 GB) for the callback tests.
+$(VENV)/.installed-base: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e .
 	touch $@
 
@@ -21,9 +25,7 @@ $(VENV)/.installed-base: pyproject.toml
 # editable build and resolution of the same package cost ~20 s of a clean clone's setup. The
 # extras pin torch to 2.13.0, the CPU build (an unpinned torch pulls a multi-GB CUDA build):
 # the callback tests train tiny models on CPU.
-$(VENV)/.installed-test: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[dev,hf,lightning]'
 	touch $(VENV)/.installed-base $@
 
