@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.chaos.conftest import rules_file, wait_until
-from tests.conftest import require_tool
+from tests.conftest import STACK_GROUP, require_tool
 from tests.pager_shaped import PagerShaped
 from tests.stacks.ha import HAStack
 from trainsignals.generator.routing.alertmanager import alertmanager_config
@@ -33,7 +33,7 @@ from trainsignals.generator.spec.receivers import Receiver, Routing
 from trainsignals.generator.spec.secrets import SecretRef
 from trainsignals.stacks.stack import FAST_TIMING
 
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group(STACK_GROUP)]
 
 TEAM = "nlp"
 # Production minutes at time scale 60: window 5m + for 10m + evaluation + group_wait, and

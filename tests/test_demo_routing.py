@@ -14,9 +14,10 @@ from trainsignals.demo import destinations, print_notification
 from trainsignals.generator.loader import load_specs
 from trainsignals.stacks.stack import Stack
 
+from .conftest import STACK_GROUP
 from .live_alertmanager import LiveAlertmanager, wait_until
 
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group(STACK_GROUP)]
 
 
 def test_demo_prints_pages_whose_real_receivers_do_not_exist_here(

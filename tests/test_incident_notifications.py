@@ -24,9 +24,10 @@ from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.spec.job import JobSpec
 from trainsignals.stacks.stack import FAST_TIMING, WebhookReceiver
 
+from .conftest import STACK_GROUP
 from .live_alertmanager import live_alertmanager, wait_until
 
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group(STACK_GROUP)]
 
 BASE = {
     "name": "durable",

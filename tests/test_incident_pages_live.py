@@ -20,10 +20,11 @@ from trainsignals.generator.routing.alertmanager import alertmanager_config
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.stacks.stack import WebhookReceiver
 
+from .conftest import STACK_GROUP
 from .live_alertmanager import live_alertmanager, wait_until
 from .test_routing_live import user_spec
 
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group(STACK_GROUP)]
 
 TIMING = {
     "default": {"group_wait": "1s", "group_interval": "2s", "repeat_interval": "1h"},

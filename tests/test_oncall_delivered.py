@@ -16,7 +16,7 @@ from trainsignals.generator.output.yaml import dump
 from trainsignals.generator.routing.alertmanager import alertmanager_config
 from trainsignals.generator.signals.promql import matchers
 
-from .conftest import ROOT, run_tool
+from .conftest import ROOT, STACK_GROUP, run_tool
 from .live_alertmanager import live_alertmanager, wait_until
 
 TEAM, JOB = "speech", "whisper"
@@ -87,7 +87,7 @@ def test_one_incident_with_inhibited_consequences_is_one_page(tmp_path: Path) ->
 
 
 @pytest.mark.e2e
-@pytest.mark.xdist_group("real-stack")
+@pytest.mark.xdist_group(STACK_GROUP)
 def test_live_alertmanager_mutes_what_the_load_rules_leave_out(tmp_path: Path) -> None:
     spec_file = tmp_path / "whisper.yaml"
     spec_file.write_text(

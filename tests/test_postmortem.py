@@ -20,7 +20,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from tests.conftest import JOBS, require_tool
+from tests.conftest import JOBS, STACK_GROUP, require_tool
 from trainsignals.cli.main import main
 from trainsignals.generator.loader import load_specs
 from trainsignals.ops.postmortem import build_timeline, detection, runs
@@ -271,7 +271,7 @@ START_LEAD = 4.0  # real seconds: endpoints scraped and rules loaded before the 
 
 
 @pytest.mark.e2e
-@pytest.mark.xdist_group("real-stack")
+@pytest.mark.xdist_group(STACK_GROUP)
 def test_postmortem_of_a_real_nan_loss_incident(tmp_path: Path) -> None:
     require_tool("prometheus")
     require_tool("prometheus-alertmanager")

@@ -20,14 +20,14 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from tests.conftest import JOBS, require_tool
+from tests.conftest import JOBS, STACK_GROUP, require_tool
 from trainsignals.cli.main import main
 from trainsignals.generator.loader import load_specs
 from trainsignals.ops.postmortem.delivery import from_alertmanager, mark_delivery
 from trainsignals.ops.postmortem.timeline import build_timeline
 from trainsignals.stacks.stack import Stack
 
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group(STACK_GROUP)]
 JOB = "pm-pages"
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import JOBS, require_tool
+from tests.conftest import JOBS, STACK_GROUP, require_tool
 from tests.stacks.ha import HAStack
 from trainsignals.generator.alerts.definitions.training import TRAINING_STALLED
 from trainsignals.generator.loader import load_specs
@@ -29,7 +29,7 @@ from trainsignals.simulator.job import Simulation
 from trainsignals.simulator.scenarios import SCENARIOS
 from trainsignals.stacks.stack import FAST_TIMING, Notification, job_files
 
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group(STACK_GROUP)]
 
 SCALE = 60
 FAULT_AT = 5 * 60  # simulated seconds of healthy steps before the hang

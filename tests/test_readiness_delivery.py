@@ -19,10 +19,11 @@ from trainsignals.generator.routing.alertmanager import alertmanager_config
 from trainsignals.ops.readiness.delivery import check_notifications, check_secret_files
 from trainsignals.stacks.stack import FAST_TIMING
 
+from .conftest import STACK_GROUP
 from .live_alertmanager import live_alertmanager, wait_until
 from .pager_shaped import PagerShaped
 
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group(STACK_GROUP)]
 
 
 def write_spec(folder: Path, routing: dict) -> Path:

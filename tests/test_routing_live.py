@@ -17,9 +17,10 @@ from trainsignals.generator.spec.pipeline_alerts import (
     RULE_GROUP_SLOW,
 )
 
+from .conftest import STACK_GROUP
 from .live_alertmanager import live_alertmanager, wait_until
 
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group(STACK_GROUP)]
 
 HOOKS = "http://127.0.0.1:9/hooks"  # never reached: these tests read Alertmanager's state
 

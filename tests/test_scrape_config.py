@@ -24,7 +24,7 @@ from trainsignals.generator.loader import load_specs, spec_files
 from trainsignals.generator.pipeline import generate_all
 from trainsignals.stacks import reaper
 
-from .conftest import JOBS, require_tool
+from .conftest import JOBS, STACK_GROUP, require_tool
 
 SPECS = load_specs(spec_files(JOBS))
 
@@ -108,7 +108,7 @@ def prometheus(tmp_path: Path) -> Iterator[tuple[str, Path, object]]:
 
 
 @pytest.mark.e2e
-@pytest.mark.xdist_group("real-stack")
+@pytest.mark.xdist_group(STACK_GROUP)
 def test_prometheus_scrapes_slurm_targets_with_the_rules_labels(prometheus, tmp_path) -> None:
     url, sd, spec = prometheus
     spec_file = tmp_path / f"{spec.name}.yaml"

@@ -27,7 +27,7 @@ from trainsignals.stacks import reaper
 from trainsignals.stacks.ports import free_port
 from trainsignals.stacks.stack import FAST_TIMING
 
-from .conftest import JOBS, ROOT, require_tool
+from .conftest import JOBS, ROOT, STACK_GROUP, require_tool
 
 # The literal credentials the example specs held before they referenced Secrets, and the
 # kinds of value a user might paste. None may appear in any committed or generated file
@@ -168,7 +168,7 @@ def team_spec(name: str, routing: dict) -> JobSpec:
 
 
 @pytest.mark.e2e
-@pytest.mark.xdist_group("real-stack")
+@pytest.mark.xdist_group(STACK_GROUP)
 def test_alertmanager_reads_every_credential_from_its_file(tmp_path: Path, recorder) -> None:
     values = {
         "pd": secrets.token_hex(16),

@@ -16,10 +16,11 @@ from trainsignals.generator.routing.alertmanager import alertmanager_config
 from trainsignals.generator.routing.receivers import SLACK_SHOWN
 from trainsignals.stacks.stack import FAST_TIMING
 
+from .conftest import STACK_GROUP
 from .live_alertmanager import live_alertmanager, wait_until
 from .pager_shaped import PagerShaped
 
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("real-stack")]
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group(STACK_GROUP)]
 
 
 def config_for(tmp_path: Path, shaped: PagerShaped) -> str:

@@ -71,5 +71,6 @@ def main(out: Path) -> None:
     sys.stderr.flush()
     os._exit(0)
 
+
 if __name__ == "__main__":
     main(Path(sys.argv[1]))
