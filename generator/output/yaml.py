@@ -245,7 +245,14 @@ def _sequence(data: list | tuple, indent: str, lines: list[str], memo: _Memo) ->
             written = len(lines)
             first = True
             for key, value in item.items():
-                if type(value) is not str:
+                kind = type(value)
+                if kind is str:
+                    text = texts(value) or _string(value, memo)
+                elif kind is int or (kind is list and not value):
+                    # An int or `[]` (a test's expected value, or no samples expected): short
+                    # texts, as _value writes them. (The mapping stays on this path.)
+                    text = str(value) if kind is int else "[]"
+                else:
                     del lines[written:]  # another mapping: the general path below
                     break
                 head = heads.get(key)
@@ -253,7 +260,6 @@ def _sequence(data: list | tuple, indent: str, lines: list[str], memo: _Memo) ->
                     key_text = _key(key, memo) + ": "
                     room = _WIDTH - len(first_head) - len(key_text)  # for the value, unfolded
                     head = heads[key] = (first_head + key_text, next_head + key_text, room)
-                text = texts(value) or _string(value, memo)
                 if len(text) > head[2]:  # it may fold
                     text = _fold(text, len(head[0]), len(indent) + 4)
                 append((head[0] if first else head[1]) + text)
