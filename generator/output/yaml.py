@@ -86,6 +86,8 @@ class _Memo(dict[str, str]):
     def __init__(self) -> None:
         super().__init__()
         self.key_heads: dict[str, str] = {}
+        # Per indent of a sequence, per key of its items' mappings: _sequence's line starts.
+        self.item_heads: dict[str, dict[object, tuple[str, str, int]]] = {}
 
 
 _MEMO = _Memo()
@@ -96,6 +98,7 @@ def _shared_memo() -> _Memo:
     if len(_MEMO) + len(_MEMO.key_heads) > _MEMO_MAX:
         _MEMO.clear()
         _MEMO.key_heads.clear()
+        _MEMO.item_heads.clear()
     return _MEMO
 
 
@@ -230,8 +233,10 @@ def _sequence(data: list | tuple, indent: str, lines: list[str], memo: _Memo) ->
     texts, append = memo.get, lines.append
     # Per key of the items' mappings: its line's start as an item's first key and as a later
     # one, and the room left for a value that cannot fold (a test file's thousands of input
-    # series share two keys: their lines built from these, one concatenation each).
-    heads: dict[object, tuple[str, str, int]] = {}
+    # series share two keys: their lines built from these, one concatenation each). They
+    # follow from the indent and the key alone: kept for every sequence at this indent (a
+    # test file has hundreds of sequences of the same few keys).
+    heads = memo.item_heads.setdefault(indent, {})
     items = iter(data)
     if lines and lines[-1].endswith("- ") and len(lines[-1]) == len(indent):
         # A sequence in a sequence: `- - item`. Only the first item can follow that `- `: every
