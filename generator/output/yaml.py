@@ -250,6 +250,11 @@ def _sequence(data: list | tuple, indent: str, lines: list[str], memo: _Memo) ->
             written = len(lines)
             first = True
             for key, value in item.items():
+                head = heads.get(key)
+                if head is None:
+                    key_text = _key(key, memo) + ": "
+                    room = _WIDTH - len(first_head) - len(key_text)  # for the value, unfolded
+                    head = heads[key] = (first_head + key_text, next_head + key_text, room)
                 kind = type(value)
                 if kind is str:
                     text = texts(value) or _string(value, memo)
@@ -257,14 +262,16 @@ def _sequence(data: list | tuple, indent: str, lines: list[str], memo: _Memo) ->
                     # An int or `[]` (a test's expected value, or no samples expected): short
                     # texts, as _value writes them. (The mapping stays on this path.)
                     text = str(value) if kind is int else "[]"
+                elif (kind is dict or kind is list) and value:
+                    # A nested mapping or sequence (a test's input series, a rule's labels):
+                    # `key:` here, the value under it as _mapping writes it.
+                    append((head[0] if first else head[1])[:-1])
+                    _value(value, next_head, lines, memo)
+                    first = False
+                    continue
                 else:
                     del lines[written:]  # another mapping: the general path below
                     break
-                head = heads.get(key)
-                if head is None:
-                    key_text = _key(key, memo) + ": "
-                    room = _WIDTH - len(first_head) - len(key_text)  # for the value, unfolded
-                    head = heads[key] = (first_head + key_text, next_head + key_text, room)
                 if len(text) > head[2]:  # it may fold
                     text = _fold(text, len(head[0]), len(indent) + 4)
                 append((head[0] if first else head[1]) + text)
