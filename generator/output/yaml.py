@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 import yaml
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 from yaml.resolver import Resolver
@@ -88,6 +86,8 @@ class _Memo(dict[str, str]):
     def __init__(self) -> None:
         super().__init__()
         self.key_heads: dict[str, str] = {}
+        # Per indent of a sequence, per key of its items' mappings: _sequence's line starts.
+        self.item_heads: dict[str, dict[object, tuple[str, str, int]]] = {}
 
 
 _MEMO = _Memo()
@@ -98,13 +98,13 @@ def _shared_memo() -> _Memo:
     if len(_MEMO) + len(_MEMO.key_heads) > _MEMO_MAX:
         _MEMO.clear()
         _MEMO.key_heads.clear()
+        _MEMO.item_heads.clear()
     return _MEMO
 
 
 _RESOLVER = Resolver()
 _IMPLICIT_FIRST = frozenset(_RESOLVER.yaml_implicit_resolvers)
 assert None not in _IMPLICIT_FIRST  # (no resolver for any first character)
-_PRINTABLE = re.compile(r"[ -~]*", re.ASCII)
 # libyaml's analyze_scalar: a first character that is an indicator rules plain style out.
 _INDICATOR_START = frozenset("#,[]{}&*!|>'\"%@`")
 # A quoted string this long may fold (libyaml breaks at a space past the width): not written.
@@ -132,7 +132,9 @@ def _string(value: str, memo: _Memo) -> str:
         return text
     if not value:
         return "''"
-    if not _PRINTABLE.fullmatch(value):
+    # Printable ASCII only (space to `~`): two scans in C, cheaper than a regex's (a spec's
+    # files bring ~500 new strings).
+    if not (value.isascii() and value.isprintable()):
         raise _Unsupported  # a line break, a tab, non-ASCII
     if _plain_allowed(value) and (
         # (A first character that starts no implicit type: plain, as in _Dumper.resolve.)
@@ -231,8 +233,10 @@ def _sequence(data: list | tuple, indent: str, lines: list[str], memo: _Memo) ->
     texts, append = memo.get, lines.append
     # Per key of the items' mappings: its line's start as an item's first key and as a later
     # one, and the room left for a value that cannot fold (a test file's thousands of input
-    # series share two keys: their lines built from these, one concatenation each).
-    heads: dict[object, tuple[str, str, int]] = {}
+    # series share two keys: their lines built from these, one concatenation each). They
+    # follow from the indent and the key alone: kept for every sequence at this indent (a
+    # test file has hundreds of sequences of the same few keys).
+    heads = memo.item_heads.setdefault(indent, {})
     items = iter(data)
     if lines and lines[-1].endswith("- ") and len(lines[-1]) == len(indent):
         # A sequence in a sequence: `- - item`. Only the first item can follow that `- `: every
@@ -241,20 +245,34 @@ def _sequence(data: list | tuple, indent: str, lines: list[str], memo: _Memo) ->
         _item(next(items), indent + "  ", lines, memo)
     for item in items:
         if type(item) is dict and item:
-            # A mapping of strings (a test file has thousands: its input series) written here
-            # as `- ` and _mapping would write it, without their dispatch per value.
+            # A mapping of strings (a test file has thousands: its input series), ints and
+            # nested values written here as `- ` and _mapping would write it, without their
+            # dispatch per value.
             written = len(lines)
             first = True
             for key, value in item.items():
-                if type(value) is not str:
-                    del lines[written:]  # another mapping: the general path below
-                    break
                 head = heads.get(key)
                 if head is None:
                     key_text = _key(key, memo) + ": "
                     room = _WIDTH - len(first_head) - len(key_text)  # for the value, unfolded
                     head = heads[key] = (first_head + key_text, next_head + key_text, room)
-                text = texts(value) or _string(value, memo)
+                kind = type(value)
+                if kind is str:
+                    text = texts(value) or _string(value, memo)
+                elif kind is int or (kind is list and not value):
+                    # An int or `[]` (a test's expected value, or no samples expected): short
+                    # texts, as _value writes them. (The mapping stays on this path.)
+                    text = str(value) if kind is int else "[]"
+                elif (kind is dict or kind is list) and value:
+                    # A nested mapping or sequence (a test's input series, a rule's labels):
+                    # `key:` here, the value under it as _mapping writes it.
+                    append((head[0] if first else head[1])[:-1])
+                    _value(value, next_head, lines, memo)
+                    first = False
+                    continue
+                else:
+                    del lines[written:]  # another mapping: the general path below
+                    break
                 if len(text) > head[2]:  # it may fold
                     text = _fold(text, len(head[0]), len(indent) + 4)
                 append((head[0] if first else head[1]) + text)

@@ -8,7 +8,6 @@ generator/testkit/faults.py's JobTimeline, bent by each fault.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from functools import cache, partial
 from itertools import accumulate, chain, groupby, islice, repeat
 from operator import eq
 from typing import Any
@@ -118,8 +117,16 @@ Group = Callable[[JobTimeline, Progress], list[Signal]]
 
 
 def progress_once(t: JobTimeline) -> Progress:
-    """progress_series(t), worked out at most once: two groups read it."""
-    return cache(partial(progress_series, t))
+    """progress_series(t), worked out at most once: two groups read it. (A closure: made for
+    every timeline a test computes, and functools.cache's wrapper costs more to make.)"""
+    worked_out: list[tuple[list, list, list]] = []
+
+    def progress() -> tuple[list, list, list]:
+        if not worked_out:
+            worked_out.append(progress_series(t))
+        return worked_out[0]
+
+    return progress
 
 
 def _rank_signals(t: JobTimeline, names: frozenset[str] | None = None) -> list[Signal]:

@@ -70,6 +70,12 @@ class TestInputs:
         self._healthy_groups = _healthy_groups(healthy, healthy_prints)
         # Each group's series names (the same in every timeline): `job(names=...)` asks.
         self._group_names = [frozenset(name for name, _, _ in g) for g in self._healthy_groups]
+        # Each healthy series' selectors (of every rank), for the tests that keep it: made
+        # once here, not looked up again in each of them.
+        self._healthy_selectors = [
+            [self._rank_selectors(name, extra) for name, extra, _ in group]
+            for group in self._healthy_groups
+        ]
 
     def raw(self, series: list[RawSeries]) -> list[Input]:
         """Series as built: each encoded (memoised) with its selector."""
@@ -119,9 +125,10 @@ class TestInputs:
         for index, healthy in groups:
             fields = SIGNAL_GROUPS[index][0]
             if changed is not None and changed.isdisjoint(fields):
-                for name, extra, prefixes in healthy:
+                kept = zip(healthy, self._healthy_selectors[index], strict=True)
+                for (name, _, prefixes), rank_selectors in kept:
                     if names is None or name in names:
-                        selectors.append(self._rank_selectors(name, extra))
+                        selectors.append(rank_selectors)
                         texts.append(prefixes.text(length))
                 continue
             for name, extra, text in computed.encoded(index, prints):
