@@ -98,12 +98,13 @@ class JobTimeline:
         self.checkpoint_ok += [True] * count
         self.disk_free_ratio += [0.5] * count
         self.process_start += [0.0] * count
-        if self.fault:
-            # A fault from an onset on (from_onset): its change applied from there directly,
-            # without a call per minute that leaves the minute alone.
-            apply, start = getattr(self.fault, "from_onset", (self.fault, 0))
-            for minute in range(start, self.minutes + 1):
-                apply(self, minute)
+        if isinstance(self.fault, FromOnset):
+            # Its change applied from the onset on, without a call per healthy minute before.
+            for minute in range(self.fault.onset, self.minutes + 1):
+                self.fault.change(self, minute)
+        elif self.fault:
+            for minute in range(self.minutes + 1):
+                self.fault(self, minute)
         return self
 
     def first(self, length: int) -> JobTimeline:
@@ -207,17 +208,22 @@ def after(onset: int, value: float | None, before: float | None = None):
     return lambda m: value if m >= onset else before
 
 
-def from_onset(
-    apply: Callable[[JobTimeline, int], None], onset: int = FAULT_ONSET
-) -> Callable[[JobTimeline, int], None]:
+@dataclass(frozen=True, eq=False)
+class FromOnset:
+    """A job fault that changes every minute from `onset` on and leaves the minutes before it
+    healthy (JobTimeline.build starts it at its onset). Called, it is a fault like any other."""
+
+    change: Callable[[JobTimeline, int], None]
+    onset: int = FAULT_ONSET
+
+    def __call__(self, t: JobTimeline, m: int) -> None:
+        if m >= self.onset:
+            self.change(t, m)
+
+
+def from_onset(change: Callable[[JobTimeline, int], None], onset: int = FAULT_ONSET) -> FromOnset:
     """A job fault applied to every minute from `onset` on."""
-
-    def fault(t: JobTimeline, m: int) -> None:
-        if m >= onset:
-            apply(t, m)
-
-    fault.from_onset = (apply, onset)  # type: ignore[attr-defined]  # (JobTimeline.build)
-    return fault
+    return FromOnset(change, onset)
 
 
 def stall(t: JobTimeline, m: int) -> None:
