@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import random
+import re
 from pathlib import Path
 
 import pytest
 import yaml
+from yaml.resolver import Resolver
 
 from trainsignals.generator.alerts.rules import alert_rules
 from trainsignals.generator.loader import load_specs
-from trainsignals.generator.output.yaml import _block_yaml, _Dumper, dump
+from trainsignals.generator.output.yaml import MAX_WORD, NUMBER_FIRST, _block_yaml, _Dumper, dump
 from trainsignals.generator.pipeline import rules_document
 from trainsignals.generator.rules.unit_tests import rule_tests
 from trainsignals.generator.signals.promql import RuleContext
@@ -84,3 +86,32 @@ def test_a_jobs_rules_and_tests_take_the_direct_writer(job: str) -> None:
         direct = _block_yaml(document)
         assert direct is not None
         assert direct == _libyaml(document)
+
+
+def test_implicit_types_past_a_numbers_first_characters_are_short_words() -> None:
+    """What lets the writer skip the resolver for longer strings (yaml.MAX_WORD): every
+    pattern for a first character outside NUMBER_FIRST is a choice of literal words."""
+    literal = re.compile(r"(?:\\.|[^.^$*+?{}\[\]()|\\])*")
+    for first, resolvers in Resolver.yaml_implicit_resolvers.items():
+        if first in NUMBER_FIRST:
+            continue
+        for _tag, regexp in resolvers:
+            choice = re.fullmatch(r"\^\(\?:(.*)\)\$", regexp.pattern, re.S)
+            assert choice, regexp.pattern
+            words = choice.group(1).split("|")
+            if any(c.isspace() for c in choice.group(1)):
+                assert regexp.flags & re.X  # (whitespace in the pattern is ignored)
+                words = ["".join(w.split()) for w in words]
+            for word in words:
+                assert literal.fullmatch(word), (first, word)
+                assert len(re.sub(r"\\(.)", r"\1", word)) <= MAX_WORD, (first, word)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["trues", "true_", "nullable", "Nulls", "offset", "yes sir", "<<<<<<", "~~~~~~", "t{a}"],
+)
+def test_words_longer_than_an_implicit_type_are_plain_strings(text: str) -> None:
+    data = {"a": [text, {text: text}]}
+    assert _block_yaml(data) == _libyaml(data)
+    assert yaml.safe_load(_libyaml(data)) == data

@@ -105,6 +105,12 @@ def _shared_memo() -> _Memo:
 _RESOLVER = Resolver()
 _IMPLICIT_FIRST = frozenset(_RESOLVER.yaml_implicit_resolvers)
 assert None not in _IMPLICIT_FIRST  # (no resolver for any first character)
+# Past a number's first characters every implicit type is a word of at most MAX_WORD
+# characters (bool's "false", null's "null", merge's "<<": tests/test_yaml_out.py reads
+# PyYAML's patterns). A longer string starting otherwise is a string, its regexes not run:
+# about a third of a spec's new strings are selectors and expressions starting with "t".
+NUMBER_FIRST = frozenset("+-.0123456789")
+MAX_WORD = 5
 # libyaml's analyze_scalar: a first character that is an indicator rules plain style out.
 _INDICATOR_START = frozenset("#,[]{}&*!|>'\"%@`")
 # A quoted string this long may fold (libyaml breaks at a space past the width): not written.
@@ -139,6 +145,7 @@ def _string(value: str, memo: _Memo) -> str:
     if _plain_allowed(value) and (
         # (A first character that starts no implicit type: plain, as in _Dumper.resolve.)
         value[0] not in _IMPLICIT_FIRST
+        or (len(value) > MAX_WORD and value[0] not in NUMBER_FIRST)
         or _RESOLVER.resolve(ScalarNode, value, (True, False)) == _STR
     ):
         text = value  # folded where it is written (_fold)

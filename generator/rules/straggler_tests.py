@@ -10,12 +10,10 @@ pipeline stage), which must stay quiet for hours.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from functools import lru_cache
+from operator import mul
 
-from trainsignals.generator.alerts.definitions.straggler import (
-    TRAINING_STRAGGLER,
-    own_work_series,
-)
+from trainsignals.generator.alerts.definitions.straggler import TRAINING_STRAGGLER
 from trainsignals.generator.signals.promql import RuleContext, matchers
 from trainsignals.generator.signals.straggler import (
     FOR_SECONDS,
@@ -28,6 +26,7 @@ from trainsignals.generator.signals.straggler import (
 from trainsignals.generator.testkit.faults import FAULT_ONSET, JobTimeline, restart
 from trainsignals.generator.testkit.input_series import RawSeries
 from trainsignals.generator.testkit.job_series import HEALTHY_OWN_SHARE
+from trainsignals.generator.testkit.own_work import OwnWork
 from trainsignals.generator.testkit.test_inputs import TestInputs
 
 # What the rules read of the reporting ranks: own work, step seconds, start time, time accounts
@@ -35,7 +34,7 @@ from trainsignals.generator.testkit.test_inputs import TestInputs
 _READS = frozenset({OWN_WORK, STEP_SECONDS, STARTED, "trainsignals_time_seconds_total"})
 PEERS = 5  # extra healthy ranks: the median stays a healthy rank's with two odd ones
 FIRES_AFTER = SMOOTHING // 60 + FOR_SECONDS // 60 + 3  # minutes after onset
-Factor = Callable[[int], float]  # minute -> own work relative to a healthy rank's
+Factor = list[float]  # per minute: own work relative to a healthy rank's
 
 
 def _excess(cost: float) -> float:
@@ -50,14 +49,15 @@ def _rank(rank: int) -> dict[str, str]:
 
 def _ranks(t: JobTimeline, factors: dict[int, Factor]) -> list[RawSeries]:
     """PEERS healthy extra ranks (2..) plus the ranks of `factors` (rank -> factor)."""
+    work = OwnWork(t)
     # The healthy extra ranks differ in their labels alone: their samples worked out once.
-    healthy = own_work_series(t, {}, [1.0] * (t.minutes + 1))
+    healthy = work.samples([1.0] * (t.minutes + 1))
     series: list[RawSeries] = []
     for rank in range(2, 2 + PEERS):
-        labels = {**t.ctx.spec.selector_labels, **_rank(rank)}  # as own_work_series labels
-        series += [RawSeries(s.name, labels, s.values) for s in healthy]
+        labels = {**t.ctx.spec.selector_labels, **_rank(rank)}  # as OwnWork.series labels
+        series += [RawSeries(name, labels, values) for name, values in healthy]
     for rank, factor in factors.items():
-        series += own_work_series(t, _rank(rank), [factor(m) for m in range(t.minutes + 1)])
+        series += work.series(_rank(rank), factor)
     return series
 
 
@@ -97,8 +97,19 @@ def _fires(ctx: RuleContext, rank: str, at: int) -> dict:
     }
 
 
-def _step(onset: int, factor: float) -> Factor:
-    return lambda m: factor if m >= onset else 1.0
+def _step(t: JobTimeline, onset: int, factor: float) -> Factor:
+    """`factor` from minute `onset` on, 1 before."""
+    return [1.0] * onset + [factor] * (t.minutes + 1 - onset)
+
+
+@lru_cache(maxsize=8)
+def _noise(seed: int, ranks: int, minutes: int, spread: float) -> tuple[tuple[float, ...], ...]:
+    """Each of `ranks` ranks' factor jittering by +-`spread`, minute by minute: the same in
+    every spec (drawn once)."""
+    rng = random.Random(seed)
+    return tuple(
+        tuple(1 + rng.uniform(-spread, spread) for _ in range(minutes + 1)) for _ in range(ranks)
+    )
 
 
 def near_threshold_test(ctx: RuleContext, inputs: TestInputs) -> dict:
@@ -106,8 +117,8 @@ def near_threshold_test(ctx: RuleContext, inputs: TestInputs) -> dict:
     t = JobTimeline(ctx, minutes).build()
     cost = ctx.spec.objectives.straggler_cost_min_ratio
     factors = {
-        8: _step(FAULT_ONSET, _excess(0.8 * cost)),
-        9: _step(FAULT_ONSET, _excess(1.2 * cost)),
+        8: _step(t, FAULT_ONSET, _excess(0.8 * cost)),
+        9: _step(t, FAULT_ONSET, _excess(1.2 * cost)),
     }
     return _test(
         f"{0.8 * cost:.0%} cost stays quiet, {1.2 * cost:.0%} fires naming node, rank and GPU",
@@ -123,13 +134,9 @@ def noise_test(ctx: RuleContext, inputs: TestInputs) -> dict:
     cost an hour after onset."""
     minutes = FAULT_ONSET + FIRES_AFTER + 60
     t = JobTimeline(ctx, minutes).build()
-    rng = random.Random(28)
-    noise = {r: [1 + rng.uniform(-0.03, 0.03) for _ in range(minutes + 1)] for r in (8, 9)}
+    eight, nine = _noise(28, 2, minutes, 0.03)
     slow = _excess(1.6 * ctx.spec.objectives.straggler_cost_min_ratio)
-    factors = {
-        8: lambda m: noise[8][m],
-        9: lambda m: noise[9][m] * (slow if m >= FAULT_ONSET + 60 else 1.0),
-    }
+    factors = {8: list(eight), 9: list(map(mul, nine, _step(t, FAULT_ONSET + 60, slow)))}
     return _test(
         "noisy ranks stay quiet; a noisy rank that slows fires",
         inputs,
@@ -147,7 +154,7 @@ def restart_test(ctx: RuleContext, inputs: TestInputs) -> dict:
     down = (FAULT_ONSET + 20, FAULT_ONSET + 23)
     restart(t, *down)
     back = down[1] + 3
-    factors = {8: lambda m: 1.3 if back <= m < back + 12 else 1.0}
+    factors = {8: [1.3 if back <= m < back + 12 else 1.0 for m in range(minutes + 1)]}
     return _test("a rank slow for its first minutes after a restart never tickets", inputs, t,
                  factors, [_never(ctx, minutes, state="firing")])  # fmt: skip
 
@@ -161,7 +168,7 @@ def pause_test(ctx: RuleContext, inputs: TestInputs) -> dict:
     for m in range(fires + 2, fires + 2 + pause):
         t.phase[m] = "eval"
         t.tokens_per_second[m] = t.steps_per_second[m] = t.data_wait_share[m] = 0.0
-    factors = {8: _step(FAULT_ONSET, _excess(2 * ctx.spec.objectives.straggler_cost_min_ratio))}
+    factors = {8: _step(t, FAULT_ONSET, _excess(2 * ctx.spec.objectives.straggler_cost_min_ratio))}
     firing = f"{_alerts(ctx, '8')} or on () vector(0)"
     held = f"min(min_over_time(({firing})[{minutes - fires}m:1m]))"
     return _test(
@@ -178,12 +185,11 @@ def uneven_ranks_test(ctx: RuleContext, inputs: TestInputs) -> dict:
     noise) for seven hours: their baseline is their normal, nothing tickets."""
     minutes = 420
     t = JobTimeline(ctx, minutes).build()
-    rng = random.Random(6)
-    noise = [1 + rng.uniform(-0.02, 0.02) for _ in range(minutes + 1)]
+    (noise,) = _noise(6, 1, minutes, 0.02)
     factors = {
-        8: lambda m: 1.10 * noise[m],  # the last pipeline stage: the loss head
-        9: lambda m: 1.03 * noise[-1 - m],
-        10: lambda m: 0.97,
+        8: [1.10 * n for n in noise],  # the last pipeline stage: the loss head
+        9: [1.03 * n for n in reversed(noise)],
+        10: [0.97] * (minutes + 1),
     }
     return _test("ranks that always differ a little stay quiet for 7h", inputs, t, factors,
                  [_never(ctx, minutes)])  # fmt: skip

@@ -160,18 +160,18 @@ def _tokens(t: JobTimeline, _progress: Progress) -> list[Signal]:
 
 
 def _steps(t: JobTimeline, _progress: Progress) -> list[Signal]:
-    stretches = _stretches(t.steps_per_second)  # (both counters step with it)
-    steps = _summed(stretches, lambda s: s * 60)
+    steps = _summed(_stretches(t.steps_per_second), lambda s: s * 60)
     return [
         ("trainsignals_steps_total", {}, steps),
         ("trainsignals_step_duration_seconds_count", {}, [*steps]),
-        # Seconds inside steps: steps run back to back while the job is stepping.
-        (
-            "trainsignals_step_duration_seconds_sum",
-            {},
-            _summed(stretches, lambda s: 60.0 if s * 60 > 0 else 0.0),
-        ),
     ]
+
+
+def _step_seconds(t: JobTimeline, _progress: Progress) -> list[Signal]:
+    # Seconds inside steps: steps run back to back while the job is stepping. (A group of its
+    # own: it reads only whether a minute steps, READS_ONLY_STEPPING.)
+    seconds = _summed(_stretches(t.steps_per_second), lambda s: 60.0 if s * 60 > 0 else 0.0)
+    return [("trainsignals_step_duration_seconds_sum", {}, seconds)]
 
 
 def _buckets(t: JobTimeline, _progress: Progress) -> list[Signal]:
@@ -259,6 +259,7 @@ PROGRESS = ("process_start", "steps_per_second", "phase", "checkpoint_ok")
 SIGNAL_GROUPS: tuple[tuple[tuple[str, ...], Group], ...] = (
     (("tokens_per_second",), _tokens),
     (("steps_per_second",), _steps),
+    (("steps_per_second",), _step_seconds),
     (("steps_per_second", "slow_step_share", "bound_bucket"), _buckets),
     (
         ("data_wait_share",),
@@ -289,7 +290,9 @@ READS_STEP_TIME_BOUND = frozenset({_buckets})
 # The groups that read steps_per_second only as whether a minute steps (> 0, <= 0, or NaN:
 # neither), not how fast: test_inputs.py keys their memo on that, so jobs that differ in their
 # speed alone (their MFU or tokens/s objective) share these groups' encodings.
-READS_ONLY_STEPPING = frozenset({_own_work, _last_step_and_checkpoint, _time_accounts})
+READS_ONLY_STEPPING = frozenset(
+    {_step_seconds, _own_work, _last_step_and_checkpoint, _time_accounts}
+)
 
 
 def progress_series(t: JobTimeline) -> tuple[list, list, list]:

@@ -79,7 +79,16 @@ class TestInputs:
 
     def raw(self, series: list[RawSeries]) -> list[Input]:
         """Series as built: each encoded (memoised) with its selector."""
-        return [{"series": self._selector(s), "values": encode_shared(s.values)} for s in series]
+        # Series that share one list of samples (ranks alike but for their labels) encode it
+        # once, not packed again for the memo's key.
+        texts: dict[int, str] = {}
+        inputs = []
+        for s in series:
+            text = texts.get(id(s.values))
+            if text is None:
+                text = texts[id(s.values)] = encode_shared(s.values)
+            inputs.append({"series": self._selector(s), "values": text})
+        return inputs
 
     def gpus(self, minutes: int, overrides: dict | None = None) -> list[Input]:
         """raw(gpu_series(ctx, minutes, overrides)): a GPU no override bends is the same in

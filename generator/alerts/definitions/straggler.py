@@ -8,24 +8,18 @@ incarnation must be older than MIN_INCARNATION_AGE).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from itertools import islice
-
 from trainsignals.generator.alerts.model import AlertGroup, Rule
 from trainsignals.generator.signals.promql import RuleContext
 from trainsignals.generator.signals.straggler import (
     FOR_SECONDS,
     MIN_INCARNATION_AGE,
-    OWN_WORK,
     SMOOTHING,
-    STARTED,
-    STEP_SECONDS,
     straggler_enabled,
     straggler_expr,
 )
 from trainsignals.generator.testkit.faults import FAULT_ONSET, FaultCase, JobTimeline
 from trainsignals.generator.testkit.input_series import RawSeries
-from trainsignals.generator.testkit.job_series import HEALTHY_OWN_SHARE, incarnations
+from trainsignals.generator.testkit.own_work import own_work_series
 
 GROUP = AlertGroup()
 # Names other modules import (no module outside a definition types an alert's name).
@@ -36,45 +30,6 @@ FAULT_EXCESS = 0.15
 # The generated test's straggler: an extra rank on node-0, its first GPU (the job series'
 # ranks 0 and 1 carry no local_rank).
 FAULT_RANK = {"node": "node-0", "rank": "2", "local_rank": "0"}
-
-
-def own_work_series(
-    t: JobTimeline, labels: dict[str, str], factor: Sequence[float]
-) -> list[RawSeries]:
-    """One rank's own-work counter, step seconds and start time over a built job timeline:
-    `factor[m]` times a healthy rank's own work in minute m (job_series; the job's pauses and
-    outages are everyone's, and so are its steps: synchronous ranks step together)."""
-    total, values, stepped, steps = 0.0, [0.0], 0.0, [0.0]
-    end = t.minutes + 1
-    minutes = zip(
-        islice(t.steps_per_second, 1, end),
-        islice(t.data_wait_share, 1, end),
-        islice(factor, 1, end),
-        strict=False,
-    )
-    # A minute's increment follows from its data wait and factor: worked out again only where
-    # they are other objects than the last minute's (runs of minutes share them).
-    wait_then = factor_then = None
-    increment = 0.0
-    for rate, wait, f in minutes:
-        if rate > 0:
-            if wait is not wait_then or f is not factor_then:
-                own = 60 * HEALTHY_OWN_SHARE * (1 - wait) * f
-                increment = round(own * 64) / 64  # exact in binary floating point (job_series)
-                wait_then, factor_then = wait, f
-            total += increment
-            stepped += 60.0
-        values.append(total)
-        steps.append(stepped)
-    rank = {**t.ctx.spec.selector_labels, **labels}
-    return [
-        RawSeries(name, rank, incarnations(t, name, series))
-        for name, series in (
-            (OWN_WORK, values),
-            (STEP_SECONDS, steps),
-            (STARTED, [*t.process_start]),
-        )
-    ]
 
 
 def _slow_rank(rule_ctx: RuleContext, minutes: int) -> list[RawSeries]:
