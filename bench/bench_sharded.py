@@ -85,6 +85,7 @@ from rule_timing import (
     replay,
     rule_name,
     unload_rules,
+    wait_compacted,
 )
 
 from tests.stacks.vm import VICTORIA_METRICS, binary
@@ -261,6 +262,7 @@ def measure(nodes: int, work: Path, lead: float, rounds: int) -> Shard:
             for name in sorted(owner.records | owner.raw)
         }
         unload_rules(port, config)
+        wait_compacted(port, data)
         timings, engine = replay(port, process.pid, groups, stamps, short_name, rounds)
     finally:
         reaper.stop([process, store], timeout=30)
