@@ -12,7 +12,8 @@ the fleet replay writes them, one sample a minute, backfilled with promtool; the
 are full; the recorded per-rank, per-GPU and per-node series the rules read over a window get
 that window's history, up to 6h, bench_culprit.py), loads the generated rule file with every
 group evaluated every 15 s, and after EVALUATIONS real evaluations of each group every rule is
-replayed ROUNDS times at its group's second evaluation, Prometheus's CPU while it runs
+replayed ROUNDS times at its group's second evaluation, in a Prometheus started again over the
+same data with no rules and Go's collector off, Prometheus's CPU while it runs
 (bench/rule_timing.py says why): each group's cost is its median over the rounds (p25-p75
 printed), over the group's own interval in the generated file (the global default, 1 minute,
 where it sets none). The real evaluations' `prometheus_rule_group_last_duration_seconds`
@@ -332,7 +333,8 @@ def main() -> None:
     print(
         f"\nrule groups on Prometheus 2.42, {MINUTES} min of healthy series: Prometheus CPU per "
         f"evaluation (every rule replayed {ROUNDS} times, median (p25-p75), at the README "
-        "machine's speed), measured and projected"
+        "machine's speed; Go's collector off, its collections not counted), measured and "
+        "projected"
     )
     scales: list[Scale] = []
     for nodes in SCALES:
@@ -382,7 +384,8 @@ def main() -> None:
     verdict = "met" if worst < 0.10 else "NOT met"
     print(
         f"goal every group < 10% of its interval: {verdict} (worst projected {worst:.1%} in "
-        "CPU per evaluation)"
+        "CPU per evaluation, Go's collections not counted: README, 'Benchmark figures that "
+        "agree between runs')"
     )
     print(f"machine: projected from the real evaluations here now, the worst {worst_real:.1%}")
     print(

@@ -24,6 +24,25 @@ over rounds and the spread p25-p75. CPU time still counts a slower machine (this
 swings by up to 1.8x within minutes, and a busy neighbour on the other hyperthread slows every
 instruction): each round is scaled to the README machine's speed by the reference loop
 measured before and after it (bench/figures.py).
+
+Two things made a whole size move between runs, both in Prometheus, not in the machine:
+- the storage layout: the benches write blocks that overlap in time (a shard's four 15 s
+  quarters, the recorded history), and Prometheus merges them on its compactor's first pass,
+  a minute or more after it starts. A query over the 8 overlapping blocks cost 2.5-3x one over
+  the 3 merged ones (same samples read), and the merge fell inside bench_sharded's replay (at
+  round 5 to 9 of 11): a size's median was whichever layout held more rounds. The replay now
+  waits for the merge (`wait_compacted`), and says on stderr if the blocks loaded changed;
+- Go's collector: on, it ran ~11 times a round, on different rules each round, and one rule's
+  rounds split into two modes 3x apart. Both benches replay with it off (up to a bound), and
+  `collect_garbage` runs it between rounds, so a rule's cost excludes the collection of its
+  garbage (the rule manager's real evaluations, on `machine:` lines, include it).
+Within one layout, two runs' raw CPU per group and size agreed within 1-8%, the loop's factor
+within 5%: no drift of Prometheus's speed apart from the loop's showed, so no Go-side
+reference is used. Two fixed queries timed in every round, tried for one, agreed as well: a
+subquery over `vector(1)` 4-6 ms in both runs, a count over every series 660-710 ms over the
+overlapping blocks and 205-220 ms over the merged ones at 512 GPUs in both. With
+BENCH_RAW=<folder>, each replay writes its rounds as measured (JSON: factor, blocks loaded,
+every rule's CPU and engine seconds).
 """
 
 from __future__ import annotations
