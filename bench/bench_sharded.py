@@ -76,6 +76,7 @@ from bench_gpu_exporter import CollectOptions, own_series_per_gpu
 from rule_timing import (
     ROUNDS,
     Spread,
+    blocks_loaded,
     fit,
     fit_spread,
     group_spread,
@@ -132,6 +133,7 @@ class Shard:
     rules: dict[str, dict[str, Spread]]  # group -> rule -> seconds per evaluation
     history: int  # samples of recorded history backfilled for the rules' range reads
     age_s: float  # how old the raw series were at the evaluation measured (5m windows)
+    blocks: int  # persistent blocks the replay read (merged: none overlap)
 
 
 def _metrics(port: int) -> str:
@@ -264,6 +266,7 @@ def measure(nodes: int, work: Path, lead: float, rounds: int) -> Shard:
         unload_rules(port, config)
         wait_compacted(port, data)
         timings, engine = replay(port, process.pid, groups, stamps, short_name, rounds)
+        blocks = blocks_loaded(port)
     finally:
         reaper.stop([process, store], timeout=30)
     mine = {
@@ -285,6 +288,7 @@ def measure(nodes: int, work: Path, lead: float, rounds: int) -> Shard:
         rules,
         history,
         age,
+        blocks,
     )
 
 
@@ -368,20 +372,23 @@ def main() -> None:
                 f"{g} {t.median * 1000:.0f} ms ({t.low * 1000:.0f}-{t.high * 1000:.0f})"
                 for g, t in sorted(shard.seconds.items())
             )
-            + "; the engine's time (evalTotalTime) "
+            + f"; remote-written series {shard.edge_series}; "
+            f"{shard.bytes_per_sample:.2f} B/sample"
+        )
+        # Wall times of this machine now: how it fared, not what the rules cost. The engine's
+        # own time is wall time too (a busy minute tripled it at 512 GPUs between two runs
+        # whose CPU agreed within 10%).
+        print(
+            f"  machine: at {shard.gpus} GPUs the engine's time (evalTotalTime, wall) "
             + ", ".join(
                 f"{g} {t.median * 1000:.0f} ms ({t.low * 1000:.0f}-{t.high * 1000:.0f})"
                 for g, t in sorted(shard.engine.items())
             )
-            + f"; remote-written series {shard.edge_series}; "
-            f"{shard.bytes_per_sample:.2f} B/sample"
-        )
-        # Wall times of this machine now: how it fared, not what the rules cost.
-        print(
-            f"  machine: at {shard.gpus} GPUs the last real evaluation (groups concurrent) "
+            + "; the last real evaluation (groups concurrent) "
             + ", ".join(f"{g} {t * 1000:.0f} ms" for g, t in sorted(shard.real.items()))
             + f"; remote-write delay {shard.delay_s:.1f} s; raw series {shard.age_s:.0f} s old"
-            f" at the evaluation replayed; writing the series took {shard.write_s:.0f} s"
+            f" at the evaluation replayed, {shard.blocks} blocks (merged); writing the series "
+            f"took {shard.write_s:.0f} s"
         )
     raw_per_gpu = own_mean + per_rank + own_node / GPUS_PER_NODE
     global_cost = {
