@@ -9,8 +9,10 @@ remote write of the recorded series to a real VictoriaMetrics 1.79.5. Measured a
 sizes:
 
 - each group's cost per evaluation (rule_timing.py): every rule replayed as an instant query
-  at its group's last real evaluation, ROUNDS times, Prometheus's CPU (and its engine's own
-  time, `stats=all`) while it runs; the group's median and p25-p75 over the rounds; the edge
+  at its group's last real evaluation, ROUNDS times, once Prometheus merged the overlapping
+  blocks written (a minute or more after it starts), Go's collector off; Prometheus's CPU
+  while it runs (its engine's own time, `stats=all`, is wall time: a `machine:` line); the
+  group's median and p25-p75 over the rounds; the edge
   cost is fitted (proportional to GPUs, least squares) to the GPUs one shard holds at
   131,072 GPUs / N, the global cost to all 131,072 GPUs (it reads every node's partials and
   every GPU's series); the global ruler is measured on Prometheus, as a stand-in for vmalert
