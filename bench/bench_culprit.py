@@ -245,7 +245,7 @@ def report(
         f"(p25-p75); goal: every group < {goal:.0%}"
     )
     print(
-        f"{'group':<16}{'runs on':>9}{'interval':>9}{'group':>20}{'culprit':>9}"
+        f"{'group':<16}{'runs on':>9}{'interval':>9}{'group':>23}{'culprit':>9}"
         f"{'line fit':>10}{'culprit':>9}  rules  goal"
     )
     worst = worst_line = 0.0
@@ -265,7 +265,7 @@ def report(
         worst_line = max(worst_line, line / intervals[group])
         print(
             f"{group:<16}{'shard' if group in edge_groups else 'global':>9}"
-            f"{intervals[group]:>8}s{percent(cost, intervals[group]):>20}"
+            f"{intervals[group]:>8}s{percent(cost, intervals[group]):>23}"
             f"{mine / intervals[group]:>9.1%}{line / intervals[group]:>10.1%}"
             f"{mine_line / intervals[group]:>9.1%}  {rules:>5}"
             f"  {'met' if share < goal else 'NOT met'}"

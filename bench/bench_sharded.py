@@ -9,8 +9,10 @@ remote write of the recorded series to a real VictoriaMetrics 1.79.5. Measured a
 sizes:
 
 - each group's cost per evaluation (rule_timing.py): every rule replayed as an instant query
-  at its group's last real evaluation, ROUNDS times, Prometheus's CPU (and its engine's own
-  time, `stats=all`) while it runs; the group's median and p25-p75 over the rounds; the edge
+  at its group's last real evaluation, ROUNDS times, once Prometheus merged the overlapping
+  blocks written (a minute or more after it starts), Go's collector off; Prometheus's CPU
+  while it runs (its engine's own time, `stats=all`, is wall time: a `machine:` line); the
+  group's median and p25-p75 over the rounds; the edge
   cost is fitted (proportional to GPUs, least squares) to the GPUs one shard holds at
   131,072 GPUs / N, the global cost to all 131,072 GPUs (it reads every node's partials and
   every GPU's series); the global ruler is measured on Prometheus, as a stand-in for vmalert
@@ -76,6 +78,7 @@ from bench_gpu_exporter import CollectOptions, own_series_per_gpu
 from rule_timing import (
     ROUNDS,
     Spread,
+    blocks_loaded,
     fit,
     fit_spread,
     group_spread,
@@ -85,6 +88,7 @@ from rule_timing import (
     replay,
     rule_name,
     unload_rules,
+    wait_compacted,
 )
 
 from tests.stacks.vm import VICTORIA_METRICS, binary
@@ -131,6 +135,7 @@ class Shard:
     rules: dict[str, dict[str, Spread]]  # group -> rule -> seconds per evaluation
     history: int  # samples of recorded history backfilled for the rules' range reads
     age_s: float  # how old the raw series were at the evaluation measured (5m windows)
+    blocks: int  # persistent blocks the replay read (merged: none overlap)
 
 
 def _metrics(port: int) -> str:
@@ -261,7 +266,9 @@ def measure(nodes: int, work: Path, lead: float, rounds: int) -> Shard:
             for name in sorted(owner.records | owner.raw)
         }
         unload_rules(port, config)
+        wait_compacted(port, data)
         timings, engine = replay(port, process.pid, groups, stamps, short_name, rounds)
+        blocks = blocks_loaded(port)
     finally:
         reaper.stop([process, store], timeout=30)
     mine = {
@@ -283,6 +290,7 @@ def measure(nodes: int, work: Path, lead: float, rounds: int) -> Shard:
         rules,
         history,
         age,
+        blocks,
     )
 
 
@@ -366,20 +374,23 @@ def main() -> None:
                 f"{g} {t.median * 1000:.0f} ms ({t.low * 1000:.0f}-{t.high * 1000:.0f})"
                 for g, t in sorted(shard.seconds.items())
             )
-            + "; the engine's time (evalTotalTime) "
+            + f"; remote-written series {shard.edge_series}; "
+            f"{shard.bytes_per_sample:.2f} B/sample"
+        )
+        # Wall times of this machine now: how it fared, not what the rules cost. The engine's
+        # own time is wall time too (a busy minute tripled it at 512 GPUs between two runs
+        # whose CPU agreed within 10%).
+        print(
+            f"  machine: at {shard.gpus} GPUs the engine's time (evalTotalTime, wall) "
             + ", ".join(
                 f"{g} {t.median * 1000:.0f} ms ({t.low * 1000:.0f}-{t.high * 1000:.0f})"
                 for g, t in sorted(shard.engine.items())
             )
-            + f"; remote-written series {shard.edge_series}; "
-            f"{shard.bytes_per_sample:.2f} B/sample"
-        )
-        # Wall times of this machine now: how it fared, not what the rules cost.
-        print(
-            f"  machine: at {shard.gpus} GPUs the last real evaluation (groups concurrent) "
+            + "; the last real evaluation (groups concurrent) "
             + ", ".join(f"{g} {t * 1000:.0f} ms" for g, t in sorted(shard.real.items()))
             + f"; remote-write delay {shard.delay_s:.1f} s; raw series {shard.age_s:.0f} s old"
-            f" at the evaluation replayed; writing the series took {shard.write_s:.0f} s"
+            f" at the evaluation replayed, {shard.blocks} blocks (merged); writing the series "
+            f"took {shard.write_s:.0f} s"
         )
     raw_per_gpu = own_mean + per_rank + own_node / GPUS_PER_NODE
     global_cost = {

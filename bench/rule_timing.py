@@ -24,12 +24,35 @@ over rounds and the spread p25-p75. CPU time still counts a slower machine (this
 swings by up to 1.8x within minutes, and a busy neighbour on the other hyperthread slows every
 instruction): each round is scaled to the README machine's speed by the reference loop
 measured before and after it (bench/figures.py).
+
+Two things made a whole size move between runs, both in Prometheus, not in the machine:
+- the storage layout: the benches write blocks that overlap in time (a shard's four 15 s
+  quarters, the recorded history), and Prometheus merges them on its compactor's first pass,
+  a minute or more after it starts. A query over the 8 overlapping blocks cost 2.5-3x one over
+  the 3 merged ones (same samples read), and the merge fell inside bench_sharded's replay (at
+  round 5 to 9 of 11): a size's median was whichever layout held more rounds. The replay now
+  waits for the merge (`wait_compacted`), and says on stderr if the blocks loaded changed;
+- Go's collector: on, it ran ~11 times a round, on different rules each round, and one rule's
+  rounds split into two modes 3x apart. Both benches replay with it off (up to a bound), and
+  `collect_garbage` runs it between rounds, so a rule's cost excludes the collection of its
+  garbage (the rule manager's real evaluations, on `machine:` lines, include it).
+Within one layout, two runs' raw CPU per group and size agreed within 1-8%, the loop's factor
+within 5%: no drift of Prometheus's speed apart from the loop's showed, so no Go-side
+reference is used. Two fixed queries timed in every round, tried for one, agreed as well: a
+subquery over `vector(1)` 4-6 ms in both runs, a count over every series 660-710 ms over the
+overlapping blocks and 205-220 ms over the merged ones at 512 GPUs in both. With
+BENCH_RAW=<folder>, each replay writes its rounds as measured (JSON: factor, blocks loaded,
+every rule's CPU and engine seconds).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
 import statistics
+import sys
+import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable
@@ -87,11 +110,16 @@ def engine_seconds(port: int, pid: int, expr: str, at: float) -> tuple[float, fl
     return float(answer["data"]["stats"]["timings"]["evalTotalTime"]), cpu
 
 
-def unload_rules(port: int, config: Path) -> None:
-    """Stop the rule manager's own evaluations (they would compete with the replay)."""
+def drop_rules(config: Path) -> None:
+    """Take the rule files out of the Prometheus configuration `config`."""
     document = yaml.safe_load(config.read_text())
     document["rule_files"] = []
     config.write_text(yaml.safe_dump(document))
+
+
+def unload_rules(port: int, config: Path) -> None:
+    """Stop the rule manager's own evaluations (they would compete with the replay)."""
+    drop_rules(config)
     request = urllib.request.Request(f"http://{HOST}:{port}/-/reload", method="POST")
     urllib.request.urlopen(request, timeout=60).read()
 
@@ -105,6 +133,43 @@ def collect_garbage(port: int) -> None:
     url = f"http://{HOST}:{port}/debug/pprof/heap?gc=1"
     with urllib.request.urlopen(url, timeout=120) as answer:
         answer.read()
+
+
+def blocks_loaded(port: int) -> int:
+    """The persistent blocks Prometheus at `port` reads now."""
+    with urllib.request.urlopen(f"http://{HOST}:{port}/metrics", timeout=60) as answer:
+        text = answer.read().decode()
+    return int(float(text.split("\nprometheus_tsdb_blocks_loaded ", 1)[1].split()[0]))
+
+
+def overlapping(data: Path) -> bool:
+    """Whether two of the blocks in the TSDB folder `data` cover the same time."""
+    spans = sorted(
+        (meta["minTime"], meta["maxTime"])
+        for meta in (json.loads(p.read_text()) for p in block_metas(data))
+    )
+    return any(later[0] < earlier[1] for earlier, later in itertools.pairwise(spans))
+
+
+def block_metas(data: Path) -> list[Path]:
+    """The meta.json of every finished block in the TSDB folder `data`."""
+    return [p for p in data.glob("*/meta.json") if ".tmp" not in p.parent.name]
+
+
+def wait_compacted(port: int, data: Path, timeout: float = 300) -> None:
+    """Wait until Prometheus at `port` merged the overlapping blocks in `data` and reads the
+    merged ones. The benches write blocks that overlap (a shard's four 15 s quarters, the
+    recorded history); Prometheus merges them on its compactor's first pass, a minute or more
+    after it starts, and a query over 8 overlapping blocks cost ~3x one over the 3 merged
+    ones (a shard's edge group 1,650 and 450 ms at 1,024 GPUs): a replay that began before
+    the merge measured both layouts, the median whichever held more rounds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if not overlapping(data) and blocks_loaded(port) == len(block_metas(data)):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"Prometheus did not merge the overlapping blocks in {data}")
+        time.sleep(2)
 
 
 def rule_name(rule: dict) -> str:
@@ -126,8 +191,10 @@ def replay(
     cpu: Timings = {name(g["name"]): {} for g in groups}
     engine: Timings = {name(g["name"]): {} for g in groups}
     speed = RoundSpeed()
+    raw: list[dict] = []  # every round as measured, for BENCH_RAW
     for round_ in range(rounds):
         collect_garbage(port)
+        blocks = blocks_loaded(port)
         measured: list[tuple[Timings, str, str, float]] = []
         for group in groups:
             short = name(group["name"])
@@ -143,6 +210,20 @@ def replay(
             if len(runs) == round_:
                 runs.append(0.0)
             runs[round_] += seconds * factor
+        raw.append(
+            {
+                "factor": factor,
+                "blocks": [blocks, blocks_loaded(port)],
+                "seconds": [(f"{s}/{r}", t is cpu, v) for t, s, r, v in measured],
+            }
+        )
+    layouts = {count for entry in raw for count in entry["blocks"]}
+    if len(layouts) > 1:
+        print(f"rule_timing: blocks loaded changed during the replay: {layouts}", file=sys.stderr)
+    if os.environ.get("BENCH_RAW"):  # a folder: each replay's rounds as measured, in JSON
+        folder = Path(os.environ["BENCH_RAW"])
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"replay-{time.time():.0f}.json").write_text(json.dumps(raw))
     return cpu, engine
 
 
